@@ -1,0 +1,34 @@
+# Strata's entry points. `make test` is what CI runs (.ci/run); it installs what the tests need
+# beyond the Rust toolchain (see e2e/install-test-tools.sh) and then runs every test.
+
+CARGO ?= cargo
+
+.PHONY: test tools crds lint fmt demo
+
+## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing).
+test: tools
+	$(CARGO) test --workspace --all-targets --locked
+	$(CARGO) test --workspace --doc --locked
+
+## Install the test tools: kubectl (Debian's kubernetes-client when none is on the PATH) and the
+## Python `kubernetes` client.
+tools:
+	bash e2e/install-test-tools.sh
+
+## Regenerate crds/generated/*.yaml from the Rust types.
+crds:
+	$(CARGO) run --locked -p strata-crds --bin crdgen -- crds/generated
+
+## Formatting and lints, as CI would want them.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## The end-to-end demo arrives with the end-to-end issue; until then this says what to try.
+demo:
+	@echo "make demo is not available yet: the translator, the operator and the e2e harness are"
+	@echo "still being built. What exists today: see README.md, section 'Status'."
+	@exit 1

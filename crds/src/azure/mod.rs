@@ -1,0 +1,53 @@
+//! The Azure cloud CRs (`azure.strata.dev/v1alpha1`): one file per kind, each a thin mirror of the
+//! ARM resource with references to other CRs by name (DESIGN.md "Cloud CR conventions").
+//!
+//! Validation lives in the schema so the API server refuses bad input with a message naming the
+//! field: Azure's naming rules as patterns, CIDRs/IPs and cross-field rules as CEL, immutable
+//! fields as CEL transition rules.
+
+mod availability_set;
+mod load_balancer;
+mod nat_gateway;
+mod network_interface;
+mod network_security_group;
+mod public_ip_address;
+mod resource_group;
+mod route_table;
+mod subnet;
+mod virtual_machine;
+mod virtual_network;
+
+pub use availability_set::*;
+pub use load_balancer::*;
+pub use nat_gateway::*;
+pub use network_interface::*;
+pub use network_security_group::*;
+pub use public_ip_address::*;
+pub use resource_group::*;
+pub use route_table::*;
+pub use subnet::*;
+pub use virtual_machine::*;
+pub use virtual_network::*;
+
+/// API group of the cloud CRs.
+pub const GROUP: &str = "azure.strata.dev";
+/// API version of the cloud CRs.
+pub const VERSION: &str = "v1alpha1";
+
+/// Azure naming rules (Microsoft "Naming rules and restrictions for Azure resources"), as patterns
+/// for `azureName` and child names.
+pub mod naming {
+    /// Resource groups: 1–90 of letters, digits, `_`, `-`, `.`, `(`, `)`; not ending in `.`.
+    pub const RESOURCE_GROUP: &str = r"^[-\w.()]{0,89}[-\w()]$";
+    /// Virtual networks: 2–64, starts with a letter or digit, ends with a letter, digit or `_`.
+    pub const VIRTUAL_NETWORK: &str = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}[a-zA-Z0-9_]$";
+    /// Most network resources (subnets, NSGs and rules, route tables, NAT gateways, public IPs,
+    /// load balancers and their children, NICs, availability sets): 1–80, starts with a letter or
+    /// digit, ends with a letter, digit or `_`.
+    pub const NETWORK: &str = r"^[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,78}[a-zA-Z0-9_])?$";
+    /// Linux virtual machines: 1–64 letters, digits and `-`, not starting or ending with `-`
+    /// (the stricter host-name rule, which is what a Kubernetes node needs).
+    pub const VIRTUAL_MACHINE: &str = r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,62}[a-zA-Z0-9])?$";
+    /// Azure locations as ARM spells them (`westeurope`, `eastus2`).
+    pub const LOCATION: &str = r"^[a-z][a-z0-9]{1,39}$";
+}

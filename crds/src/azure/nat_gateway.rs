@@ -1,0 +1,52 @@
+use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::rules;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::naming;
+
+/// An Azure NAT gateway (Standard SKU) giving subnets outbound connectivity through public IPs.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "azure.strata.dev",
+    version = "v1alpha1",
+    kind = "NatGateway",
+    doc = "An Azure NAT gateway (Microsoft.Network/natGateways).",
+    namespaced,
+    status = "AzureStatus",
+    shortname = "natgw",
+    category = "azure"
+)]
+#[x_kube(
+    validation = rules::immutable("azureName"),
+    validation = rules::immutable("location"),
+    validation = rules::immutable("owner"),
+    validation = rules::immutable("zones")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NatGatewaySpec {
+    /// Name in Azure; defaults to metadata.name. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub azure_name: Option<String>,
+    /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
+    pub owner: ResourceRef,
+    /// Azure location. Immutable.
+    #[schemars(pattern(naming::LOCATION))]
+    pub location: String,
+    /// Azure tags.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
+    /// Idle timeout of outbound flows, 4–120 minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 4, max = 120))]
+    pub idle_timeout_in_minutes: Option<i32>,
+    /// Standard-SKU public IPs the gateway uses (1–16).
+    #[schemars(length(min = 1, max = 16))]
+    #[serde(rename = "publicIPAddresses")]
+    pub public_ip_addresses: Vec<ResourceRef>,
+    /// Availability zone (at most one). Immutable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1), inner(pattern(r"^[1-3]$")))]
+    pub zones: Vec<String>,
+}

@@ -1,0 +1,33 @@
+use crate::common::{AzureStatus, Tags};
+use crate::rules;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::naming;
+
+/// An Azure resource group, the container every other cloud CR lives in.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "azure.strata.dev",
+    version = "v1alpha1",
+    kind = "ResourceGroup",
+    doc = "An Azure resource group (Microsoft.Resources/resourceGroups), reconciled by strata-operator.",
+    namespaced,
+    status = "AzureStatus",
+    shortname = "rg",
+    category = "azure"
+)]
+#[x_kube(validation = rules::immutable("azureName"), validation = rules::immutable("location"))]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceGroupSpec {
+    /// Name in Azure; defaults to metadata.name. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 90), pattern(naming::RESOURCE_GROUP))]
+    pub azure_name: Option<String>,
+    /// Azure location, e.g. `westeurope`. Immutable.
+    #[schemars(pattern(naming::LOCATION))]
+    pub location: String,
+    /// Azure tags.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
+}

@@ -1,0 +1,419 @@
+use crate::capi::{ApiEndpoint, Condition, FailureDomainSpec};
+use crate::common::{FreeForm, ObjectReference, Tags};
+use crate::rules;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::azure::naming;
+
+/// CAPZ's Azure cluster infrastructure: resource group, network, API server load balancer.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta1",
+    kind = "AzureCluster",
+    doc = "CAPZ v1beta1 AzureCluster: the Azure infrastructure of a Cluster API cluster, translated by strata-translator.",
+    namespaced,
+    status = "AzureClusterStatus",
+    shortname = "azc",
+    category = "cluster-api",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].reason"}"#,
+    printcolumn = r#"{"name":"Resource Group","type":"string","jsonPath":".spec.resourceGroup","priority":1}"#,
+    printcolumn = r#"{"name":"Location","type":"string","jsonPath":".spec.location","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = rules::immutable("resourceGroup"), validation = rules::immutable("location"), validation = rules::immutable("subscriptionID"))]
+#[serde(rename_all = "camelCase")]
+pub struct AzureClusterSpec {
+    /// Resource group of the cluster's resources (CAPZ default: the cluster name). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 90), pattern(naming::RESOURCE_GROUP))]
+    pub resource_group: Option<String>,
+    /// Subscription; defaults to the credentials' subscription. Immutable.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "subscriptionID"
+    )]
+    pub subscription_id: Option<String>,
+    /// Azure location. Immutable.
+    #[schemars(length(min = 1))]
+    pub location: String,
+    /// The `AzureClusterIdentity` to use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<ObjectReference>,
+    /// Network layout.
+    #[serde(default)]
+    pub network_spec: NetworkSpec,
+    /// Set by the provider once the API server's address is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+    /// Extra tags for every resource of the cluster.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub additional_tags: Tags,
+    /// Azure cloud, e.g. `AzurePublicCloud`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure_environment: Option<String>,
+    /// Azure Bastion (not translated by Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bastion_spec: Option<FreeForm>,
+    /// Cloud-provider config overrides (not used by Strata; kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_provider_config_overrides: Option<FreeForm>,
+}
+
+/// The cluster's network.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// The virtual network (CAPZ default `<cluster>-vnet`, 10.0.0.0/8).
+    #[serde(default)]
+    pub vnet: VnetSpec,
+    /// Subnets (CAPZ default: control-plane 10.0.0.0/16 and node 10.1.0.0/16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rules::unique_names())]
+    pub subnets: Vec<SubnetSpec>,
+    /// The API server load balancer (CAPZ default: Public, `<cluster>-public-lb`).
+    #[serde(
+        default,
+        rename = "apiServerLB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub api_server_lb: Option<LoadBalancerSpec>,
+    /// Outbound load balancer of the nodes.
+    #[serde(
+        default,
+        rename = "nodeOutboundLB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node_outbound_lb: Option<LoadBalancerSpec>,
+    /// Outbound load balancer of the control plane (private clusters).
+    #[serde(
+        default,
+        rename = "controlPlaneOutboundLB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub control_plane_outbound_lb: Option<LoadBalancerSpec>,
+    /// Private DNS zone of a private cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_dns_zone_name: Option<String>,
+}
+
+/// The virtual network.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VnetSpec {
+    /// Resource group of a pre-existing VNet (custom VNet); defaults to the cluster's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 90), pattern(naming::RESOURCE_GROUP))]
+    pub resource_group: Option<String>,
+    /// ARM ID (set by the provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// VNet name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 64), pattern(naming::VIRTUAL_NETWORK))]
+    pub name: Option<String>,
+    /// Address space.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 43)))]
+    #[x_kube(validation = rules::cidrs())]
+    pub cidr_blocks: Vec<String>,
+    /// Tags of the VNet.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
+    /// VNet peerings (not translated by Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peerings: Vec<FreeForm>,
+}
+
+/// A subnet and its role.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubnetSpec {
+    /// control-plane, node, bastion or cluster.
+    pub role: SubnetRole,
+    /// ARM ID (set by the provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Subnet name.
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: String,
+    /// Address ranges (CAPZ uses the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 43)))]
+    #[x_kube(validation = rules::cidrs())]
+    pub cidr_blocks: Vec<String>,
+    /// The subnet's network security group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_group: Option<SecurityGroup>,
+    /// The subnet's route table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_table: Option<NamedResource>,
+    /// The subnet's NAT gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nat_gateway: Option<NatGatewaySpec>,
+    /// Service endpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_endpoints: Vec<ServiceEndpoint>,
+    /// Private endpoints (not translated by Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub private_endpoints: Vec<FreeForm>,
+}
+
+/// Subnet roles.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum SubnetRole {
+    #[serde(rename = "control-plane")]
+    ControlPlane,
+    #[default]
+    #[serde(rename = "node")]
+    Node,
+    #[serde(rename = "bastion")]
+    Bastion,
+    #[serde(rename = "cluster")]
+    Cluster,
+}
+
+/// A resource known by name (and, once it exists, ID).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct NamedResource {
+    /// ARM ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Name.
+    #[serde(default)]
+    #[schemars(length(max = 80))]
+    pub name: String,
+}
+
+/// A network security group with its rules.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityGroup {
+    /// ARM ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Name.
+    #[serde(default)]
+    #[schemars(length(max = 80))]
+    pub name: String,
+    /// Rules beyond CAPZ's defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = rules::unique_names())]
+    pub security_rules: Vec<SecurityRule>,
+    /// Tags.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
+}
+
+/// A CAPZ security rule (CAPZ's names: `sourcePorts`, `action` …).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityRule {
+    /// Rule name.
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: String,
+    /// Free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 140))]
+    pub description: Option<String>,
+    /// Tcp, Udp, Icmp or `*`.
+    pub protocol: SecurityProtocol,
+    /// Inbound or Outbound.
+    pub direction: SecurityRuleDirection,
+    /// 100–4096.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 4096))]
+    pub priority: Option<i32>,
+    /// Source ports, e.g. `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ports: Option<String>,
+    /// Destination ports, e.g. `22`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_ports: Option<String>,
+    /// Source prefix or tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Source prefixes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// Destination prefix or tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// Allow or Deny (default Allow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<SecurityRuleAction>,
+}
+
+/// CAPZ security rule protocols.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum SecurityProtocol {
+    #[serde(rename = "*")]
+    All,
+    #[default]
+    Tcp,
+    Udp,
+    Icmp,
+}
+
+/// Direction of a CAPZ security rule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum SecurityRuleDirection {
+    #[default]
+    Inbound,
+    Outbound,
+}
+
+/// Action of a CAPZ security rule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum SecurityRuleAction {
+    #[default]
+    Allow,
+    Deny,
+}
+
+/// A NAT gateway of a subnet.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NatGatewaySpec {
+    /// ARM ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Name.
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: String,
+    /// Its public IP (CAPZ default `pip-<natgateway>`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "natGatewayIP"
+    )]
+    pub nat_gateway_ip: Option<PublicIPSpec>,
+}
+
+/// A service endpoint of a subnet.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ServiceEndpoint {
+    /// e.g. `Microsoft.Storage`.
+    pub service: String,
+    /// Locations, e.g. `*`.
+    #[serde(default)]
+    pub locations: Vec<String>,
+}
+
+/// A load balancer of the cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerSpec {
+    /// ARM ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: Option<String>,
+    /// Public or Internal.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<LoadBalancerType>,
+    /// Standard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
+    /// Frontend IPs.
+    #[serde(default, rename = "frontendIPs", skip_serializing_if = "Vec::is_empty")]
+    pub frontend_ips: Vec<FrontendIP>,
+    /// Number of frontend IPs of an outbound LB.
+    #[serde(
+        default,
+        rename = "frontendIPsCount",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 100))]
+    pub frontend_ips_count: Option<i32>,
+    /// Backend pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_pool: Option<BackendPool>,
+    /// Idle timeout, 4–30 minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 4, max = 30))]
+    pub idle_timeout_in_minutes: Option<i32>,
+}
+
+/// Public or Internal load balancer.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum LoadBalancerType {
+    #[default]
+    Public,
+    Internal,
+}
+
+/// A backend pool name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct BackendPool {
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A frontend IP of a load balancer: public (with `publicIP`) or private (with `privateIP`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendIP {
+    /// Name.
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: String,
+    /// Public IP of a public frontend.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "publicIP")]
+    pub public_ip: Option<PublicIPSpec>,
+    /// Private IP of an internal frontend.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "privateIP")]
+    #[schemars(length(max = 45))]
+    #[x_kube(validation = rules::ip())]
+    pub private_ip: Option<String>,
+}
+
+/// A public IP.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicIPSpec {
+    /// Name.
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: String,
+    /// DNS name (FQDN) for the IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_name: Option<String>,
+    /// IP tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_tags: Vec<IpTag>,
+}
+
+/// An IP tag.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct IpTag {
+    /// Tag type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Tag value.
+    pub tag: String,
+}
+
+/// Observed state of an AzureCluster (CAPI infrastructure-cluster contract).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AzureClusterStatus {
+    /// Whether the infrastructure is ready (CAPI contract).
+    #[serde(default)]
+    pub ready: bool,
+    /// Failure domains (availability zones) machines may use.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failure_domains: BTreeMap<String, FailureDomainSpec>,
+    /// Conditions, `Ready` among them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

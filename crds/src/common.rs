@@ -1,0 +1,121 @@
+//! Types shared by every cloud CR: references, status, the free-form object used where CAPI keeps
+//! a field opaque.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::KubeSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// Azure resource tags.
+pub type Tags = BTreeMap<String, String>;
+
+/// ARM resource ID shape: `/subscriptions/<sub>/resourceGroups/<rg>[/providers/<ns>/<type>/<name>[/<type>/<name>…]]`.
+pub const ARM_ID_PATTERN: &str = r"^/subscriptions/[^/]+/(resourceGroups|resourcegroups)/[^/]+(/providers/[^/]+/[^/]+/[^/]+(/[^/]+/[^/]+)*)?$";
+
+/// A Kubernetes object name (RFC 1123 subdomain).
+pub const K8S_NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$";
+
+/// A reference to another Azure resource: either a cloud CR of the expected kind in the same
+/// namespace (`name`) or an Azure resource managed elsewhere (`armId`). Never another namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.name) != has(self.armId)").message("exactly one of name or armId must be set"))]
+pub struct ResourceRef {
+    /// Name of a cloud CR of the expected kind in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(K8S_NAME_PATTERN))]
+    pub name: Option<String>,
+    /// Full ARM resource ID of a resource that is not managed through a CR in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024), pattern(ARM_ID_PATTERN))]
+    pub arm_id: Option<String>,
+}
+
+impl ResourceRef {
+    /// A reference to a CR in the same namespace.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: Some(name.into()),
+            arm_id: None,
+        }
+    }
+
+    /// A reference to an Azure resource by its ARM ID.
+    pub fn arm(id: impl Into<String>) -> Self {
+        Self {
+            name: None,
+            arm_id: Some(id.into()),
+        }
+    }
+}
+
+/// A key in a Secret of the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Secret name (same namespace).
+    #[schemars(length(min = 1, max = 253), pattern(K8S_NAME_PATTERN))]
+    pub name: String,
+    /// Key within the Secret's data.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Status fields every cloud CR has (DESIGN.md "Cloud CR conventions"), flattened into each kind's
+/// status so that `kubectl get`, kstatus and the reconciler read them in one place.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AzureStatus {
+    /// ARM resource ID, set once the resource exists in Azure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// ARM `provisioningState` as last observed (Succeeded, Creating, Updating, Deleting, Failed …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_state: Option<String>,
+    /// The `metadata.generation` the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Current state; `Ready` summarises it (DESIGN.md lists the reasons).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// An object whose fields Strata does not model; the API server keeps whatever it holds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(transparent)]
+pub struct FreeForm(pub serde_json::Map<String, serde_json::Value>);
+
+impl JsonSchema for FreeForm {
+    fn schema_name() -> Cow<'static, str> {
+        "FreeForm".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+    }
+}
+
+/// A reference to a Kubernetes object, as CAPI uses it (`corev1.ObjectReference`, the fields CAPI
+/// reads).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    /// API version of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// UID of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what Strata's tests need beyond the Rust toolchain, only when it is missing, so that
+# `make test` works on a fresh Debian machine:
+#   - kubectl: any kubectl on the PATH is used; otherwise Debian's `kubernetes-client`.
+#   - the Python `kubernetes` client (PyPI), for the API test server's client-compatibility tests.
+set -euo pipefail
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        echo "install-test-tools: need root to run: $*" >&2; return 1; fi
+}
+
+if ! command -v kubectl >/dev/null 2>&1; then
+    echo "install-test-tools: installing Debian's kubernetes-client (kubectl)"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq kubernetes-client >/dev/null
+fi
+kubectl version --client 2>/dev/null | head -1 || true
+
+if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
+    echo "install-test-tools: installing the Python kubernetes client"
+    python3 -m pip install --quiet --disable-pip-version-check kubernetes
+fi
+python3 -c 'import kubernetes; print("python kubernetes client", kubernetes.__version__)'
