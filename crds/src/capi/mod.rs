@@ -58,10 +58,8 @@ pub struct MachineAddress {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ApiEndpoint {
     /// Host name or IP.
-    #[serde(default)]
     pub host: String,
     /// Port.
-    #[serde(default)]
     pub port: i32,
 }
 

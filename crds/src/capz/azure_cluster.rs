@@ -186,10 +186,10 @@ pub struct NamedResource {
     /// ARM ID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Name.
-    #[serde(default)]
-    #[schemars(length(max = 80))]
-    pub name: String,
+    /// Name; empty means CAPZ's default name for the role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: Option<String>,
 }
 
 /// A network security group with its rules.
@@ -199,10 +199,10 @@ pub struct SecurityGroup {
     /// ARM ID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Name.
-    #[serde(default)]
-    #[schemars(length(max = 80))]
-    pub name: String,
+    /// Name; empty means CAPZ's default name for the role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: Option<String>,
     /// Rules beyond CAPZ's defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200))]
