@@ -1,1 +1,117 @@
-//! Being written: see its issue.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+//! strata-armsim: an Azure Resource Manager emulator on loopback.
+//!
+//! It speaks the ARM REST contract of the kinds Strata manages, the Azure AD client-credentials
+//! token endpoint, long-running operations, ARM's validation and error codes, throttling and fault
+//! injection, with an inspection API under `/_sim/`. See the README for what it does not do.
+
+pub mod auth;
+pub mod error;
+pub mod faults;
+pub mod id;
+pub mod inspect;
+pub mod log;
+pub mod lro;
+pub mod pipeline;
+pub mod rest;
+pub mod sim;
+pub mod store;
+pub mod throttle;
+pub mod types;
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use axum::Router;
+use axum::routing::post;
+use tokio::task::JoinHandle;
+
+pub use error::{ArmError, Error};
+pub use sim::{App, Options};
+pub use throttle::{Limit, ThrottleConfig};
+
+/// The whole HTTP surface: token endpoint, `/_sim/` and ARM (everything else).
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/{tenant}/oauth2/v2.0/token", post(auth::token))
+        .nest("/_sim", inspect::routes())
+        .fallback(pipeline::handle)
+        .with_state(app)
+}
+
+/// A running emulator. Dropping it stops the server.
+pub struct Server {
+    /// `http://127.0.0.1:<port>`: both the ARM endpoint and the authority host.
+    pub url: String,
+    pub addr: SocketAddr,
+    pub app: App,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds 127.0.0.1:`port` (0 picks a free port) and serves in the background.
+    pub async fn start(options: Options, port: u16) -> Result<Server, Error> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: addr.to_string(),
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let app = App::new(options);
+        let router = router(app.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "armsim server stopped");
+            }
+        });
+        Ok(Server {
+            url: format!("http://{addr}"),
+            addr,
+            app,
+            task,
+        })
+    }
+
+    /// Waits until the server task ends (it runs until the process stops).
+    pub async fn wait(mut self) -> Result<(), Error> {
+        (&mut self.task)
+            .await
+            .map_err(|e| Error::Serve(std::io::Error::other(e)))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn router_serves_without_binding_a_port() {
+        let app = router(App::new(Options::default()));
+        let empty = app
+            .clone()
+            .oneshot(Request::get("/_sim/resources").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(empty.status(), StatusCode::OK);
+        let arm = app
+            .oneshot(
+                Request::get("/subscriptions/s/resourceGroups/g?api-version=2021-04-01")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(arm.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(arm.headers()["x-ms-error-code"], "AuthenticationFailed");
+    }
+}

@@ -1,0 +1,232 @@
+//! Azure AD stand-in: the client-credentials token endpoint, bearer-token checks, and the
+//! registry of subscriptions and principals (empty registry: everyone may do everything).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::ArmError;
+use crate::log::Entry;
+use crate::sim::App;
+
+const TOKEN_LIFETIME: Duration = Duration::from_secs(3599);
+
+/// A principal registered with `POST /_sim/principals`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Principal {
+    pub tenant_id: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// Subscriptions it may use.
+    #[serde(default)]
+    pub subscriptions: Vec<String>,
+}
+
+/// Who made a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant_id: String,
+    pub client_id: String,
+    expires: Instant,
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    pub principals: Vec<Principal>,
+    /// Registered subscription IDs, lower case. Empty: every subscription exists.
+    pub subscriptions: HashSet<String>,
+    /// Registered tenant IDs, lower case. Empty: every tenant exists.
+    pub tenants: HashSet<String>,
+    pub tokens: HashMap<String, Caller>,
+}
+
+impl Registry {
+    /// The caller of a request from its `Authorization: Bearer` header.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, ArmError> {
+        let fail = |m: &str| ArmError::new(StatusCode::UNAUTHORIZED, "AuthenticationFailed", m);
+        let header = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| fail("Authentication failed. The 'Authorization' header is missing."))?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| fail("Authentication failed. The 'Authorization' header is provided in an invalid format."))?;
+        let caller = self
+            .tokens
+            .get(token)
+            .ok_or_else(|| fail("Authentication failed. The access token is not valid."))?;
+        if caller.expires < Instant::now() {
+            return Err(ArmError::new(
+                StatusCode::UNAUTHORIZED,
+                "ExpiredAuthenticationToken",
+                "The access token expiry UTC time is earlier than current UTC time.",
+            ));
+        }
+        Ok(caller.clone())
+    }
+
+    /// Whether the subscription exists and the caller may use it.
+    pub fn authorize(
+        &self,
+        caller: &Caller,
+        subscription: &str,
+        action: &str,
+        scope: &str,
+    ) -> Result<(), ArmError> {
+        let sub = subscription.to_ascii_lowercase();
+        if !self.subscriptions.is_empty() && !self.subscriptions.contains(&sub) {
+            return Err(ArmError::not_found(
+                "SubscriptionNotFound",
+                format!("The subscription '{subscription}' could not be found."),
+            ));
+        }
+        if self.principals.is_empty() {
+            return Ok(());
+        }
+        let granted = self.principals.iter().any(|p| {
+            p.client_id.eq_ignore_ascii_case(&caller.client_id)
+                && p.subscriptions
+                    .iter()
+                    .any(|s| s.eq_ignore_ascii_case(subscription))
+        });
+        if granted {
+            Ok(())
+        } else {
+            Err(ArmError::new(
+                StatusCode::FORBIDDEN,
+                "AuthorizationFailed",
+                format!(
+                    "The client '{}' with object id '{}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials.",
+                    caller.client_id, caller.client_id
+                ),
+            ))
+        }
+    }
+
+    /// Issues a token for the client-credentials grant, or an Azure AD error.
+    fn issue(
+        &mut self,
+        tenant: &str,
+        form: &HashMap<String, String>,
+    ) -> Result<String, (StatusCode, serde_json::Value)> {
+        let aad = |status: StatusCode, error: &str, description: String| {
+            (
+                status,
+                json!({ "error": error, "error_description": description, "error_codes": [] }),
+            )
+        };
+        if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
+            return Err(aad(
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "AADSTS70003: The app requested an unsupported grant type.".into(),
+            ));
+        }
+        if !self.tenants.is_empty() && !self.tenants.contains(&tenant.to_ascii_lowercase()) {
+            return Err(aad(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!(
+                    "AADSTS90002: Tenant '{tenant}' not found. Check to make sure you have the correct tenant ID and are signing into the correct cloud."
+                ),
+            ));
+        }
+        let client_id = form.get("client_id").cloned().unwrap_or_default();
+        let secret = form.get("client_secret").cloned().unwrap_or_default();
+        if client_id.is_empty() {
+            return Err(aad(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "AADSTS900144: The request body must contain the following parameter: 'client_id'."
+                    .into(),
+            ));
+        }
+        // Workload identity sends a federated assertion instead of a secret; it cannot be verified
+        // here, so it stands for the principal's secret.
+        let assertion = form.get("client_assertion").is_some_and(|a| !a.is_empty());
+        if !self.principals.is_empty() {
+            let known: Vec<&Principal> = self
+                .principals
+                .iter()
+                .filter(|p| p.client_id.eq_ignore_ascii_case(&client_id))
+                .collect();
+            let Some(p) = known
+                .iter()
+                .find(|p| p.tenant_id.eq_ignore_ascii_case(tenant))
+            else {
+                return Err(aad(
+                    StatusCode::BAD_REQUEST,
+                    "unauthorized_client",
+                    format!(
+                        "AADSTS700016: Application with identifier '{client_id}' was not found in the directory '{tenant}'."
+                    ),
+                ));
+            };
+            if !assertion && p.client_secret != secret {
+                return Err(aad(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_client",
+                    format!(
+                        "AADSTS7000215: Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, for a secret added to app '{client_id}'."
+                    ),
+                ));
+            }
+        }
+        let token = format!("armsim.{}", uuid::Uuid::new_v4().simple());
+        self.tokens.insert(
+            token.clone(),
+            Caller {
+                tenant_id: tenant.to_string(),
+                client_id,
+                expires: Instant::now() + TOKEN_LIFETIME,
+            },
+        );
+        Ok(token)
+    }
+}
+
+/// `POST /{tenant}/oauth2/v2.0/token`.
+pub async fn token(
+    State(app): State<App>,
+    Path(tenant): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let started = Instant::now();
+    let mut sim = app.lock();
+    let result = sim.auth.issue(&tenant, &form);
+    let status = match &result {
+        Ok(_) => StatusCode::OK,
+        Err((s, _)) => *s,
+    };
+    sim.log.push(Entry {
+        time: chrono::Utc::now().to_rfc3339(),
+        method: "POST".into(),
+        path: format!("/{tenant}/oauth2/v2.0/token"),
+        api_version: None,
+        status: status.as_u16(),
+        code: result
+            .as_ref()
+            .err()
+            .and_then(|(_, b)| b["error"].as_str().map(str::to_string)),
+        subscription: None,
+        principal: form.get("client_id").cloned(),
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    });
+    match result {
+        Ok(token) => Json(json!({
+            "token_type": "Bearer",
+            "expires_in": TOKEN_LIFETIME.as_secs(),
+            "ext_expires_in": TOKEN_LIFETIME.as_secs(),
+            "access_token": token,
+        }))
+        .into_response(),
+        Err((status, body)) => (status, Json(body)).into_response(),
+    }
+}

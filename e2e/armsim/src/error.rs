@@ -1,0 +1,84 @@
+//! Errors: [`ArmError`] is an ARM error response; [`Error`] is the library's own failure.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// The library's failures (starting the server).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("server failed: {0}")]
+    Serve(#[from] std::io::Error),
+}
+
+/// An error as ARM returns it: an HTTP status and the body `{"error":{"code","message","details"}}`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ArmError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    pub details: Vec<ArmError>,
+    /// Seconds for a `Retry-After` header (429 and fault rules).
+    pub retry_after: Option<f64>,
+}
+
+impl ArmError {
+    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code: code.into(),
+            message: message.into(),
+            details: Vec::new(),
+            retry_after: None,
+        }
+    }
+    pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+    pub fn conflict(code: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+    pub fn with_retry_after(mut self, seconds: f64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        json!({ "error": self.inner_body() })
+    }
+
+    fn inner_body(&self) -> serde_json::Value {
+        let details: Vec<_> = self.details.iter().map(Self::inner_body).collect();
+        json!({ "code": self.code, "message": self.message, "details": details })
+    }
+}
+
+impl IntoResponse for ArmError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        if let Ok(code) = HeaderValue::from_str(&self.code) {
+            headers.insert("x-ms-error-code", code);
+        }
+        if let Some(seconds) = self.retry_after {
+            crate::lro::insert_retry_after(headers, seconds);
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                "www-authenticate",
+                HeaderValue::from_static(r#"Bearer authorization_uri="https://login.windows.net/", error="invalid_token""#),
+            );
+        }
+        response
+    }
+}

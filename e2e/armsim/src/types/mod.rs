@@ -1,0 +1,290 @@
+//! Per-type rules. Everything generic (storage, references, operations) lives elsewhere; a type
+//! module only says what is special about its kind: name rule, latency, read-only properties,
+//! type-specific validation.
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::error::ArmError;
+use crate::id::ResourceId;
+use crate::store::Store;
+
+mod availability_set;
+mod disk;
+mod load_balancer;
+mod nat_gateway;
+mod network_interface;
+mod network_security_group;
+mod public_ip;
+mod resource_group;
+mod route_table;
+mod virtual_machine;
+mod virtual_network;
+
+pub const NETWORK_API_VERSIONS: &[&str] = &["2024-03-01", "2024-05-01", "2023-09-01"];
+pub const COMPUTE_API_VERSIONS: &[&str] = &["2024-07-01", "2024-03-01", "2023-09-01"];
+pub const DISK_API_VERSIONS: &[&str] = &["2024-03-02", "2023-10-02", "2023-04-02"];
+pub const RESOURCES_API_VERSIONS: &[&str] = &["2021-04-01", "2022-09-01", "2024-03-01"];
+
+/// Regions a resource may be placed in (lower case, no spaces).
+pub const REGIONS: &[&str] = &[
+    "eastus",
+    "eastus2",
+    "westus",
+    "westus2",
+    "westus3",
+    "centralus",
+    "northcentralus",
+    "southcentralus",
+    "westcentralus",
+    "canadacentral",
+    "brazilsouth",
+    "northeurope",
+    "westeurope",
+    "uksouth",
+    "ukwest",
+    "francecentral",
+    "germanywestcentral",
+    "swedencentral",
+    "switzerlandnorth",
+    "norwayeast",
+    "eastasia",
+    "southeastasia",
+    "japaneast",
+    "japanwest",
+    "australiaeast",
+    "centralindia",
+    "koreacentral",
+    "southafricanorth",
+    "uaenorth",
+];
+
+/// Normalizes a location as ARM does (`West Europe` → `westeurope`).
+pub fn normalize_location(location: &str) -> String {
+    location.replace(' ', "").to_ascii_lowercase()
+}
+
+/// A name rule: length bounds and a pattern, with ARM's message for violations.
+pub struct NameRule {
+    pub min: usize,
+    pub max: usize,
+    pub pattern: &'static str,
+    pub describe: &'static str,
+}
+
+/// Network and most compute names: 1–80 word characters, `.`, `-`, `_`; starts with a word
+/// character; ends with a word character or `_`.
+pub const NETWORK_NAME: NameRule = NameRule {
+    min: 1,
+    max: 80,
+    pattern: r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$",
+    describe: "The name can be up to 80 characters long. It must begin with a word character, and it must end with a word character or with '_'. The name may contain word characters or '.', '-', '_'.",
+};
+
+impl NameRule {
+    pub fn check(&self, id: &ResourceId) -> Result<(), ArmError> {
+        let name = id.name();
+        let ok = (self.min..=self.max).contains(&name.chars().count())
+            && Regex::new(self.pattern).is_ok_and(|re| re.is_match(name));
+        if ok {
+            Ok(())
+        } else {
+            Err(ArmError::bad_request(
+                "InvalidResourceName",
+                format!("Resource name {name} is invalid. {}", self.describe),
+            ))
+        }
+    }
+}
+
+/// The context of a PUT that a type's `prepare` sees and edits.
+pub struct Put<'a> {
+    pub store: &'a Store,
+    pub id: &'a ResourceId,
+    /// The incoming body, already carrying `id`, `name`, `type` and a normalized `location`.
+    pub body: &'a mut Value,
+    /// The stored body before this PUT, if the resource exists.
+    pub existing: Option<&'a Value>,
+    /// For a nested resource: the parent's body as it will be after this request.
+    pub parent: Option<&'a Value>,
+    /// For a nested resource: the other children of the same type, as they will be.
+    pub siblings: Vec<&'a Value>,
+    /// Resources the PUT creates implicitly (a VM's OS disk).
+    pub implicit: Vec<(ResourceId, Value)>,
+}
+
+impl Put<'_> {
+    pub fn props(&mut self) -> &mut serde_json::Map<String, Value> {
+        if !self.body.get("properties").is_some_and(Value::is_object) {
+            self.body["properties"] = Value::Object(Default::default());
+        }
+        match self.body.get_mut("properties") {
+            Some(Value::Object(map)) => map,
+            _ => unreachable!("properties was just made an object"),
+        }
+    }
+    /// Keeps a read-only property from the existing body, or sets it with `make`.
+    pub fn keep_or(&mut self, pointer: &str, make: impl FnOnce() -> Value) {
+        let old = self.existing.and_then(|e| e.pointer(pointer)).cloned();
+        let value = old.unwrap_or_else(make);
+        set_pointer(self.body, pointer, value);
+    }
+}
+
+/// Sets `value` at a JSON pointer of object keys, creating objects on the way.
+pub fn set_pointer(root: &mut Value, pointer: &str, value: Value) {
+    let mut node = root;
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !node.is_object() {
+            *node = Value::Object(Default::default());
+        }
+        let Value::Object(map) = node else { return };
+        if i == parts.len() - 1 {
+            map.insert((*part).to_string(), value);
+            return;
+        }
+        node = map
+            .entry(*part)
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+}
+
+pub fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn no_prepare(_: &mut Put<'_>) -> Result<(), ArmError> {
+    Ok(())
+}
+fn no_extra_deletes(_: &Store, _: &Value) -> Vec<String> {
+    Vec::new()
+}
+fn no_view(_: &mut Value, _: Option<&str>) {}
+
+/// What is special about one resource type.
+pub struct Spec {
+    pub type_name: &'static str,
+    pub api_versions: &'static [&'static str],
+    pub name_rule: NameRule,
+    /// Has its own `location` (nested resources take the parent's).
+    pub located: bool,
+    /// Simulated seconds from PUT to `Succeeded`, and from DELETE to gone.
+    pub put_seconds: f64,
+    pub delete_seconds: f64,
+    /// `provisioningState` while a create runs (`Updating` for network, `Creating` for compute).
+    pub creating_state: &'static str,
+    pub updating_state: &'static str,
+    /// Gets a `resourceGuid` (network resources).
+    pub resource_guid: bool,
+    /// Error code when deleting it while referenced.
+    pub in_use_code: &'static str,
+    /// Nested resource types kept as separate resources and shown inline: `(type segment, property)`.
+    pub children: &'static [(&'static str, &'static str)],
+    /// Array properties whose elements are sub-resources that get an `id` (`ipConfigurations`).
+    pub sub_resources: &'static [&'static str],
+    /// Type-specific validation and read-only properties.
+    pub prepare: fn(&mut Put<'_>) -> Result<(), ArmError>,
+    /// Other resources deleted with this one (a VM's OS disk with `deleteOption: Delete`).
+    pub deletes_with: fn(&Store, &Value) -> Vec<String>,
+    /// Adds computed views on GET (`$expand=instanceView`).
+    pub view: fn(&mut Value, Option<&str>),
+    /// Read-only back-references ARM shows: which resources of another type refer to this one.
+    pub back_refs: &'static [BackRef],
+}
+
+/// A read-only property listing the referrers of a resource, e.g. a subnet's `ipConfigurations`:
+/// the ID recorded is that of the object holding the reference (the NIC's IP configuration).
+pub struct BackRef {
+    pub property: &'static str,
+    pub from_type: &'static str,
+    /// An array of `{id}` (or a single `{id}`).
+    pub many: bool,
+}
+
+impl Spec {
+    pub const fn network(
+        type_name: &'static str,
+        put_seconds: f64,
+        in_use_code: &'static str,
+    ) -> Spec {
+        Spec {
+            type_name,
+            api_versions: NETWORK_API_VERSIONS,
+            name_rule: NETWORK_NAME,
+            located: true,
+            put_seconds,
+            delete_seconds: put_seconds,
+            creating_state: "Updating",
+            updating_state: "Updating",
+            resource_guid: false,
+            in_use_code,
+            children: &[],
+            sub_resources: &[],
+            prepare: no_prepare,
+            deletes_with: no_extra_deletes,
+            view: no_view,
+            back_refs: &[],
+        }
+    }
+}
+
+static SPECS: &[&Spec] = &[
+    &resource_group::SPEC,
+    &virtual_network::SPEC,
+    &virtual_network::SUBNET,
+    &network_security_group::SPEC,
+    &network_security_group::RULE,
+    &route_table::SPEC,
+    &nat_gateway::SPEC,
+    &public_ip::SPEC,
+    &load_balancer::SPEC,
+    &network_interface::SPEC,
+    &availability_set::SPEC,
+    &virtual_machine::SPEC,
+    &disk::SPEC,
+];
+
+/// The spec of a type name, case-insensitively.
+pub fn spec(type_name: &str) -> Option<&'static Spec> {
+    SPECS
+        .iter()
+        .find(|s| s.type_name.eq_ignore_ascii_case(type_name))
+        .copied()
+}
+
+pub use virtual_machine::instance_view as virtual_machine_instance_view;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(type_name: &str, name: &str) -> bool {
+        let (provider, ty) = type_name.split_once('/').unwrap();
+        let id = ResourceId {
+            subscription: "s".into(),
+            resource_group: "g".into(),
+            provider: Some(provider.into()),
+            segments: vec![(ty.into(), name.into())],
+        };
+        spec(type_name).unwrap().name_rule.check(&id).is_ok()
+    }
+
+    #[test]
+    fn name_rules_follow_azure() {
+        assert!(named("Microsoft.Network/virtualNetworks", "my-vnet_1"));
+        assert!(named("Microsoft.Network/virtualNetworks", "a"));
+        assert!(!named("Microsoft.Network/virtualNetworks", "_vnet"));
+        assert!(!named("Microsoft.Network/virtualNetworks", "vnet-"));
+        assert!(named("Microsoft.Network/virtualNetworks", "vnet_"));
+        assert!(!named("Microsoft.Network/virtualNetworks", &"a".repeat(81)));
+        assert!(named(
+            "Microsoft.Compute/virtualMachines",
+            "cluster-md-0-abcde"
+        ));
+        assert!(!named("Microsoft.Compute/virtualMachines", "vm_1"));
+        assert!(!named("Microsoft.Compute/virtualMachines", "vm."));
+        assert_eq!(normalize_location("West Europe"), "westeurope");
+        assert!(spec("microsoft.network/VIRTUALNETWORKS/subnets").is_some());
+    }
+}
