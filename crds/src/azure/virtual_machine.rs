@@ -188,7 +188,7 @@ pub enum CachingType {
 }
 
 /// The managed OS disk.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OSDisk {
     /// Size in GiB, 1–4095 (CAPZ default 128).
@@ -205,6 +205,18 @@ pub struct OSDisk {
 
 fn default_os_disk_size() -> i32 {
     128
+}
+
+// Written out (not derived) because the schema's `default` for `osDisk` is this value, and a
+// derived size of 0 would break the field's own minimum: API servers refuse such a CRD.
+impl Default for OSDisk {
+    fn default() -> Self {
+        Self {
+            disk_size_gb: default_os_disk_size(),
+            storage_account_type: StorageAccountType::default(),
+            caching: CachingType::default(),
+        }
+    }
 }
 
 /// A managed data disk.

@@ -1,0 +1,175 @@
+//! One error type for every failure the server reports; each renders as a Kubernetes `Status` body.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// A field-level cause of an `Invalid` error (`details.causes[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+impl Cause {
+    pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Names the object an error is about, as `details` does in a real `Status`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Target {
+    pub group: String,
+    /// The resource (plural), or the Kind for `Invalid`.
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{} \"{}\" not found", qualified(&.0.kind, &.0.group), .0.name)]
+    NotFound(Target),
+    #[error("{} \"{}\" already exists", qualified(&.0.kind, &.0.group), .0.name)]
+    AlreadyExists(Target),
+    #[error("Operation cannot be fulfilled on {} \"{}\": {}", qualified(&.0.kind, &.0.group), .0.name, .1)]
+    Conflict(Target, String),
+    #[error("{}", invalid_message(.0, .1))]
+    Invalid(Target, Vec<Cause>),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{1}")]
+    Forbidden(Target, String),
+    #[error("the server could not find the requested resource")]
+    NoResource,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    #[error("{0}")]
+    Expired(String),
+    #[error("{}", .1)]
+    ApplyConflict(Target, String, Vec<Cause>),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn qualified(resource: &str, group: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+fn invalid_message(t: &Target, causes: &[Cause]) -> String {
+    let kind = qualified(&t.kind, &t.group);
+    let list: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            if c.field.is_empty() {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            }
+        })
+        .collect();
+    if list.len() == 1 {
+        format!("{kind} \"{}\" is invalid: {}", t.name, list[0])
+    } else {
+        format!("{kind} \"{}\" is invalid: [{}]", t.name, list.join(", "))
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound(_) | ApiError::NoResource => StatusCode::NOT_FOUND,
+            ApiError::AlreadyExists(_) | ApiError::Conflict(..) | ApiError::ApplyConflict(..) => {
+                StatusCode::CONFLICT
+            }
+            ApiError::Invalid(..) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(..) => StatusCode::FORBIDDEN,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Expired(_) => StatusCode::GONE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound(_) | ApiError::NoResource => "NotFound",
+            ApiError::AlreadyExists(_) => "AlreadyExists",
+            ApiError::Conflict(..) | ApiError::ApplyConflict(..) => "Conflict",
+            ApiError::Invalid(..) => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Forbidden(..) => "Forbidden",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::Expired(_) => "Expired",
+            ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `Status` object a real API server would send.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code().as_u16(),
+        });
+        let details = match self {
+            ApiError::NotFound(t)
+            | ApiError::AlreadyExists(t)
+            | ApiError::Conflict(t, _)
+            | ApiError::Forbidden(t, _) => Some(target_details(t, &[])),
+            ApiError::Invalid(t, causes) | ApiError::ApplyConflict(t, _, causes) => {
+                Some(target_details(t, causes))
+            }
+            _ => None,
+        };
+        if let Some(d) = details {
+            status["details"] = d;
+        }
+        status
+    }
+}
+
+fn target_details(t: &Target, causes: &[Cause]) -> Value {
+    let mut d = json!({ "name": t.name, "kind": t.kind });
+    if !t.group.is_empty() {
+        d["group"] = json!(t.group);
+    }
+    if !causes.is_empty() {
+        d["causes"] = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+    }
+    d
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        tracing::debug!(code = self.code().as_u16(), error = %self, "request failed");
+        (
+            self.code(),
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.status().to_string(),
+        )
+            .into_response()
+    }
+}
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;

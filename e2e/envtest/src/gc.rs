@@ -1,0 +1,234 @@
+//! Background controllers of a real cluster, run synchronously after each deletion: the namespace
+//! controller (empties and removes terminating namespaces) and, when enabled, the garbage collector
+//! for `ownerReferences` (background, foreground and orphan propagation).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::lifecycle::{self, Propagation};
+use crate::resources::ResourceKey;
+use crate::store::{Store, meta_str};
+
+struct Owner {
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+enum Action {
+    Delete(ResourceKey, String, String),
+    RemoveOwnerRefs(ResourceKey, Arc<Value>, Vec<String>),
+    RemoveFinalizer(ResourceKey, Arc<Value>, &'static str),
+    RemoveNamespace(String),
+}
+
+/// Run the controllers until nothing changes.
+pub fn reconcile(store: &mut Store, gc_enabled: bool) {
+    if !store.take_deletions_pending() {
+        return;
+    }
+    for _ in 0..64 {
+        let actions = plan(store, gc_enabled);
+        if actions.is_empty() {
+            return;
+        }
+        for a in actions {
+            perform(store, a);
+        }
+        store.take_deletions_pending();
+    }
+    tracing::warn!("garbage collection did not settle after 64 rounds");
+}
+
+fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let ns_key = ResourceKey {
+        group: String::new(),
+        plural: "namespaces".into(),
+    };
+    let terminating: Vec<String> = store
+        .list(&ns_key, None)
+        .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        .map(|n| meta_str(n, "name").to_string())
+        .collect();
+    for ns in &terminating {
+        let mut empty = true;
+        for (key, obj) in store.all_objects() {
+            if meta_str(obj, "namespace") == ns {
+                empty = false;
+                if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                    actions.push(Action::Delete(
+                        key.clone(),
+                        ns.clone(),
+                        meta_str(obj, "name").to_string(),
+                    ));
+                }
+            }
+        }
+        if empty {
+            actions.push(Action::RemoveNamespace(ns.clone()));
+        }
+    }
+    if !gc_enabled {
+        return actions;
+    }
+    let owners: HashMap<String, Owner> = store
+        .all_objects()
+        .map(|(_, o)| {
+            (
+                meta_str(o, "uid").to_string(),
+                Owner {
+                    deleting: o.pointer("/metadata/deletionTimestamp").is_some(),
+                    finalizers: finalizers(o),
+                },
+            )
+        })
+        .collect();
+    let mut has_dependents: HashMap<String, bool> = HashMap::new();
+    for (key, obj) in store.all_objects() {
+        let refs = owner_uids(obj);
+        if refs.is_empty() {
+            continue;
+        }
+        let mut dangling = Vec::new();
+        let mut orphaned_by = Vec::new();
+        let mut delete_now = false;
+        for uid in &refs {
+            match owners.get(uid) {
+                None => dangling.push(uid.clone()),
+                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "orphan") => {
+                    orphaned_by.push(uid.clone())
+                }
+                Some(o) => {
+                    has_dependents.insert(uid.clone(), true);
+                    if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") {
+                        delete_now = true;
+                    }
+                }
+            }
+        }
+        let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+        let name = meta_str(obj, "name").to_string();
+        let ns = meta_str(obj, "namespace").to_string();
+        if !deleting && (delete_now || (dangling.len() == refs.len() && orphaned_by.is_empty())) {
+            actions.push(Action::Delete(key.clone(), ns, name));
+        } else if !dangling.is_empty() || !orphaned_by.is_empty() {
+            dangling.extend(orphaned_by);
+            actions.push(Action::RemoveOwnerRefs(key.clone(), obj.clone(), dangling));
+        }
+    }
+    for (key, obj) in store.all_objects() {
+        if obj.pointer("/metadata/deletionTimestamp").is_none() {
+            continue;
+        }
+        let uid = meta_str(obj, "uid");
+        let f = finalizers(obj);
+        if f.iter().any(|x| x == "foregroundDeletion") && !has_dependents.contains_key(uid) {
+            actions.push(Action::RemoveFinalizer(
+                key.clone(),
+                obj.clone(),
+                "foregroundDeletion",
+            ));
+        } else if f.iter().any(|x| x == "orphan")
+            && !store
+                .all_objects()
+                .any(|(_, d)| owner_uids(d).iter().any(|u| u == uid))
+        {
+            actions.push(Action::RemoveFinalizer(key.clone(), obj.clone(), "orphan"));
+        }
+    }
+    actions
+}
+
+fn perform(store: &mut Store, action: Action) {
+    match action {
+        Action::Delete(key, ns, name) => {
+            if let Some(rt) = store.types.get(&key).cloned() {
+                let _ = lifecycle::delete(store, &rt, &ns, &name, Propagation::Background, None);
+            }
+        }
+        Action::RemoveNamespace(name) => {
+            let key = ResourceKey {
+                group: String::new(),
+                plural: "namespaces".into(),
+            };
+            store.remove(&key, "", &name);
+        }
+        Action::RemoveOwnerRefs(key, obj, uids) => {
+            let mut o = (*obj).clone();
+            if let Some(refs) = o
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
+                refs.retain(|r| {
+                    !r.get("uid")
+                        .and_then(Value::as_str)
+                        .is_some_and(|u| uids.iter().any(|x| x == u))
+                });
+                if refs.is_empty()
+                    && let Some(m) = o["metadata"].as_object_mut()
+                {
+                    m.remove("ownerReferences");
+                }
+            }
+            if store
+                .get(&key, meta_str(&o, "namespace"), meta_str(&o, "name"))
+                .is_some_and(|cur| cur == obj)
+            {
+                store.replace(&key, o);
+            }
+        }
+        Action::RemoveFinalizer(key, obj, finalizer) => {
+            let mut o = (*obj).clone();
+            let rest: Vec<Value> = finalizers(&o)
+                .into_iter()
+                .filter(|f| f != finalizer)
+                .map(|f| json!(f))
+                .collect();
+            let (ns, name) = (
+                meta_str(&o, "namespace").to_string(),
+                meta_str(&o, "name").to_string(),
+            );
+            if store.get(&key, &ns, &name).is_none_or(|cur| cur != obj) {
+                return;
+            }
+            if rest.is_empty() {
+                if let Some(m) = o["metadata"].as_object_mut() {
+                    m.remove("finalizers");
+                }
+                store.replace(&key, o);
+                if let Some(gone) = store.remove(&key, &ns, &name)
+                    && let Some(rt) = store.types.get(&key).cloned()
+                {
+                    lifecycle::after_removal(store, &rt, &gone);
+                }
+            } else {
+                o["metadata"]["finalizers"] = Value::Array(rest);
+                store.replace(&key, o);
+            }
+        }
+    }
+}

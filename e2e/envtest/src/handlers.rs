@@ -1,0 +1,709 @@
+//! HTTP handlers for resource paths: `/api/v1/...` and `/apis/<group>/<version>/...`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::apply::{self, Scope};
+use crate::error::{ApiError, Target};
+use crate::lifecycle::{self, Deleted, FieldValidation, Propagation, WriteOptions, Written};
+use crate::resources::ResourceType;
+use crate::selectors::{Filter, Selector};
+use crate::server::AppState;
+use crate::store::{Store, meta_str};
+use crate::watch::{self, WatchParams};
+use crate::{discovery, table};
+
+/// A parsed resource path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourcePath {
+    pub group: String,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub plural: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+pub fn parse_path(path: &str) -> Option<ResourcePath> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
+        _ => return None,
+    };
+    let mut p = ResourcePath {
+        group,
+        version,
+        namespace: None,
+        plural: None,
+        name: None,
+        subresource: None,
+    };
+    let rest: &[&str] = match rest {
+        ["namespaces", ns, plural, more @ ..] if !matches!(*plural, "status" | "finalize") => {
+            p.namespace = Some(ns.to_string());
+            p.plural = Some(plural.to_string());
+            more
+        }
+        [plural, more @ ..] => {
+            p.plural = Some(plural.to_string());
+            more
+        }
+        [] => return Some(p),
+    };
+    match rest {
+        [] => {}
+        [name] => p.name = Some(name.to_string()),
+        [name, sub] => {
+            p.name = Some(name.to_string());
+            p.subresource = Some(sub.to_string());
+        }
+        _ => return None,
+    }
+    Some(p)
+}
+
+fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
+    let mut resp = (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response();
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = format!("299 - \"{escaped}\"").parse() {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+    resp
+}
+
+fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
+    let mut o = obj.clone();
+    o["apiVersion"] = json!(rt.api_version(version));
+    o
+}
+
+fn flag(q: &HashMap<String, String>, key: &str) -> bool {
+    q.get(key).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn manager(q: &HashMap<String, String>, headers: &HeaderMap) -> String {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    headers
+        .get("user-agent")
+        .and_then(|u| u.to_str().ok())
+        .and_then(|u| u.split('/').next())
+        .filter(|u| !u.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body)
+        .or_else(|_| serde_yaml_ng::from_slice(body))
+        .map_err(|e| ApiError::BadRequest(format!("the request body could not be decoded: {e}")))
+}
+
+struct Request<'a> {
+    state: &'a AppState,
+    path: ResourcePath,
+    rt: ResourceType,
+    query: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Request<'_> {
+    fn namespace(&self) -> &str {
+        if self.rt.namespaced {
+            self.path.namespace.as_deref().unwrap_or("")
+        } else {
+            ""
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.path.name.as_deref().unwrap_or("")
+    }
+
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            manager: manager(&self.query, &self.headers),
+            validation: FieldValidation::parse(
+                self.query.get("fieldValidation").map(String::as_str),
+            )?,
+            dry_run: self.query.get("dryRun").is_some_and(|d| d == "All"),
+            managed: false,
+        })
+    }
+
+    /// The media type of the body, without parameters.
+    fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .and_then(|c| c.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+    }
+
+    fn accept(&self) -> &str {
+        self.headers
+            .get("accept")
+            .and_then(|a| a.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn filter(&self) -> Result<Filter, ApiError> {
+        Ok(Filter {
+            labels: Selector::parse(
+                self.query
+                    .get("labelSelector")
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            )?,
+            fields: Selector::parse(
+                self.query
+                    .get("fieldSelector")
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            )?,
+        })
+    }
+
+    fn scope(&self) -> Result<Scope, ApiError> {
+        match self.path.subresource.as_deref() {
+            None => Ok(Scope::Main),
+            Some("status")
+                if self
+                    .rt
+                    .version(&self.path.version)
+                    .is_some_and(|v| v.status_subresource) =>
+            {
+                Ok(Scope::Status)
+            }
+            Some(_) => Err(ApiError::NoResource),
+        }
+    }
+
+    fn written(&self, w: Written) -> Response {
+        let code = if w.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        json_response(
+            code,
+            &present(&w.object, &self.rt, &self.path.version),
+            &w.warnings,
+        )
+    }
+}
+
+/// Entry point for every path not served by a fixed route.
+pub async fn resource_request(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    match route(&state, method, uri, headers, query, body) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn route(
+    state: &AppState,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: HashMap<String, String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
+    let Some(plural) = path.plural.clone() else {
+        let store = state.store();
+        return discovery::resource_list(&store, &path.group, &path.version)
+            .map(|l| json_response(StatusCode::OK, &l, &[]))
+            .ok_or(ApiError::NoResource);
+    };
+    let rt = state
+        .store()
+        .find_type(&path.group, &path.version, &plural)
+        .cloned()
+        .ok_or(ApiError::NoResource)?;
+    if path.namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::NoResource);
+    }
+    if rt.namespaced && path.namespace.is_none() && (path.name.is_some() || method == Method::POST)
+    {
+        return Err(ApiError::NoResource);
+    }
+    let req = Request {
+        state,
+        path,
+        rt,
+        query,
+        headers,
+        body,
+    };
+    let has_name = req.path.name.is_some();
+    match (method, has_name) {
+        (Method::GET, false) if flag(&req.query, "watch") => start_watch(&req),
+        (Method::GET, false) => list(&req),
+        (Method::POST, false) => create(&req),
+        (Method::DELETE, false) => delete_collection(&req),
+        (Method::GET, true) => get(&req),
+        (Method::PUT, true) => update(&req),
+        (Method::PATCH, true) => patch(&req),
+        (Method::DELETE, true) => delete(&req),
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+fn get(req: &Request) -> Result<Response, ApiError> {
+    req.scope()?;
+    let obj = req
+        .state
+        .store()
+        .get(&req.rt.key(), req.namespace(), req.name())
+        .ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
+    let obj = present(&obj, &req.rt, &req.path.version);
+    if table::wants_table(req.accept()) {
+        let rv = meta_str(&obj, "resourceVersion").to_string();
+        return Ok(json_response(
+            StatusCode::OK,
+            &table::table(&req.rt, &req.path.version, &[obj], &rv, None),
+            &[],
+        ));
+    }
+    Ok(json_response(StatusCode::OK, &obj, &[]))
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
+    let bad = || ApiError::BadRequest("continue key is not valid".into());
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((
+        v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?,
+        v.get("ns")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .to_string(),
+        v.get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .to_string(),
+    ))
+}
+
+fn list(req: &Request) -> Result<Response, ApiError> {
+    let filter = req.filter()?;
+    let limit: usize = req
+        .query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let store = req.state.store();
+    let (list_rv, after) = match req.query.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => {
+            let (rv, ns, name) = decode_continue(c)?;
+            (rv, Some((ns, name)))
+        }
+        None => (store.current_rv(), None),
+    };
+    let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
+    let mut items = Vec::new();
+    let mut cont = None;
+    for obj in store.list_after(&req.rt.key(), after) {
+        if ns.is_some_and(|n| n != meta_str(obj, "namespace")) || !filter.matches(obj) {
+            continue;
+        }
+        if items.len() == limit {
+            let last: &Value = items.last().unwrap_or(obj);
+            cont = Some(encode_continue(
+                list_rv,
+                meta_str(last, "namespace"),
+                meta_str(last, "name"),
+            ));
+            break;
+        }
+        items.push(present(obj, &req.rt, &req.path.version));
+    }
+    drop(store);
+    if table::wants_table(req.accept()) {
+        let t = table::table(
+            &req.rt,
+            &req.path.version,
+            &items,
+            &list_rv.to_string(),
+            cont.as_deref(),
+        );
+        return Ok(json_response(StatusCode::OK, &t, &[]));
+    }
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(c) = cont {
+        metadata["continue"] = json!(c);
+    }
+    for item in items.iter_mut() {
+        item["kind"] = json!(req.rt.kind);
+    }
+    let body = json!({
+        "kind": req.rt.list_kind,
+        "apiVersion": req.rt.api_version(&req.path.version),
+        "metadata": metadata,
+        "items": items,
+    });
+    Ok(json_response(StatusCode::OK, &body, &[]))
+}
+
+fn start_watch(req: &Request) -> Result<Response, ApiError> {
+    let params = WatchParams {
+        resource_version: req.query.get("resourceVersion").cloned(),
+        timeout: req
+            .query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .map(Duration::from_secs),
+        bookmarks: flag(&req.query, "allowWatchBookmarks"),
+        send_initial_events: flag(&req.query, "sendInitialEvents"),
+    };
+    let ns = req.path.namespace.clone().filter(|_| req.rt.namespaced);
+    watch::watch(
+        req.state,
+        req.rt.clone(),
+        &req.path.version,
+        ns,
+        req.filter()?,
+        params,
+    )
+}
+
+fn create(req: &Request) -> Result<Response, ApiError> {
+    let body = if req.content_type() == crate::protobuf::CONTENT_TYPE {
+        crate::protobuf::decode(&req.body)?
+    } else {
+        parse_body(&req.body)?
+    };
+    let opts = req.write_options()?;
+    let mut store = req.state.store();
+    let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
+    let w = lifecycle::create(&mut store, &req.rt, &req.path.version, ns, body, &opts)?;
+    Ok(req.written(w))
+}
+
+fn update(req: &Request) -> Result<Response, ApiError> {
+    let scope = req.scope()?;
+    let body = parse_body(&req.body)?;
+    let opts = req.write_options()?;
+    let mut store = req.state.store();
+    let w = lifecycle::update(
+        &mut store,
+        &req.rt,
+        &req.path.version,
+        req.namespace(),
+        req.name(),
+        body,
+        scope,
+        true,
+        &opts,
+    )?;
+    req.state.reconcile(&mut store);
+    Ok(req.written(w))
+}
+
+fn patch(req: &Request) -> Result<Response, ApiError> {
+    let scope = req.scope()?;
+    let content_type = req
+        .headers
+        .get("content-type")
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let patch = parse_body(&req.body)?;
+    let mut opts = req.write_options()?;
+    let mut store = req.state.store();
+    let current = store.get(&req.rt.key(), req.namespace(), req.name());
+    if content_type == "application/apply-patch+yaml" {
+        return server_side_apply(req, &mut store, current.as_deref(), patch, scope, opts);
+    }
+    let current =
+        current.ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
+    let mut obj = (*current).clone();
+    match content_type.as_str() {
+        "application/merge-patch+json" => crate::patch::merge_patch(&mut obj, &patch),
+        "application/json-patch+json" => {
+            crate::patch::json_patch(&mut obj, &patch).map_err(|e| match e {
+                ApiError::Invalid(_, causes) => ApiError::Invalid(
+                    Target {
+                        group: req.rt.group.clone(),
+                        kind: req.rt.kind.clone(),
+                        name: req.name().to_string(),
+                    },
+                    causes,
+                ),
+                other => other,
+            })?
+        }
+        "application/strategic-merge-patch+json" if req.rt.builtin => {
+            crate::patch::strategic_merge(&mut obj, &patch)
+        }
+        _ => {
+            return Err(ApiError::UnsupportedMediaType(
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+            ));
+        }
+    }
+    opts.managed = false;
+    let w = lifecycle::update(
+        &mut store,
+        &req.rt,
+        &req.path.version,
+        req.namespace(),
+        req.name(),
+        obj,
+        scope,
+        false,
+        &opts,
+    )?;
+    req.state.reconcile(&mut store);
+    Ok(req.written(w))
+}
+
+fn server_side_apply(
+    req: &Request,
+    store: &mut Store,
+    current: Option<&Value>,
+    applied: Value,
+    scope: Scope,
+    mut opts: WriteOptions,
+) -> Result<Response, ApiError> {
+    if req.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
+        return Err(ApiError::BadRequest(
+            "PATCH requests with apply content type must have a fieldManager".into(),
+        ));
+    }
+    if !applied.is_object() {
+        return Err(ApiError::BadRequest(
+            "the applied configuration must be an object".into(),
+        ));
+    }
+    let schema = req
+        .rt
+        .version(&req.path.version)
+        .and_then(|v| v.schema.clone());
+    let force = flag(&req.query, "force");
+    let target = lifecycle::target(&req.rt, req.name());
+    let mut result = apply::apply(
+        current,
+        &applied,
+        &opts.manager,
+        force,
+        schema.as_deref(),
+        scope,
+        target,
+    )?;
+    result["apiVersion"] = json!(req.rt.api_version(&req.path.version));
+    result["kind"] = json!(req.rt.kind);
+    result["metadata"]["name"] = json!(req.name());
+    opts.managed = true;
+    let w = match current {
+        None if scope == Scope::Status => {
+            return Err(ApiError::NotFound(lifecycle::target(&req.rt, req.name())));
+        }
+        None => {
+            let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
+            lifecycle::create(store, &req.rt, &req.path.version, ns, result, &opts)?
+        }
+        Some(_) => lifecycle::update(
+            store,
+            &req.rt,
+            &req.path.version,
+            req.namespace(),
+            req.name(),
+            result,
+            scope,
+            false,
+            &opts,
+        )?,
+    };
+    req.state.reconcile(store);
+    Ok(req.written(w))
+}
+
+fn propagation(req: &Request, body: &Value) -> Result<Propagation, ApiError> {
+    let policy = req.query.get("propagationPolicy").cloned().or_else(|| {
+        body.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    let orphan = body.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+        || req
+            .query
+            .get("orphanDependents")
+            .is_some_and(|o| o == "true");
+    match policy.as_deref() {
+        Some("Foreground") => Ok(Propagation::Foreground),
+        Some("Orphan") => Ok(Propagation::Orphan),
+        Some("Background") | Some("") => Ok(Propagation::Background),
+        None if orphan => Ok(Propagation::Orphan),
+        None => Ok(Propagation::Background),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "unsupported propagationPolicy: {other}"
+        ))),
+    }
+}
+
+fn success_status(rt: &ResourceType, obj: &Value) -> Value {
+    let mut details =
+        json!({"name": meta_str(obj, "name"), "kind": rt.plural, "uid": meta_str(obj, "uid")});
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+fn delete(req: &Request) -> Result<Response, ApiError> {
+    let body = parse_body(&req.body)?;
+    let policy = propagation(req, &body)?;
+    let mut store = req.state.store();
+    let dry_run = req.query.get("dryRun").is_some_and(|d| d == "All")
+        || body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|x| x == "All"));
+    if dry_run {
+        // Nothing changes; answer with the object as it is.
+        let obj = store
+            .get(&req.rt.key(), req.namespace(), req.name())
+            .ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
+        return Ok(json_response(
+            StatusCode::OK,
+            &present(&obj, &req.rt, &req.path.version),
+            &[],
+        ));
+    }
+    let result = lifecycle::delete(
+        &mut store,
+        &req.rt,
+        req.namespace(),
+        req.name(),
+        policy,
+        body.get("preconditions"),
+    )?;
+    req.state.reconcile(&mut store);
+    Ok(match result {
+        Deleted::Pending(obj) => json_response(
+            StatusCode::OK,
+            &present(&obj, &req.rt, &req.path.version),
+            &[],
+        ),
+        Deleted::Gone(obj) => json_response(StatusCode::OK, &success_status(&req.rt, &obj), &[]),
+    })
+}
+
+fn delete_collection(req: &Request) -> Result<Response, ApiError> {
+    let body = parse_body(&req.body)?;
+    let policy = propagation(req, &body)?;
+    let filter = req.filter()?;
+    let mut store = req.state.store();
+    let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
+    let targets: Vec<(String, String)> = store
+        .list(&req.rt.key(), ns)
+        .filter(|o| filter.matches(o))
+        .map(|o| {
+            (
+                meta_str(o, "namespace").to_string(),
+                meta_str(o, "name").to_string(),
+            )
+        })
+        .collect();
+    let mut items = Vec::new();
+    for (ns, name) in targets {
+        match lifecycle::delete(&mut store, &req.rt, &ns, &name, policy, None) {
+            Ok(Deleted::Pending(o)) | Ok(Deleted::Gone(o)) => {
+                items.push(present(&o, &req.rt, &req.path.version))
+            }
+            Err(ApiError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    req.state.reconcile(&mut store);
+    let body = json!({
+        "kind": req.rt.list_kind,
+        "apiVersion": req.rt.api_version(&req.path.version),
+        "metadata": {"resourceVersion": store.current_rv().to_string()},
+        "items": items,
+    });
+    Ok(json_response(StatusCode::OK, &body, &[]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_resource_paths() {
+        let p = parse_path("/api/v1/namespaces/ns1/configmaps/a").unwrap();
+        assert_eq!(
+            (
+                p.namespace.as_deref(),
+                p.plural.as_deref(),
+                p.name.as_deref()
+            ),
+            (Some("ns1"), Some("configmaps"), Some("a"))
+        );
+        let p = parse_path("/api/v1/namespaces/ns1").unwrap();
+        assert_eq!(
+            (p.namespace, p.plural.as_deref(), p.name.as_deref()),
+            (None, Some("namespaces"), Some("ns1"))
+        );
+        let p = parse_path("/api/v1/namespaces/ns1/status").unwrap();
+        assert_eq!(
+            (p.plural.as_deref(), p.subresource.as_deref()),
+            (Some("namespaces"), Some("status"))
+        );
+        let p = parse_path("/apis/g.io/v1/namespaces/n/things/x/status").unwrap();
+        assert_eq!(
+            (p.group.as_str(), p.subresource.as_deref()),
+            ("g.io", Some("status"))
+        );
+        let p = parse_path("/apis/g.io/v1").unwrap();
+        assert!(p.plural.is_none());
+    }
+}

@@ -1,0 +1,744 @@
+//! What the API server does to an object on create, update and delete: server-owned metadata,
+//! generation, status subresource rules, finalizers, schema processing, and built-in kind hooks.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::apply::{self, Scope};
+use crate::error::{ApiError, Cause, Target};
+use crate::resources::{self, ResourceType};
+use crate::store::{Store, meta_str};
+use crate::{events, schema};
+
+/// How unknown fields are reported (`fieldValidation` query parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+impl FieldValidation {
+    pub fn parse(s: Option<&str>) -> Result<Self, ApiError> {
+        match s {
+            None | Some("") | Some("Warn") => Ok(Self::Warn),
+            Some("Strict") => Ok(Self::Strict),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some(o) => Err(ApiError::BadRequest(format!(
+                "fieldValidation parameter unsupported: {o}"
+            ))),
+        }
+    }
+}
+
+/// Options of one write request.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    pub manager: String,
+    pub validation: FieldValidation,
+    pub dry_run: bool,
+    /// `managedFields` were already computed (server-side apply).
+    pub managed: bool,
+}
+
+/// The outcome of a write: the stored object, its HTTP status and warnings.
+pub struct Written {
+    pub object: Arc<Value>,
+    pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+pub fn target(rt: &ResourceType, name: &str) -> Target {
+    Target {
+        group: rt.group.clone(),
+        kind: rt.plural.clone(),
+        name: name.to_string(),
+    }
+}
+
+fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
+    ApiError::Invalid(
+        Target {
+            group: rt.group.clone(),
+            kind: rt.kind.clone(),
+            name: name.to_string(),
+        },
+        causes,
+    )
+}
+
+fn has_generation(rt: &ResourceType) -> bool {
+    !rt.builtin || rt.kind == "CustomResourceDefinition"
+}
+
+fn validate_name(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    (!ok).then(|| {
+        format!(
+            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+    })
+}
+
+/// Prune, default and validate a custom resource against its schema.
+fn process_schema(
+    rt: &ResourceType,
+    version: &str,
+    obj: &mut Value,
+    old: Option<&Value>,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let Some(v) = rt.version(version) else {
+        return Ok(());
+    };
+    let Some(schema) = v.schema.clone() else {
+        return Ok(());
+    };
+    let name = meta_str(obj, "name").to_string();
+    let unknown = schema::prune(&schema, obj);
+    if !unknown.is_empty() {
+        match validation {
+            FieldValidation::Strict => {
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|u| format!("unknown field \"{u}\""))
+                    .collect();
+                let kind = if rt.group.is_empty() {
+                    rt.kind.clone()
+                } else {
+                    format!("{}.{}", rt.kind, rt.group)
+                };
+                return Err(ApiError::BadRequest(format!(
+                    "{kind} \"{name}\" is invalid: strict decoding error: {}",
+                    list.join(", ")
+                )));
+            }
+            FieldValidation::Warn => {
+                warnings.extend(unknown.iter().map(|u| format!("unknown field \"{u}\"")));
+            }
+            FieldValidation::Ignore => {}
+        }
+    }
+    if v.has_defaults {
+        *obj = schema::apply_defaults(&schema, obj);
+    }
+    let mut causes = Vec::new();
+    schema::validate(&schema, obj, "", &mut causes);
+    if v.has_cel {
+        causes.extend(schema::validate_cel(
+            &schema,
+            obj,
+            old,
+            &rt.kind,
+            &rt.api_version(version),
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(invalid(rt, &name, causes));
+    }
+    Ok(())
+}
+
+/// Built-in kind behaviour on create and update.
+fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Secret") => {
+            if let Some(Value::Object(sd)) =
+                obj.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
+                for (k, v) in sd {
+                    let text = v.as_str().unwrap_or_default().to_string();
+                    obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+                }
+            }
+            if obj.get("type").is_none() {
+                obj["type"] = json!("Opaque");
+            }
+        }
+        ("", "Namespace") => {
+            if obj.pointer("/status/phase").is_none() {
+                obj["status"] = json!({"phase": "Active"});
+            }
+            if obj.pointer("/spec/finalizers").is_none() {
+                obj["spec"]["finalizers"] = json!(["kubernetes"]);
+            }
+            let name = meta_str(obj, "name").to_string();
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let new_type = resources::from_crd(obj).ok_or_else(|| {
+                invalid(
+                    rt,
+                    meta_str(obj, "name"),
+                    vec![Cause::new(
+                        "FieldValueRequired",
+                        "spec",
+                        "Required value: group, names.kind, names.plural and versions are required",
+                    )],
+                )
+            })?;
+            let expected = format!("{}.{}", new_type.plural, new_type.group);
+            if meta_str(obj, "name") != expected {
+                return Err(invalid(
+                    rt,
+                    meta_str(obj, "name"),
+                    vec![Cause::new(
+                        "FieldValueInvalid",
+                        "metadata.name",
+                        format!(
+                            "Invalid value: \"{}\": must be spec.names.plural+\".\"+spec.group",
+                            meta_str(obj, "name")
+                        ),
+                    )],
+                ));
+            }
+            let mut causes = Vec::new();
+            if let Some(versions) = obj.pointer("/spec/versions").and_then(Value::as_array) {
+                for (i, v) in versions.iter().enumerate() {
+                    if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
+                        schema::validate_defaults(
+                            s,
+                            &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                            &mut causes,
+                        );
+                    }
+                }
+            }
+            if !causes.is_empty() {
+                return Err(invalid(rt, meta_str(obj, "name"), causes));
+            }
+            let taken = store.types.get(&new_type.key()).is_some_and(|t| t.builtin);
+            let storage = obj
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|vs| {
+                    vs.iter()
+                        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                })
+                .and_then(|v| v.get("name"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut stored = obj
+                .pointer("/status/storedVersions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !storage.is_null() && !stored.contains(&storage) {
+                stored.push(storage);
+            }
+            let ts = now();
+            let status = if taken { "False" } else { "True" };
+            obj["status"] = json!({
+                "acceptedNames": obj["spec"]["names"].clone(),
+                "storedVersions": stored,
+                "conditions": [
+                    {"type": "NamesAccepted", "status": status, "reason": if taken {"NameConflict"} else {"NoConflicts"},
+                     "message": if taken {"the plural name is already served"} else {"no conflicts found"}, "lastTransitionTime": ts},
+                    {"type": "Established", "status": status, "reason": if taken {"NotAccepted"} else {"InitialNamesAccepted"},
+                     "message": if taken {"not all names are accepted"} else {"the initial names have been accepted"}, "lastTransitionTime": ts},
+                ],
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// After a CRD is stored, serve (or re-serve) its resource type.
+fn install_crd(store: &mut Store, crd: &Value) {
+    if let Some(rt) = resources::from_crd(crd)
+        && !store.types.get(&rt.key()).is_some_and(|t| t.builtin)
+    {
+        store.types.insert(rt.key(), rt);
+    }
+}
+
+fn is_crd(rt: &ResourceType) -> bool {
+    rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition"
+}
+
+/// Create an object from a request body.
+pub fn create(
+    store: &mut Store,
+    rt: &ResourceType,
+    version: &str,
+    namespace: Option<&str>,
+    mut obj: Value,
+    opts: &WriteOptions,
+) -> Result<Written, ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be an object".into(),
+        ));
+    }
+    let mut warnings = Vec::new();
+    let api_version = rt.api_version(version);
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && kind != rt.kind
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({}) does not match the expected API version ({api_version})",
+            obj.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+        )));
+    }
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(rt.kind);
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    if rt.namespaced {
+        let ns = namespace.unwrap_or("");
+        let body_ns = meta_str(&obj, "namespace");
+        if !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        obj["metadata"]["namespace"] = json!(ns);
+        let ns_key = crate::resources::ResourceKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        };
+        match store.get(&ns_key, "", ns) {
+            None => {
+                return Err(ApiError::NotFound(Target {
+                    group: String::new(),
+                    kind: "namespaces".into(),
+                    name: ns.into(),
+                }));
+            }
+            Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
+                return Err(ApiError::Forbidden(
+                    target(rt, meta_str(&obj, "name")),
+                    format!(
+                        "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        rt.plural,
+                        meta_str(&obj, "name")
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    } else if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("namespace");
+    }
+    if meta_str(&obj, "name").is_empty() {
+        let prefix = meta_str(&obj, "generateName").to_string();
+        if prefix.is_empty() {
+            return Err(invalid(
+                rt,
+                "",
+                vec![Cause::new(
+                    "FieldValueRequired",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                )],
+            ));
+        }
+        let suffix: String = (0..5)
+            .map(|_| {
+                let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
+                alphabet[rand::random_range(0..alphabet.len())] as char
+            })
+            .collect();
+        obj["metadata"]["name"] = json!(format!("{prefix}{suffix}"));
+    }
+    let name = meta_str(&obj, "name").to_string();
+    if let Some(msg) = validate_name(&name) {
+        return Err(invalid(
+            rt,
+            &name,
+            vec![Cause::new("FieldValueInvalid", "metadata.name", msg)],
+        ));
+    }
+    if store
+        .get(
+            &rt.key(),
+            namespace.filter(|_| rt.namespaced).unwrap_or(""),
+            &name,
+        )
+        .is_some()
+    {
+        return Err(ApiError::AlreadyExists(target(rt, &name)));
+    }
+    if rt.has_status()
+        && !rt.builtin
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    process_schema(rt, version, &mut obj, None, opts.validation, &mut warnings)?;
+    builtin_hooks(store, rt, &mut obj)?;
+    {
+        let meta = obj["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::Internal("metadata".into()))?;
+        for k in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            meta.remove(k);
+        }
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), json!(now()));
+        if has_generation(rt) {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+    }
+    if !opts.managed {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("managedFields");
+        }
+        let schema = rt.version(version).and_then(|v| v.schema.as_deref());
+        apply::record_update(None, &mut obj, &opts.manager, schema, Scope::Main);
+    }
+    if opts.dry_run {
+        return Ok(Written {
+            object: Arc::new(obj),
+            created: true,
+            warnings,
+        });
+    }
+    let stored = store.insert(&rt.key(), obj);
+    if is_crd(rt) {
+        install_crd(store, &stored);
+    }
+    events::mirror_write(store, rt, &stored);
+    Ok(Written {
+        object: stored,
+        created: true,
+        warnings,
+    })
+}
+
+fn without(obj: &Value, keys: &[&str]) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        for k in keys {
+            m.remove(*k);
+        }
+    }
+    o
+}
+
+/// Replace an object (PUT, or the result of a PATCH) on the main resource or `/status`.
+#[allow(clippy::too_many_arguments)]
+pub fn update(
+    store: &mut Store,
+    rt: &ResourceType,
+    version: &str,
+    namespace: &str,
+    name: &str,
+    mut obj: Value,
+    scope: Scope,
+    require_rv: bool,
+    opts: &WriteOptions,
+) -> Result<Written, ApiError> {
+    let old = store
+        .get(&rt.key(), namespace, name)
+        .ok_or_else(|| ApiError::NotFound(target(rt, name)))?;
+    if !obj.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be an object".into(),
+        ));
+    }
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    let mut warnings = Vec::new();
+    let body_name = meta_str(&obj, "name");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_ns = meta_str(&obj, "namespace");
+    if rt.namespaced && !body_ns.is_empty() && body_ns != namespace {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let rv = meta_str(&obj, "resourceVersion");
+    if rv.is_empty() {
+        if require_rv && !rt.builtin {
+            return Err(invalid(
+                rt,
+                name,
+                vec![Cause::new(
+                    "FieldValueInvalid",
+                    "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update",
+                )],
+            ));
+        }
+    } else if rv != meta_str(&old, "resourceVersion") {
+        return Err(ApiError::Conflict(
+            target(rt, name),
+            "the object has been modified; please apply your changes to the latest version and try again".into(),
+        ));
+    }
+    obj["apiVersion"] = json!(rt.api_version(version));
+    obj["kind"] = json!(rt.kind);
+    match scope {
+        Scope::Main if rt.has_status() => match old.get("status") {
+            Some(s) => obj["status"] = s.clone(),
+            None => {
+                if let Some(m) = obj.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        },
+        Scope::Main => {}
+        Scope::Status => {
+            let status = obj.get("status").cloned();
+            let managed = obj.pointer("/metadata/managedFields").cloned();
+            obj = (*old).clone();
+            match status {
+                Some(s) => obj["status"] = s,
+                None => {
+                    if let Some(m) = obj.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if let Some(mf) = managed.filter(|_| opts.managed) {
+                obj["metadata"]["managedFields"] = mf;
+            }
+        }
+    }
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+        "resourceVersion",
+    ] {
+        match old["metadata"].get(k) {
+            Some(v) => obj["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = obj["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    let finalizers = |o: &Value| -> Vec<Value> {
+        o.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
+    if deleting {
+        let before = finalizers(&old);
+        if finalizers(&obj).iter().any(|f| !before.contains(f)) {
+            return Err(invalid(
+                rt,
+                name,
+                vec![Cause::new(
+                    "FieldValueForbidden",
+                    "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                )],
+            ));
+        }
+    }
+    process_schema(
+        rt,
+        version,
+        &mut obj,
+        Some(&old),
+        opts.validation,
+        &mut warnings,
+    )?;
+    builtin_hooks(store, rt, &mut obj)?;
+    if has_generation(rt) {
+        let ignore: &[&str] = if rt.has_status() {
+            &["metadata", "status"]
+        } else {
+            &["metadata"]
+        };
+        if without(&obj, ignore) != without(&old, ignore) {
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            obj["metadata"]["generation"] = json!(g + 1);
+        }
+    }
+    if !opts.managed {
+        let schema = rt.version(version).and_then(|v| v.schema.as_deref());
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            match old.pointer("/metadata/managedFields") {
+                Some(mf) => m.insert("managedFields".into(), mf.clone()),
+                None => m.remove("managedFields"),
+            };
+        }
+        apply::record_update(Some(&old), &mut obj, &opts.manager, schema, scope);
+    }
+    if obj == *old {
+        return Ok(Written {
+            object: old,
+            created: false,
+            warnings,
+        });
+    }
+    if opts.dry_run {
+        return Ok(Written {
+            object: Arc::new(obj),
+            created: false,
+            warnings,
+        });
+    }
+    if deleting && finalizers(&obj).is_empty() {
+        let key = rt.key();
+        store.replace(&key, obj);
+        let gone = store
+            .remove(&key, namespace, name)
+            .ok_or_else(|| ApiError::Internal("object vanished".into()))?;
+        after_removal(store, rt, &gone);
+        return Ok(Written {
+            object: gone,
+            created: false,
+            warnings,
+        });
+    }
+    let stored = store.replace(&rt.key(), obj);
+    if is_crd(rt) {
+        install_crd(store, &stored);
+    }
+    events::mirror_write(store, rt, &stored);
+    Ok(Written {
+        object: stored,
+        created: false,
+        warnings,
+    })
+}
+
+/// Follow-ups of an object leaving the store (its CRD type, its Event twin).
+pub fn after_removal(store: &mut Store, rt: &ResourceType, gone: &Value) {
+    events::mirror_remove(store, rt, gone);
+    if is_crd(rt)
+        && let Some(t) = resources::from_crd(gone)
+    {
+        store.remove_type(&t.key());
+    }
+}
+
+/// How dependents are treated when their owner is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// The result of a delete: the object still exists (being finalized) or is gone.
+pub enum Deleted {
+    Pending(Arc<Value>),
+    Gone(Arc<Value>),
+}
+
+/// Delete an object: with finalizers it gets a deletionTimestamp, otherwise it is removed.
+pub fn delete(
+    store: &mut Store,
+    rt: &ResourceType,
+    namespace: &str,
+    name: &str,
+    propagation: Propagation,
+    preconditions: Option<&Value>,
+) -> Result<Deleted, ApiError> {
+    let key = rt.key();
+    let old = store
+        .get(&key, namespace, name)
+        .ok_or_else(|| ApiError::NotFound(target(rt, name)))?;
+    if let Some(p) = preconditions {
+        for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            if let Some(want) = p.get(field).and_then(Value::as_str)
+                && want != meta_str(&old, field)
+            {
+                return Err(ApiError::Conflict(
+                    target(rt, name),
+                    format!(
+                        "Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
+                        meta_str(&old, field)
+                    ),
+                ));
+            }
+        }
+    }
+    if rt.group.is_empty()
+        && rt.kind == "Namespace"
+        && matches!(name, "default" | "kube-system" | "kube-public")
+    {
+        return Err(ApiError::Forbidden(
+            target(rt, name),
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+        ));
+    }
+    let mut obj = (*old).clone();
+    let mut finalizers: Vec<Value> = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let extra = match propagation {
+        Propagation::Foreground => Some("foregroundDeletion"),
+        Propagation::Orphan => Some("orphan"),
+        Propagation::Background => None,
+    };
+    if let Some(f) = extra
+        && !finalizers.contains(&json!(f))
+    {
+        finalizers.push(json!(f));
+    }
+    let is_namespace = rt.group.is_empty() && rt.kind == "Namespace";
+    if finalizers.is_empty() && !is_namespace {
+        let gone = store
+            .remove(&key, namespace, name)
+            .ok_or_else(|| ApiError::Internal("object vanished".into()))?;
+        after_removal(store, rt, &gone);
+        return Ok(Deleted::Gone(gone));
+    }
+    if !finalizers.is_empty() {
+        obj["metadata"]["finalizers"] = Value::Array(finalizers);
+    }
+    if obj.pointer("/metadata/deletionTimestamp").is_none() {
+        obj["metadata"]["deletionTimestamp"] = json!(now());
+        obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if let Some(g) = obj.pointer("/metadata/generation").and_then(Value::as_i64) {
+            obj["metadata"]["generation"] = json!(g + 1);
+        }
+        if is_namespace {
+            obj["status"]["phase"] = json!("Terminating");
+        }
+    }
+    if obj == *old {
+        return Ok(Deleted::Pending(old));
+    }
+    Ok(Deleted::Pending(store.replace(&key, obj)))
+}

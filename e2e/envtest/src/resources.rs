@@ -1,0 +1,171 @@
+//! The registry of served resource types: built-in kinds plus one entry per established CRD.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// A column of `kubectl get` output (from `additionalPrinterColumns`).
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub json_path: String,
+}
+
+/// One served version of a resource type.
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub name: String,
+    /// The `openAPIV3Schema` (shared: request handling clones resource types).
+    pub schema: Option<Arc<Value>>,
+    /// The schema has `default`s / `x-kubernetes-validations` (so those passes can be skipped).
+    pub has_defaults: bool,
+    pub has_cel: bool,
+    pub status_subresource: bool,
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    pub group: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub versions: Vec<Version>,
+    /// Built-in kinds accept strategic merge patch and unconditional updates.
+    pub builtin: bool,
+}
+
+impl ResourceType {
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey {
+            group: self.group.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
+    pub fn version(&self, name: &str) -> Option<&Version> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.versions.iter().any(|v| v.status_subresource)
+    }
+
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// Identifies a resource type independent of version: (group, plural).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    pub group: String,
+    pub plural: String,
+}
+
+/// Build a resource type from a `CustomResourceDefinition` object (apiextensions.k8s.io/v1).
+pub fn from_crd(crd: &Value) -> Option<ResourceType> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let kind = names.get("kind")?.as_str()?.to_string();
+    let plural = names.get("plural")?.as_str()?.to_string();
+    let versions = spec
+        .get("versions")?
+        .as_array()?
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+        .filter_map(|v| {
+            Some(Version {
+                name: v.get("name")?.as_str()?.to_string(),
+                has_defaults: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .is_some_and(|s| mentions(s, "default")),
+                has_cel: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .is_some_and(|s| mentions(s, "x-kubernetes-validations")),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+                status_subresource: v.pointer("/subresources/status").is_some(),
+                printer_columns: v
+                    .get("additionalPrinterColumns")
+                    .and_then(Value::as_array)
+                    .map(|cols| cols.iter().filter_map(printer_column).collect())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    Some(ResourceType {
+        group: spec.get("group")?.as_str()?.to_string(),
+        list_kind: names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{kind}List")),
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        kind,
+        plural,
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+        short_names: strings(names.get("shortNames")),
+        categories: strings(names.get("categories")),
+        versions,
+        builtin: false,
+    })
+}
+
+/// Whether a schema uses a keyword anywhere.
+pub fn mentions(schema: &Value, keyword: &str) -> bool {
+    match schema {
+        Value::Object(m) => m.iter().any(|(k, v)| k == keyword || mentions(v, keyword)),
+        Value::Array(a) => a.iter().any(|v| mentions(v, keyword)),
+        _ => false,
+    }
+}
+
+fn printer_column(c: &Value) -> Option<PrinterColumn> {
+    let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    Some(PrinterColumn {
+        name: c.get("name")?.as_str()?.to_string(),
+        type_: s("type"),
+        format: s("format"),
+        description: s("description"),
+        priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+        json_path: c.get("jsonPath")?.as_str()?.to_string(),
+    })
+}

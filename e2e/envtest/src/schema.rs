@@ -1,0 +1,572 @@
+//! Structural-schema handling for custom resources: pruning of unknown fields, defaults, validation
+//! of the OpenAPI v3 keywords, and CEL `x-kubernetes-validations` (through `kube-cel`).
+
+use serde_json::{Map, Value};
+
+use crate::error::Cause;
+
+fn join(path: &str, field: &str) -> String {
+    if path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+fn flag(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Remove fields the schema does not declare; returns their paths (e.g. `spec.foo`).
+pub fn prune(schema: &Value, obj: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if let Value::Object(map) = obj {
+        for (k, v) in map.iter_mut() {
+            if k == "apiVersion" || k == "kind" || k == "metadata" {
+                continue;
+            }
+            if let Some(s) = schema.pointer(&format!("/properties/{k}")) {
+                prune_value(s, v, k, &mut unknown);
+            }
+        }
+        if !flag(schema, "x-kubernetes-preserve-unknown-fields") {
+            let props = schema.get("properties").and_then(Value::as_object);
+            map.retain(|k, _| {
+                let keep = k == "apiVersion"
+                    || k == "kind"
+                    || k == "metadata"
+                    || props.is_some_and(|p| p.contains_key(k));
+                if !keep {
+                    unknown.push(k.clone());
+                }
+                keep
+            });
+        }
+    }
+    unknown
+}
+
+fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            // Nulls in non-nullable fields are dropped before defaulting, as the API server does.
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                map.retain(|k, v| {
+                    !(v.is_null() && props.get(k).is_some_and(|s| !flag(s, "nullable")))
+                });
+            }
+            let embedded = flag(schema, "x-kubernetes-embedded-resource");
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+                map.retain(|k, _| {
+                    let keep = props.contains_key(k)
+                        || preserve
+                        || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+                    if !keep {
+                        unknown.push(join(path, k));
+                    }
+                    keep
+                });
+                for (k, child) in map.iter_mut() {
+                    if let Some(s) = props.get(k) {
+                        prune_value(s, child, &join(path, k), unknown);
+                    }
+                }
+            } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for (k, child) in map.iter_mut() {
+                    prune_value(ap, child, &join(path, k), unknown);
+                }
+            } else if !flag(schema, "x-kubernetes-preserve-unknown-fields")
+                && schema.get("type").and_then(Value::as_str) == Some("object")
+                && schema.get("additionalProperties").is_none()
+            {
+                for k in map.keys() {
+                    if !(embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata")) {
+                        unknown.push(join(path, k));
+                    }
+                }
+                map.retain(|k, _| {
+                    embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
+                });
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_value(s, item, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Apply schema `default`s (delegates to kube-cel, which follows the API server's rules).
+pub fn apply_defaults(schema: &Value, obj: &Value) -> Value {
+    kube_cel::apply_defaults(schema, obj)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "\"object\"".into(),
+        Value::Array(_) => "\"array\"".into(),
+        other => other.to_string(),
+    }
+}
+
+fn invalid(path: &str, v: &Value, detail: String) -> Cause {
+    Cause::new(
+        "FieldValueInvalid",
+        path,
+        format!("Invalid value: {}: {detail}", show(v)),
+    )
+}
+
+/// Validate against the OpenAPI v3 keywords; `path` is the dotted field path of `v`.
+pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let shown_path = if path.is_empty() { "<root>" } else { path };
+    if v.is_null() {
+        if !flag(schema, "nullable") && schema.get("type").is_some() {
+            causes.push(Cause::new(
+                "FieldValueTypeInvalid",
+                path,
+                format!(
+                    "Invalid value: \"null\": {shown_path} in body must be of type {}: \"null\"",
+                    schema["type"].as_str().unwrap_or("object")
+                ),
+            ));
+        }
+        return;
+    }
+    let actual = type_name(v);
+    if flag(schema, "x-kubernetes-int-or-string") {
+        if actual != "integer" && actual != "string" {
+            causes.push(Cause::new(
+                "FieldValueTypeInvalid",
+                path,
+                format!("Invalid value: \"{actual}\": {shown_path} in body must be of type integer,string: \"{actual}\""),
+            ));
+            return;
+        }
+    } else if let Some(want) = schema.get("type").and_then(Value::as_str) {
+        let ok = want == actual || (want == "number" && actual == "integer");
+        if !ok {
+            causes.push(Cause::new(
+                "FieldValueTypeInvalid",
+                path,
+                format!("Invalid value: \"{actual}\": {shown_path} in body must be of type {want}: \"{actual}\""),
+            ));
+            return;
+        }
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(v)
+    {
+        let list: Vec<String> = options.iter().map(Value::to_string).collect();
+        causes.push(Cause::new(
+            "FieldValueNotSupported",
+            path,
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                v,
+                list.join(", ")
+            ),
+        ));
+    }
+    match v {
+        Value::String(s) => validate_string(schema, v, s, path, causes),
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+                let excl = flag(schema, "exclusiveMinimum");
+                if x < min || (excl && x == min) {
+                    let rel = if excl {
+                        "greater than"
+                    } else {
+                        "greater than or equal to"
+                    };
+                    causes.push(invalid(
+                        path,
+                        v,
+                        format!("{shown_path} in body should be {rel} {min}"),
+                    ));
+                }
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+                let excl = flag(schema, "exclusiveMaximum");
+                if x > max || (excl && x == max) {
+                    let rel = if excl {
+                        "less than"
+                    } else {
+                        "less than or equal to"
+                    };
+                    causes.push(invalid(
+                        path,
+                        v,
+                        format!("{shown_path} in body should be {rel} {max}"),
+                    ));
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && (items.len() as u64) < min
+            {
+                causes.push(invalid(
+                    path,
+                    v,
+                    format!("{shown_path} in body should have at least {min} items"),
+                ));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && (items.len() as u64) > max
+            {
+                causes.push(Cause::new(
+                    "FieldValueTooMany",
+                    path,
+                    format!("Too many: {}: must have at most {max} items", items.len()),
+                ));
+            }
+            let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+            if list_type == Some("set") {
+                for (i, item) in items.iter().enumerate() {
+                    if items[..i].contains(item) {
+                        causes.push(Cause::new(
+                            "FieldValueDuplicate",
+                            format!("{path}[{i}]"),
+                            format!("Duplicate value: {item}"),
+                        ));
+                    }
+                }
+            }
+            if list_type == Some("map") {
+                let keys = list_map_keys(schema);
+                let key_of = |item: &Value| -> Vec<Value> {
+                    keys.iter()
+                        .map(|k| item.get(k).cloned().unwrap_or(Value::Null))
+                        .collect()
+                };
+                for (i, item) in items.iter().enumerate() {
+                    let k = key_of(item);
+                    if items[..i].iter().any(|o| key_of(o) == k) {
+                        causes.push(Cause::new(
+                            "FieldValueDuplicate",
+                            format!("{path}[{i}]"),
+                            format!("Duplicate value: {}", Value::Array(k)),
+                        ));
+                    }
+                }
+            }
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    validate(s, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        Value::Object(map) => validate_object(schema, v, map, path, causes),
+        _ => {}
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(subs) = schema.get(key).and_then(Value::as_array) {
+            let results: Vec<Vec<Cause>> = subs
+                .iter()
+                .map(|s| {
+                    let mut c = Vec::new();
+                    validate(s, v, path, &mut c);
+                    c
+                })
+                .collect();
+            let passing = results.iter().filter(|c| c.is_empty()).count();
+            match key {
+                "allOf" => causes.extend(results.into_iter().flatten()),
+                "anyOf" if passing == 0 => {
+                    causes.push(invalid(
+                        path,
+                        v,
+                        format!("{shown_path} in body must match at least one schema in anyOf"),
+                    ));
+                }
+                "oneOf" if passing != 1 => {
+                    causes.push(invalid(
+                        path,
+                        v,
+                        format!("{shown_path} in body must match exactly one schema in oneOf"),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn validate_object(
+    schema: &Value,
+    v: &Value,
+    map: &Map<String, Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let shown_path = if path.is_empty() { "<root>" } else { path };
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for r in required.iter().filter_map(Value::as_str) {
+            if !map.contains_key(r) {
+                causes.push(Cause::new(
+                    "FieldValueRequired",
+                    join(path, r),
+                    "Required value",
+                ));
+            }
+        }
+    }
+    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+        && (map.len() as u64) < min
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{shown_path} in body should have at least {min} properties"),
+        ));
+    }
+    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+        && (map.len() as u64) > max
+    {
+        causes.push(Cause::new(
+            "FieldValueTooMany",
+            path,
+            format!("Too many: {}: must have at most {max} items", map.len()),
+        ));
+    }
+    let props = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    for (k, child) in map {
+        if path.is_empty() && (k == "metadata" || k == "apiVersion" || k == "kind") {
+            continue;
+        }
+        if let Some(s) = props.and_then(|p| p.get(k)) {
+            validate(s, child, &join(path, k), causes);
+        } else if let Some(s) = additional {
+            validate(s, child, &join(path, k), causes);
+        }
+    }
+}
+
+fn validate_string(schema: &Value, v: &Value, s: &str, path: &str, causes: &mut Vec<Cause>) {
+    let shown_path = if path.is_empty() { "<root>" } else { path };
+    let len = s.chars().count() as u64;
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && len > max
+    {
+        causes.push(Cause::new(
+            "FieldValueTooLong",
+            path,
+            format!("Too long: may not be more than {max} bytes"),
+        ));
+    }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && len < min
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{shown_path} in body should be at least {min} chars long"),
+        ));
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        match regex::Regex::new(p) {
+            Ok(re) if !re.is_match(s) => {
+                causes.push(invalid(
+                    path,
+                    v,
+                    format!("{shown_path} in body should match '{p}'"),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => causes.push(invalid(path, v, format!("invalid pattern {p}: {e}"))),
+        }
+    }
+    if let Some(f) = schema.get("format").and_then(Value::as_str)
+        && !format_ok(f, s)
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{shown_path} in body must be of type {f}: {v}"),
+        ));
+    }
+}
+
+fn format_ok(format: &str, s: &str) -> bool {
+    match format {
+        "date-time" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+        "date" => chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok(),
+        "ipv4" => s.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
+        "ip" => s.parse::<std::net::IpAddr>().is_ok(),
+        "cidr" => s.split_once('/').is_some_and(|(ip, bits)| {
+            ip.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok_and(|b| b <= 128)
+        }),
+        "uuid" => uuid::Uuid::parse_str(s).is_ok(),
+        "int32" | "int64" | "byte" | "password" | "" => true,
+        _ => true,
+    }
+}
+
+pub fn list_map_keys(schema: &Value) -> Vec<String> {
+    schema
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Check that every `default` in a CRD schema validates against its own schema, as the API server
+/// does when a CRD is created (`path` is e.g. `spec.versions[0].schema.openAPIV3Schema`).
+pub fn validate_defaults(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(d) = schema.get("default") {
+        let defaulted = apply_defaults(schema, d);
+        validate(schema, &defaulted, &format!("{path}.default"), causes);
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, s) in props {
+            validate_defaults(s, &format!("{path}.properties[{k}]"), causes);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        validate_defaults(items, &format!("{path}.items"), causes);
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        validate_defaults(ap, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
+/// Evaluate every `x-kubernetes-validations` rule (with `oldSelf` on updates).
+pub fn validate_cel(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+    kind: &str,
+    api_version: &str,
+) -> Vec<Cause> {
+    let (group, _) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ctx = kube_cel::RootContext {
+        api_version: api_version.to_string(),
+        api_group: group.to_string(),
+        kind: kind.to_string(),
+    };
+    match kube_cel::Validator::new().validate_with_context(schema, obj, old, Some(&ctx)) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .iter()
+            .map(|e| {
+                let field = if e.field_path.is_empty() {
+                    String::new()
+                } else {
+                    e.field_path.clone()
+                };
+                let value = field
+                    .split('.')
+                    .filter(|p| !p.is_empty())
+                    .try_fold(obj, |cur, p| cur.get(p))
+                    .map(show)
+                    .unwrap_or_else(|| "\"object\"".to_string());
+                Cause::new(
+                    e.reason.as_deref().unwrap_or("FieldValueInvalid"),
+                    field,
+                    format!("Invalid value: {value}: {}", e.message),
+                )
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["size"],
+                    "properties": {
+                        "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                        "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}}
+                    },
+                    "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size", "message": "size may not shrink"}]
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn prunes_unknown_fields_but_keeps_preserved_ones() {
+        let mut o = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"size": 1, "bogus": 1, "free": {"any": 1}, "tags": {"t": "v"}, "items": [{"a": "x", "b": 2}]}, "top": 1});
+        let unknown = prune(&schema(), &mut o);
+        assert_eq!(unknown, vec!["spec.bogus", "spec.items[0].b", "top"]);
+        assert_eq!(o["spec"]["free"]["any"], 1);
+        assert_eq!(o["spec"]["tags"]["t"], "v");
+        assert!(o.get("top").is_none());
+    }
+
+    #[test]
+    fn defaults_and_validation_messages_name_the_field() {
+        let o = apply_defaults(&schema(), &json!({"spec": {"size": 1}}));
+        assert_eq!(o["spec"]["color"], "red");
+        let mut causes = Vec::new();
+        validate(
+            &schema(),
+            &json!({"spec": {"size": "x", "color": "green", "name": "ABC"}}),
+            "",
+            &mut causes,
+        );
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec!["spec.color", "spec.name", "spec.size"],
+            "{causes:?}"
+        );
+        assert!(causes[2].message.contains("must be of type integer"));
+        let mut causes = Vec::new();
+        validate(&schema(), &json!({"spec": {"size": 11}}), "", &mut causes);
+        assert_eq!(causes[0].field, "spec.size");
+        let mut causes = Vec::new();
+        validate(&schema(), &json!({"spec": {}}), "", &mut causes);
+        assert_eq!(causes[0].reason, "FieldValueRequired");
+    }
+
+    #[test]
+    fn cel_transition_rule_uses_old_self() {
+        let s = schema();
+        let new = json!({"spec": {"size": 2}});
+        let old = json!({"spec": {"size": 5}});
+        let causes = validate_cel(&s, &new, Some(&old), "K", "x/v1");
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(causes[0].message.contains("size may not shrink"));
+        assert!(validate_cel(&s, &old, Some(&new), "K", "x/v1").is_empty());
+        assert!(validate_cel(&s, &new, None, "K", "x/v1").is_empty());
+    }
+}

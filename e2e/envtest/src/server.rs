@@ -1,0 +1,118 @@
+//! Shared server state and the axum `Router`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use serde_json::json;
+
+use crate::store::Store;
+use crate::{builtin, discovery, gc, handlers, lifecycle, openapi};
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Run the `ownerReferences` garbage collector (a real cluster has one; envtest has none).
+    pub garbage_collection: bool,
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// How many changes the watch history keeps before older resourceVersions are `410 Expired`.
+    pub history_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            garbage_collection: true,
+            bookmark_interval: Duration::from_secs(2),
+            history_limit: 100_000,
+        }
+    }
+}
+
+/// The state behind one server; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+pub struct Shared {
+    store: Mutex<Store>,
+    pub config: Config,
+}
+
+impl AppState {
+    /// A fresh store with the built-in kinds and the `default`, `kube-system`, `kube-public` and
+    /// `kube-node-lease` namespaces.
+    pub fn new(config: Config) -> Self {
+        let mut store = Store::new(config.history_limit);
+        for rt in builtin::resource_types() {
+            store.types.insert(rt.key(), rt);
+        }
+        let state = AppState(Arc::new(Shared {
+            store: Mutex::new(store),
+            config,
+        }));
+        {
+            let mut store = state.store();
+            let ns_type = store
+                .find_type("", "v1", "namespaces")
+                .cloned()
+                .unwrap_or_else(|| unreachable!("namespaces is a built-in type"));
+            let opts = lifecycle::WriteOptions {
+                manager: "kube-apiserver".into(),
+                validation: lifecycle::FieldValidation::Strict,
+                dry_run: false,
+                managed: false,
+            };
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let obj =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                if let Err(e) = lifecycle::create(&mut store, &ns_type, "v1", None, obj, &opts) {
+                    tracing::error!(%e, "could not create namespace {ns}");
+                }
+            }
+        }
+        state
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// Lock the store. Every request holds the lock only while it computes and writes.
+    pub fn store(&self) -> MutexGuard<'_, Store> {
+        self.0
+            .store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Run the namespace controller and (when enabled) the garbage collector.
+    pub fn reconcile(&self, store: &mut Store) {
+        gc::reconcile(store, self.0.config.garbage_collection);
+    }
+
+    /// Drop the watch history and end every open watch with `410 Expired` (to test relisting).
+    pub fn compact(&self) {
+        self.store().compact();
+    }
+}
+
+/// The HTTP interface of one server.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/version", get(discovery::version))
+        .route("/healthz", get(discovery::ok))
+        .route("/readyz", get(discovery::ok))
+        .route("/livez", get(discovery::ok))
+        .route("/api", get(discovery::api_versions))
+        .route("/apis", get(discovery::api_groups))
+        .route("/apis/{group}", get(discovery::api_group))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*gv}", get(openapi::group_version))
+        .fallback(handlers::resource_request)
+        // kube-apiserver accepts request bodies up to 3 MiB (large CRDs with last-applied annotations).
+        .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
+        .with_state(state)
+}

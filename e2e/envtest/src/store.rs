@@ -1,0 +1,285 @@
+//! The in-memory object store: objects per resource type, the global resourceVersion counter and the
+//! bounded event history that watches resume from.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::resources::{ResourceKey, ResourceType};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change to one object, kept in the history and sent to live watches.
+#[derive(Debug)]
+pub struct Change {
+    pub rv: u64,
+    pub key: ResourceKey,
+    pub type_: EventType,
+    pub object: Arc<Value>,
+    /// The object before a modification, so a selector-filtered watch can tell entering from leaving.
+    pub old: Option<Arc<Value>>,
+}
+
+/// What live watches receive.
+#[derive(Debug, Clone)]
+pub enum Broadcast {
+    Change(Arc<Change>),
+    /// The history was compacted: every open watch ends with `410 Expired`.
+    Expire,
+}
+
+/// (namespace, name); namespace is empty for cluster-scoped objects.
+pub type ObjectKey = (String, String);
+
+pub struct Store {
+    pub types: BTreeMap<ResourceKey, ResourceType>,
+    objects: HashMap<ResourceKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    rv: u64,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    /// Watches from a resourceVersion below this get `410 Expired`.
+    compacted_rv: u64,
+    events: broadcast::Sender<Broadcast>,
+    /// Something was removed or is being deleted: the namespace controller and GC must look.
+    deletions_pending: bool,
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub fn object_key(obj: &Value) -> ObjectKey {
+    (
+        meta_str(obj, "namespace").to_string(),
+        meta_str(obj, "name").to_string(),
+    )
+}
+
+impl Store {
+    pub fn new(history_limit: usize) -> Self {
+        let (events, _) = broadcast::channel(16 * 1024);
+        Self {
+            types: BTreeMap::new(),
+            objects: HashMap::new(),
+            rv: 1,
+            history: VecDeque::new(),
+            history_limit,
+            compacted_rv: 0,
+            events,
+            deletions_pending: false,
+        }
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.rv
+    }
+
+    pub fn compacted_rv(&self) -> u64 {
+        self.compacted_rv
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Broadcast> {
+        self.events.subscribe()
+    }
+
+    /// Changes after `rv`, oldest first.
+    pub fn history_since(&self, rv: u64) -> impl Iterator<Item = &Arc<Change>> {
+        self.history.iter().filter(move |c| c.rv > rv)
+    }
+
+    /// Drop the whole history and end every open watch with `410 Expired`.
+    pub fn compact(&mut self) {
+        self.rv += 1;
+        self.compacted_rv = self.rv;
+        self.history.clear();
+        let _ = self.events.send(Broadcast::Expire);
+    }
+
+    pub fn find_type(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types
+            .get(&ResourceKey {
+                group: group.to_string(),
+                plural: plural.to_string(),
+            })
+            .filter(|t| t.version(version).is_some())
+    }
+
+    pub fn find_type_by_kind(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        self.types
+            .values()
+            .find(|t| t.group == group && t.kind == kind && t.version(version).is_some())
+    }
+
+    pub fn get(&self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        self.objects
+            .get(key)?
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Objects of a type, in (namespace, name) order, optionally in one namespace.
+    pub fn list<'a>(
+        &'a self,
+        key: &ResourceKey,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        self.objects
+            .get(key)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(move |((ns, _), _)| namespace.is_none_or(|n| n == ns))
+            .map(|(_, v)| v)
+    }
+
+    /// Objects of a type from `after` (exclusive) on.
+    pub fn list_after<'a>(
+        &'a self,
+        key: &ResourceKey,
+        after: Option<ObjectKey>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Value>> + 'a> {
+        let Some(map) = self.objects.get(key) else {
+            return Box::new(std::iter::empty());
+        };
+        match after {
+            Some(k) => Box::new(
+                map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
+                    .map(|(_, v)| v),
+            ),
+            None => Box::new(map.values()),
+        }
+    }
+
+    pub fn all_objects(&self) -> impl Iterator<Item = (&ResourceKey, &Arc<Value>)> {
+        self.objects
+            .iter()
+            .flat_map(|(k, m)| m.values().map(move |v| (k, v)))
+    }
+
+    pub fn count(&self) -> usize {
+        self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether a deletion happened since the last call (and reset the flag).
+    pub fn take_deletions_pending(&mut self) -> bool {
+        std::mem::take(&mut self.deletions_pending)
+    }
+
+    fn record(&mut self, change: Change) {
+        if change.type_ == EventType::Deleted
+            || change
+                .object
+                .pointer("/metadata/deletionTimestamp")
+                .is_some()
+        {
+            self.deletions_pending = true;
+        }
+        let change = Arc::new(change);
+        self.history.push_back(change.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted_rv = old.rv;
+            }
+        }
+        let _ = self.events.send(Broadcast::Change(change));
+    }
+
+    fn stamp(&mut self, obj: &mut Value) -> u64 {
+        self.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.rv
+    }
+
+    /// Store a new object (metadata already filled in) and announce it.
+    pub fn insert(&mut self, key: &ResourceKey, mut obj: Value) -> Arc<Value> {
+        let rv = self.stamp(&mut obj);
+        let obj = Arc::new(obj);
+        self.objects
+            .entry(key.clone())
+            .or_default()
+            .insert(object_key(&obj), obj.clone());
+        self.record(Change {
+            rv,
+            key: key.clone(),
+            type_: EventType::Added,
+            object: obj.clone(),
+            old: None,
+        });
+        obj
+    }
+
+    /// Replace an existing object and announce it.
+    pub fn replace(&mut self, key: &ResourceKey, mut obj: Value) -> Arc<Value> {
+        let rv = self.stamp(&mut obj);
+        let obj = Arc::new(obj);
+        let old = self
+            .objects
+            .entry(key.clone())
+            .or_default()
+            .insert(object_key(&obj), obj.clone());
+        self.record(Change {
+            rv,
+            key: key.clone(),
+            type_: EventType::Modified,
+            object: obj.clone(),
+            old,
+        });
+        obj
+    }
+
+    /// Remove an object; the DELETED event carries its last state with a new resourceVersion.
+    pub fn remove(&mut self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let old = self
+            .objects
+            .get_mut(key)?
+            .remove(&(namespace.to_string(), name.to_string()))?;
+        let mut last = (*old).clone();
+        let rv = self.stamp(&mut last);
+        let last = Arc::new(last);
+        self.record(Change {
+            rv,
+            key: key.clone(),
+            type_: EventType::Deleted,
+            object: last.clone(),
+            old: Some(old),
+        });
+        Some(last)
+    }
+
+    /// Forget a resource type and all its objects (its CRD was deleted).
+    pub fn remove_type(&mut self, key: &ResourceKey) {
+        let names: Vec<ObjectKey> = self
+            .objects
+            .get(key)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for (ns, name) in names {
+            self.remove(key, &ns, &name);
+        }
+        self.objects.remove(key);
+        self.types.remove(key);
+    }
+}

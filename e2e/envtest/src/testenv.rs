@@ -1,0 +1,369 @@
+//! `TestEnv`: start a server in-process (or use an existing cluster), with a `kube::Client` and a
+//! kubeconfig file. Dropping it stops the server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::error::ApiError;
+use crate::lifecycle::{self, FieldValidation, WriteOptions};
+use crate::server::{AppState, Config, router};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestEnvError {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("reading CRDs from {0}: {1}")]
+    Crd(PathBuf, String),
+    #[error("installing a CRD: {0}")]
+    Api(#[from] ApiError),
+    #[error("kube client: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error(
+        "KUBEBUILDER_ASSETS={0} asks for real kube-apiserver and etcd binaries, which strata-envtest \
+         cannot start yet; unset it (embedded server) or use USE_EXISTING_CLUSTER=true"
+    )]
+    KubebuilderAssets(String),
+}
+
+/// Read every CustomResourceDefinition from the YAML files (multi-document) in a directory.
+pub fn read_crds(dir: &Path) -> Result<Vec<Value>, TestEnvError> {
+    let mut out = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        out.extend(read_crd_file(&f)?);
+    }
+    Ok(out)
+}
+
+/// Read the CustomResourceDefinitions of one (multi-document) YAML file.
+pub fn read_crd_file(f: &Path) -> Result<Vec<Value>, TestEnvError> {
+    let mut out = Vec::new();
+    let text = std::fs::read_to_string(f)?;
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc)
+            .map_err(|e| TestEnvError::Crd(f.to_path_buf(), e.to_string()))?;
+        if v.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Install CRDs straight into a server's store (established at once).
+pub fn install_crds(state: &AppState, crds: &[Value]) -> Result<(), ApiError> {
+    let mut store = state.store();
+    let rt = store
+        .find_type("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .cloned()
+        .ok_or(ApiError::NoResource)?;
+    let opts = WriteOptions {
+        manager: "strata-envtest".into(),
+        validation: FieldValidation::Strict,
+        dry_run: false,
+        managed: false,
+    };
+    for crd in crds {
+        lifecycle::create(&mut store, &rt, "v1", None, crd.clone(), &opts)?;
+    }
+    Ok(())
+}
+
+/// Create namespaces in a server's store.
+fn install_namespaces(state: &AppState, names: &[String]) -> Result<(), ApiError> {
+    let mut store = state.store();
+    let rt = store
+        .find_type("", "v1", "namespaces")
+        .cloned()
+        .ok_or(ApiError::NoResource)?;
+    let opts = WriteOptions {
+        manager: "strata-envtest".into(),
+        validation: FieldValidation::Strict,
+        dry_run: false,
+        managed: false,
+    };
+    for n in names {
+        let ns =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}});
+        match lifecycle::create(&mut store, &rt, "v1", None, ns, &opts) {
+            Ok(_) | Err(ApiError::AlreadyExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A kubeconfig for a plain-HTTP server.
+pub fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: strata-envtest\n  cluster:\n    server: {url}\ncontexts:\n- name: strata-envtest\n  context:\n    cluster: strata-envtest\n    user: strata-envtest\n    namespace: default\ncurrent-context: strata-envtest\nusers:\n- name: strata-envtest\n  user: {{}}\n"
+    )
+}
+
+/// Serve a state on a bound listener; returns the base URL and the server task.
+pub fn serve(
+    listener: TcpListener,
+    state: AppState,
+) -> Result<(String, JoinHandle<()>), std::io::Error> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let url = format!("http://{addr}");
+    let app = router(state);
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(%e, "server stopped");
+        }
+    });
+    Ok((url, task))
+}
+
+#[derive(Default)]
+pub struct TestEnvBuilder {
+    crd_dirs: Vec<PathBuf>,
+    crd_files: Vec<PathBuf>,
+    crds: Vec<Value>,
+    namespaces: Vec<String>,
+    config: Config,
+    use_existing_cluster: Option<bool>,
+    kubebuilder_assets: Option<PathBuf>,
+}
+
+impl TestEnvBuilder {
+    /// Install every CRD found in this directory.
+    pub fn crd_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.crd_dirs.push(dir.into());
+        self
+    }
+
+    /// Install the CRDs of one YAML file.
+    pub fn crd_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.crd_files.push(file.into());
+        self
+    }
+
+    /// Install this CRD object.
+    pub fn crd(mut self, crd: Value) -> Self {
+        self.crds.push(crd);
+        self
+    }
+
+    pub fn namespace(mut self, name: impl Into<String>) -> Self {
+        self.namespaces.push(name.into());
+        self
+    }
+
+    /// Switch the `ownerReferences` garbage collector on (default) or off (as in envtest).
+    pub fn garbage_collection(mut self, on: bool) -> Self {
+        self.config.garbage_collection = on;
+        self
+    }
+
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Override `KUBEBUILDER_ASSETS` (real binaries; not supported yet: `start` fails rather than
+    /// silently using the embedded server).
+    pub fn kubebuilder_assets(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.kubebuilder_assets = Some(dir.into());
+        self
+    }
+
+    /// Override `USE_EXISTING_CLUSTER`.
+    pub fn use_existing_cluster(mut self, yes: bool) -> Self {
+        self.use_existing_cluster = Some(yes);
+        self
+    }
+
+    pub async fn start(self) -> Result<TestEnv, TestEnvError> {
+        let mut crds = self.crds.clone();
+        for d in &self.crd_dirs {
+            crds.extend(read_crds(d)?);
+        }
+        for f in &self.crd_files {
+            crds.extend(read_crd_file(f)?);
+        }
+        let existing = self.use_existing_cluster.unwrap_or_else(|| {
+            std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+        });
+        if existing {
+            return start_existing(crds, &self.namespaces).await;
+        }
+        let assets = self
+            .kubebuilder_assets
+            .clone()
+            .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from))
+            .filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = assets {
+            return Err(TestEnvError::KubebuilderAssets(dir.display().to_string()));
+        }
+        let state = AppState::new(self.config);
+        install_crds(&state, &crds)?;
+        install_namespaces(&state, &self.namespaces)?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let (url, task) = serve(listener, state.clone())?;
+        let dir = std::env::temp_dir().join(format!("strata-envtest-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir)?;
+        let kubeconfig_path = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig_path, kubeconfig(&url))?;
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| TestEnvError::Kubeconfig(e.to_string()))?;
+        let client = kube::Client::try_from(kube::Config::new(uri))?;
+        tracing::info!(%url, "strata-envtest serving");
+        Ok(TestEnv {
+            client,
+            url,
+            kubeconfig_path,
+            dir: Some(dir),
+            state: Some(state),
+            task: Some(task),
+        })
+    }
+}
+
+async fn start_existing(crds: Vec<Value>, namespaces: &[String]) -> Result<TestEnv, TestEnvError> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+    let url = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let client = kube::Client::try_from(config)?;
+    let crd_res = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crd_res);
+    let mut names = Vec::new();
+    for crd in crds {
+        let obj: DynamicObject =
+            serde_json::from_value(crd).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+        names.push(obj.metadata.name.clone().unwrap_or_default());
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // As envtest does: wait until every CRD is Established before handing out the client.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    for name in names {
+        loop {
+            let crd = api.get(&name).await?;
+            let established = crd.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Established" && c["status"] == "True")
+                });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(TestEnvError::Kubeconfig(format!(
+                    "CRD {name} not established after 30s"
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let ns_res = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("", "v1", "Namespace"),
+        "namespaces",
+    );
+    let ns_api: Api<DynamicObject> = Api::all_with(client.clone(), &ns_res);
+    for n in namespaces {
+        let obj = DynamicObject::new(n, &ns_res);
+        match ns_api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let kubeconfig_path = std::env::var("KUBECONFIG")
+        .ok()
+        .and_then(|k| k.split(':').next().map(PathBuf::from))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".kube/config")
+        });
+    Ok(TestEnv {
+        client,
+        url,
+        kubeconfig_path,
+        dir: None,
+        state: None,
+        task: None,
+    })
+}
+
+/// A running test API server (or an existing cluster).
+pub struct TestEnv {
+    client: kube::Client,
+    url: String,
+    kubeconfig_path: PathBuf,
+    dir: Option<PathBuf>,
+    state: Option<AppState>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestEnv {
+    pub fn builder() -> TestEnvBuilder {
+        TestEnvBuilder::default()
+    }
+
+    /// Start an embedded server with the defaults (or use the current cluster when
+    /// `USE_EXISTING_CLUSTER=true`).
+    pub async fn start() -> Result<TestEnv, TestEnvError> {
+        Self::builder().start().await
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The embedded server's state (`None` against an existing cluster).
+    pub fn state(&self) -> Option<&AppState> {
+        self.state.as_ref()
+    }
+
+    /// True when running against the embedded server.
+    pub fn is_embedded(&self) -> bool {
+        self.state.is_some()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

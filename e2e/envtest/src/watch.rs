@@ -1,0 +1,212 @@
+//! Watches: newline-delimited JSON events with resourceVersion semantics, in-stream `410 Expired`,
+//! bookmarks, `timeoutSeconds` and streaming lists (`sendInitialEvents`).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::ApiError;
+use crate::resources::ResourceType;
+use crate::selectors::Filter;
+use crate::server::AppState;
+use crate::store::{Broadcast, Change, EventType};
+
+#[derive(Debug, Clone, Default)]
+pub struct WatchParams {
+    pub resource_version: Option<String>,
+    pub timeout: Option<Duration>,
+    pub bookmarks: bool,
+    pub send_initial_events: bool,
+}
+
+struct Scope {
+    rt: ResourceType,
+    api_version: String,
+    namespace: Option<String>,
+    filter: Filter,
+}
+
+impl Scope {
+    fn matches(&self, obj: &Value) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+            && self.filter.matches(obj)
+    }
+
+    fn event(&self, type_: &str, obj: &Value) -> Bytes {
+        let mut o = obj.clone();
+        o["apiVersion"] = json!(self.api_version);
+        line(json!({"type": type_, "object": o}))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line(
+            json!({"type": "BOOKMARK", "object": {"kind": self.rt.kind, "apiVersion": self.api_version, "metadata": metadata}}),
+        )
+    }
+
+    /// The event a change produces for this watch, if any (selectors turn MODIFIED into ADDED/DELETED).
+    fn translate(&self, c: &Change) -> Option<Bytes> {
+        if c.key != self.rt.key() {
+            return None;
+        }
+        let now = self.matches(&c.object);
+        match c.type_ {
+            EventType::Added | EventType::Deleted => {
+                now.then(|| self.event(c.type_.as_str(), &c.object))
+            }
+            EventType::Modified => {
+                let before = c.old.as_ref().is_some_and(|o| self.matches(o));
+                match (before, now) {
+                    (true, true) => Some(self.event("MODIFIED", &c.object)),
+                    (false, true) => Some(self.event("ADDED", &c.object)),
+                    (true, false) => Some(self.event("DELETED", &c.object)),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+}
+
+fn line(v: Value) -> Bytes {
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn expired(message: String) -> Bytes {
+    line(json!({"type": "ERROR", "object": ApiError::Expired(message).status()}))
+}
+
+/// Start a watch; the response streams until the timeout, an expiry or the client goes away.
+pub fn watch(
+    state: &AppState,
+    rt: ResourceType,
+    version: &str,
+    namespace: Option<String>,
+    filter: Filter,
+    params: WatchParams,
+) -> Result<Response, ApiError> {
+    let scope = Scope {
+        api_version: rt.api_version(version),
+        rt,
+        namespace,
+        filter,
+    };
+    let mut first: Vec<Bytes> = Vec::new();
+    let (receiver, start_rv, end) = {
+        let store = state.store();
+        let current = store.current_rv();
+        let rv = params.resource_version.as_deref().unwrap_or("");
+        let mut end = false;
+        if rv.is_empty() || rv == "0" || params.send_initial_events {
+            for obj in store.list(&scope.rt.key(), scope.namespace.as_deref()) {
+                if scope.filter.matches(obj) {
+                    first.push(scope.event("ADDED", obj));
+                }
+            }
+            if params.send_initial_events {
+                first.push(scope.bookmark(current, true));
+            }
+        } else {
+            let n: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
+            if n < store.compacted_rv() {
+                first.push(expired(format!(
+                    "too old resource version: {n} ({})",
+                    store.compacted_rv()
+                )));
+                end = true;
+            } else {
+                first.extend(store.history_since(n).filter_map(|c| scope.translate(c)));
+            }
+        }
+        (store.subscribe(), current, end)
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let bookmark_interval = state.config().bookmark_interval;
+    tokio::spawn(stream_events(
+        scope,
+        params,
+        first,
+        receiver,
+        start_rv,
+        end,
+        tx,
+        bookmark_interval,
+    ));
+    Response::builder()
+        .header("content-type", "application/json")
+        .header("transfer-encoding", "chunked")
+        .body(Body::from_stream(ReceiverStream::new(rx)))
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream_events(
+    scope: Scope,
+    params: WatchParams,
+    first: Vec<Bytes>,
+    mut receiver: broadcast::Receiver<Broadcast>,
+    mut last_rv: u64,
+    end: bool,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    bookmark_interval: Duration,
+) {
+    for b in first {
+        if tx.send(Ok(b)).await.is_err() {
+            return;
+        }
+    }
+    if end {
+        return;
+    }
+    let deadline = tokio::time::sleep(
+        params
+            .timeout
+            .unwrap_or(Duration::from_secs(365 * 24 * 3600)),
+    );
+    tokio::pin!(deadline);
+    let mut bookmarks = tokio::time::interval_at(
+        tokio::time::Instant::now() + bookmark_interval,
+        bookmark_interval,
+    );
+    loop {
+        let out = tokio::select! {
+            _ = &mut deadline => return,
+            _ = tx.closed() => return,
+            _ = bookmarks.tick(), if params.bookmarks => Some(scope.bookmark(last_rv, false)),
+            msg = receiver.recv() => match msg {
+                Ok(Broadcast::Change(c)) => {
+                    last_rv = c.rv;
+                    scope.translate(&c)
+                }
+                Ok(Broadcast::Expire) => {
+                    let _ = tx.send(Ok(expired("the watch history was compacted".into()))).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    let _ = tx.send(Ok(expired(format!("watch fell behind by {n} events")))).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        if let Some(b) = out
+            && tx.send(Ok(b)).await.is_err()
+        {
+            return;
+        }
+    }
+}
