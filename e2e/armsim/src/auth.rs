@@ -34,6 +34,8 @@ pub struct Principal {
 pub struct Caller {
     pub tenant_id: String,
     pub client_id: String,
+    /// The secret the token was issued for; `None` for a federated assertion.
+    secret: Option<String>,
     expires: Instant,
 }
 
@@ -69,7 +71,28 @@ impl Registry {
                 "The access token expiry UTC time is earlier than current UTC time.",
             ));
         }
+        if !self.would_issue(caller) {
+            return Err(fail(
+                "Authentication failed. The access token was issued to credentials that are no longer valid.",
+            ));
+        }
         Ok(caller.clone())
+    }
+
+    /// Whether the registry as it is now would issue this caller's token: registering tenants or
+    /// principals (or a new secret) after a token was issued invalidates it.
+    fn would_issue(&self, caller: &Caller) -> bool {
+        let tenant_known = self.tenants.is_empty()
+            || self
+                .tenants
+                .contains(&caller.tenant_id.to_ascii_lowercase());
+        let principal_known = self.principals.is_empty()
+            || self.principals.iter().any(|p| {
+                p.client_id.eq_ignore_ascii_case(&caller.client_id)
+                    && p.tenant_id.eq_ignore_ascii_case(&caller.tenant_id)
+                    && caller.secret.as_ref().is_none_or(|s| *s == p.client_secret)
+            });
+        tenant_known && principal_known
     }
 
     /// Whether the subscription exists and the caller may use it.
@@ -179,13 +202,16 @@ impl Registry {
                 ));
             }
         }
+        let now = Instant::now();
+        self.tokens.retain(|_, c| c.expires >= now);
         let token = format!("armsim.{}", uuid::Uuid::new_v4().simple());
         self.tokens.insert(
             token.clone(),
             Caller {
                 tenant_id: tenant.to_string(),
                 client_id,
-                expires: Instant::now() + TOKEN_LIFETIME,
+                secret: (!assertion).then_some(secret),
+                expires: now + TOKEN_LIFETIME,
             },
         );
         Ok(token)
@@ -228,5 +254,65 @@ pub async fn token(
         }))
         .into_response(),
         Err((status, body)) => (status, Json(body)).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(client: &str, secret: &str) -> HashMap<String, String> {
+        HashMap::from([
+            ("grant_type".to_string(), "client_credentials".to_string()),
+            ("client_id".to_string(), client.to_string()),
+            ("client_secret".to_string(), secret.to_string()),
+        ])
+    }
+
+    #[test]
+    fn issuing_drops_expired_tokens() {
+        let mut registry = Registry::default();
+        let Some(past) = Instant::now().checked_sub(Duration::from_secs(1)) else {
+            return;
+        };
+        registry.tokens.insert(
+            "old".into(),
+            Caller {
+                tenant_id: "t".into(),
+                client_id: "c".into(),
+                secret: Some("s".into()),
+                expires: past,
+            },
+        );
+        let token = registry.issue("t", &form("c", "s")).unwrap();
+        assert_eq!(registry.tokens.len(), 1);
+        assert!(registry.tokens.contains_key(&token));
+    }
+
+    #[test]
+    fn tokens_stay_valid_only_while_the_registry_would_issue_them() {
+        let mut registry = Registry::default();
+        let token = registry.issue("t", &form("c", "s")).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        assert!(registry.authenticate(&headers).is_ok());
+        registry.principals.push(Principal {
+            tenant_id: "T".into(),
+            client_id: "C".into(),
+            client_secret: "s".into(),
+            subscriptions: Vec::new(),
+        });
+        assert!(registry.authenticate(&headers).is_ok(), "same credentials");
+        registry.tenants.insert("other".into());
+        let e = registry.authenticate(&headers).unwrap_err();
+        assert_eq!(e.code, "AuthenticationFailed");
+        registry.tenants.insert("t".into());
+        assert!(registry.authenticate(&headers).is_ok());
+        registry.principals[0].client_secret = "new".into();
+        let e = registry.authenticate(&headers).unwrap_err();
+        assert_eq!(
+            (e.status, e.code.as_str()),
+            (StatusCode::UNAUTHORIZED, "AuthenticationFailed")
+        );
     }
 }

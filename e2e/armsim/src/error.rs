@@ -15,6 +15,8 @@ pub enum Error {
     },
     #[error("server failed: {0}")]
     Serve(#[from] std::io::Error),
+    #[error("invalid options: {0}")]
+    Options(String),
 }
 
 /// An error as ARM returns it: an HTTP status and the body `{"error":{"code","message","details"}}`.

@@ -48,8 +48,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds 127.0.0.1:`port` (0 picks a free port) and serves in the background.
+    /// Binds 127.0.0.1:`port` (0 picks a free port) and serves in the background. Fails on
+    /// invalid options (a time scale that is negative, infinite or NaN).
     pub async fn start(options: Options, port: u16) -> Result<Server, Error> {
+        options.validate()?;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -113,5 +115,25 @@ mod tests {
             .unwrap();
         assert_eq!(arm.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(arm.headers()["x-ms-error-code"], "AuthenticationFailed");
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_time_scale_that_is_not_finite_or_negative() {
+        for time_scale in [f64::INFINITY, f64::NAN, -1.0] {
+            let options = Options {
+                time_scale,
+                ..Options::default()
+            };
+            let e = Server::start(options, 0).await.err();
+            assert!(
+                matches!(&e, Some(Error::Options(m)) if m.contains("time scale")),
+                "{time_scale}: {e:?}"
+            );
+        }
+        let zero = Options {
+            time_scale: 0.0,
+            ..Options::default()
+        };
+        assert!(Server::start(zero, 0).await.is_ok());
     }
 }

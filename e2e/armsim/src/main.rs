@@ -23,12 +23,14 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    anyhow::ensure!(args.time_scale >= 0.0, "--time-scale must not be negative");
     let options = Options {
         time_scale: args.time_scale,
         seed: args.seed,
         ..Options::default()
     };
+    options
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--time-scale: {e}"))?;
     let server = Server::start(options, args.port).await?;
     println!("ready {}", server.url);
     tokio::select! {

@@ -13,7 +13,7 @@ use crate::error::ArmError;
 use crate::id::ResourceId;
 use crate::lro::{self, Kind, Operation, Status};
 use crate::sim::Sim;
-use crate::store::{Resource, Store, references};
+use crate::store::{BackRefs, Resource, Store, references};
 use crate::types::{self, Put, Spec, normalize_location};
 
 /// What a request needs besides the resource: where to point pollers and which api-version it used.
@@ -32,6 +32,16 @@ fn group_not_found(id: &ResourceId) -> ArmError {
     ArmError::not_found(
         "ResourceGroupNotFound",
         format!("Resource group '{}' could not be found.", id.resource_group),
+    )
+}
+
+fn group_being_deleted(id: &ResourceId) -> ArmError {
+    ArmError::conflict(
+        "ResourceGroupBeingDeleted",
+        format!(
+            "The resource group '{}' is in deprovisioning state and cannot perform this operation.",
+            id.resource_group
+        ),
     )
 }
 
@@ -63,13 +73,7 @@ fn check_container(
     }
     let group = store.get(&id.group()).ok_or_else(|| group_not_found(id))?;
     if writing && ops.deleting(&group.id.key()).is_some() {
-        return Err(ArmError::conflict(
-            "ResourceGroupBeingDeleted",
-            format!(
-                "The resource group '{}' is in deprovisioning state and cannot perform this operation.",
-                id.resource_group
-            ),
-        ));
+        return Err(group_being_deleted(id));
     }
     if let Some(parent) = id.parent()
         && store.get(&parent).is_none()
@@ -87,26 +91,46 @@ fn check_container(
 
 /// The body GET shows: nested children composed in, computed views added.
 pub fn view(store: &Store, resource: &Resource, expand: Option<&str>) -> Value {
+    view_with(store, resource, expand, None)
+}
+
+/// [`view`], taking back-references from `index` when given (lists) instead of scanning the store.
+fn view_with(
+    store: &Store,
+    resource: &Resource,
+    expand: Option<&str>,
+    index: Option<&BackRefs>,
+) -> Value {
     let mut body = resource.body.clone();
     if let Some(spec) = types::spec(resource.type_name) {
         for (segment, property) in spec.children {
             let children: Vec<Value> = store
                 .children(&resource.id, segment)
-                .map(|c| view(store, c, None))
+                .map(|c| view_with(store, c, None, index))
                 .collect();
             if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
                 props.insert((*property).to_string(), Value::Array(children));
             }
         }
-        add_back_refs(store, resource, spec, &mut body);
+        add_back_refs(store, resource, spec, &mut body, index);
         (spec.view)(&mut body, expand);
     }
     body
 }
 
-fn add_back_refs(store: &Store, resource: &Resource, spec: &Spec, body: &mut Value) {
+fn add_back_refs(
+    store: &Store,
+    resource: &Resource,
+    spec: &Spec,
+    body: &mut Value,
+    index: Option<&BackRefs>,
+) {
+    let key = resource.id.key();
     for back in spec.back_refs {
-        let ids = store.referring_objects(&resource.id.key(), back.from_type);
+        let ids = match index {
+            Some(index) => index.referring_objects(&key, back.from_type),
+            None => store.referring_objects(&key, back.from_type),
+        };
         let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -179,13 +203,13 @@ pub fn list(
     parent: Option<&ResourceId>,
     spec: &Spec,
 ) -> Result<Response, ArmError> {
+    // Back-references found in one pass over the store, not one per listed item.
+    let index = sim.store.back_refs();
+    let view = |r: &Resource| view_with(&sim.store, r, None, Some(&index));
     let items: Vec<Value> = if let Some(parent) = parent {
         check_container(&sim.store, &sim.ops, &parent.child("x", "x"), false)?;
         let segment = spec.type_name.rsplit('/').next().unwrap_or_default();
-        sim.store
-            .children(parent, segment)
-            .map(|r| view(&sim.store, r, None))
-            .collect()
+        sim.store.children(parent, segment).map(view).collect()
     } else {
         let group = resource_group.map(|rg| ResourceId::resource_group(subscription, rg));
         if let Some(g) = &group
@@ -204,7 +228,7 @@ pub fn list(
                     .as_ref()
                     .is_none_or(|g| is_group(spec) || r.id.group().key() == g.key())
             })
-            .map(|r| view(&sim.store, r, None))
+            .map(view)
             .collect()
     };
     Ok(Json(json!({ "value": items })).into_response())
@@ -342,22 +366,20 @@ fn while_running(
         return Ok(Some(response));
     }
     if is_group(spec) && op.kind == Kind::Delete {
-        return Err(ArmError::conflict(
-            "ResourceGroupBeingDeleted",
-            format!(
-                "The resource group '{}' is in deprovisioning state and cannot perform this operation.",
-                id.resource_group
-            ),
-        ));
+        return Err(group_being_deleted(id));
     }
     Err(another_operation(op))
 }
 
+/// `If-Match`: `*` needs the resource to exist, an etag needs it to be the current one.
 fn check_if_match(if_match: Option<&str>, existing: Option<&Value>) -> Result<(), ArmError> {
-    if let (Some(expected), Some(old)) = (if_match, existing)
-        && expected != "*"
-        && old.get("etag").and_then(Value::as_str) != Some(expected)
-    {
+    let Some(expected) = if_match else {
+        return Ok(());
+    };
+    let met = existing.is_some_and(|old| {
+        expected == "*" || old.get("etag").and_then(Value::as_str) == Some(expected)
+    });
+    if !met {
         return Err(ArmError::new(
             StatusCode::PRECONDITION_FAILED,
             "PreconditionFailed",
@@ -646,8 +668,9 @@ pub fn put(
     Ok(response)
 }
 
-/// PATCH: a tags-only patch (network `update_tags`) replaces the tags at once, as ARM does; any
-/// other patch (compute `update`) is merged over the resource as GET shows it and handled as a PUT.
+/// PATCH: a tags-only patch (exactly `{"tags": {…}}`, network `update_tags`) replaces the tags at
+/// once, as ARM does; any other patch (compute `update`, `{}`) is merged over the resource as GET
+/// shows it and handled as a PUT. `If-Match` is checked either way.
 pub fn patch(
     sim: &mut Sim,
     id: &ResourceId,
@@ -660,20 +683,28 @@ pub fn patch(
     if sim.store.get(id).is_none() {
         return Err(not_found(id));
     }
-    let tags_only = patch
-        .as_object()
-        .is_some_and(|p| p.keys().all(|k| k == "tags"));
-    if tags_only {
+    let tags = patch.get("tags");
+    if tags.is_some_and(|t| !t.is_object() && !t.is_null()) {
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "The request content was invalid and could not be deserialized: 'tags' must be an object.",
+        ));
+    }
+    let tags_only = match patch.as_object() {
+        Some(p) if p.len() == 1 => tags.filter(|t| t.is_object()).cloned(),
+        _ => None,
+    };
+    if let Some(tags) = tags_only {
         if let Some(op) = sim.ops.running_on(&id.top_level().key()) {
             return Err(another_operation(op));
         }
-        let etag = new_etag();
         let resource = sim
             .store
             .get_key_mut(&id.key())
             .ok_or_else(|| not_found(id))?;
-        resource.body["tags"] = patch.get("tags").cloned().unwrap_or(Value::Null);
-        resource.body["etag"] = json!(etag);
+        check_if_match(call.if_match, Some(&resource.body))?;
+        resource.body["tags"] = tags;
+        resource.body["etag"] = json!(new_etag());
         let resource = sim.store.get(id).ok_or_else(|| not_found(id))?;
         let body = view(&sim.store, resource, None);
         return Ok(with_etag(Json(&body).into_response(), &body));
@@ -802,4 +833,69 @@ pub fn delete(
     lro::add_poll_headers(sim, &op, response.headers_mut(), true);
     sim.ops.insert(op);
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Options;
+
+    fn insert(sim: &mut Sim, id: &str, type_name: &'static str, body: Value) {
+        let id = ResourceId::parse(id).unwrap();
+        let mut body = body;
+        body["id"] = json!(id.to_string());
+        body["name"] = json!(id.name());
+        sim.store.insert(Resource {
+            id,
+            type_name,
+            body,
+            request: Value::Null,
+        });
+    }
+
+    #[tokio::test]
+    async fn listing_scans_the_store_for_back_references_once() {
+        let mut sim = Sim::new(Options::default());
+        let rg = "/subscriptions/s/resourceGroups/g";
+        insert(
+            &mut sim,
+            rg,
+            "Microsoft.Resources/resourceGroups",
+            json!({ "location": "westeurope", "properties": {} }),
+        );
+        let nic_spec = types::spec("Microsoft.Network/networkInterfaces").unwrap();
+        let nic = |i: usize| format!("{rg}/providers/Microsoft.Network/networkInterfaces/nic{i}");
+        for i in 0..20 {
+            insert(
+                &mut sim,
+                &nic(i),
+                nic_spec.type_name,
+                json!({ "properties": {} }),
+            );
+        }
+        let vm = format!("{rg}/providers/Microsoft.Compute/virtualMachines/vm");
+        insert(
+            &mut sim,
+            &vm,
+            "Microsoft.Compute/virtualMachines",
+            json!({ "properties": { "networkProfile": { "networkInterfaces": [ { "id": nic(3) } ] } } }),
+        );
+
+        let response = list(&sim, "s", Some("g"), None, nic_spec).unwrap();
+        assert_eq!(sim.store.scans.get(), 1, "one scan for the whole list");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let listed: Value = serde_json::from_slice(&bytes).unwrap();
+        let items = listed["value"].as_array().unwrap();
+        assert_eq!(items.len(), 20);
+        // The same back-references as a single GET finds by scanning.
+        for item in items {
+            let id = ResourceId::parse(item["id"].as_str().unwrap()).unwrap();
+            let single = view(&sim.store, sim.store.get(&id).unwrap(), None);
+            assert_eq!(*item, single);
+        }
+        let with_vm = items.iter().find(|i| i["name"] == "nic3").unwrap();
+        assert_eq!(with_vm["properties"]["virtualMachine"]["id"], vm.as_str());
+    }
 }

@@ -21,6 +21,19 @@ pub struct Options {
     pub throttle: ThrottleConfig,
 }
 
+impl Options {
+    /// Checks what would fail later: the time scale must be a finite number, 0 or more.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        if !(self.time_scale.is_finite() && self.time_scale >= 0.0) {
+            return Err(crate::Error::Options(format!(
+                "time scale must be a finite number >= 0, not {}",
+                self.time_scale
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self {

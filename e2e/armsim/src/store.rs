@@ -1,6 +1,6 @@
 //! The generic resource store: every resource body by case-insensitive ID, plus reference lookups.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -42,6 +42,61 @@ impl Resource {
 #[derive(Debug, Default)]
 pub struct Store {
     map: BTreeMap<String, Resource>,
+    /// How many times back-references were searched for over the whole store.
+    #[cfg(test)]
+    pub scans: std::cell::Cell<usize>,
+}
+
+/// Back-references of the whole store, built in one pass ([`Store::back_refs`]): for each
+/// referenced ID (lower case), the type of the referring resource and the ID of the object
+/// holding the reference.
+#[derive(Debug, Default)]
+pub struct BackRefs(HashMap<String, Vec<(&'static str, String)>>);
+
+impl BackRefs {
+    /// The same as [`Store::referring_objects`], without a scan.
+    pub fn referring_objects(&self, target_key: &str, from_type: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .0
+            .get(&target_key.to_ascii_lowercase())
+            .into_iter()
+            .flatten()
+            .filter(|(t, _)| *t == from_type)
+            .map(|(_, holder)| holder.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Walks the `properties` of a body, calling `found(id, holder)` for each object with an `id`
+/// inside another object with one (the holder: the nearest enclosing object with an `id`, the
+/// resource itself at the top); descends into the object unless `found` returns false.
+fn walk_ids(body: &Value, found: &mut impl FnMut(&str, &str) -> bool) {
+    fn walk(v: &Value, holder: Option<&str>, found: &mut impl FnMut(&str, &str) -> bool) {
+        match v {
+            Value::Object(map) => {
+                let own = map.get("id").and_then(Value::as_str);
+                if let (Some(id), Some(h)) = (own, holder)
+                    && !found(id, h)
+                {
+                    return;
+                }
+                let holder = own.or(holder);
+                for (k, child) in map {
+                    if k != "id" {
+                        walk(child, holder, found);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, holder, found)),
+            _ => {}
+        }
+    }
+    if let Some(props) = body.get("properties") {
+        walk(props, body.get("id").and_then(Value::as_str), found);
+    }
 }
 
 impl Store {
@@ -146,37 +201,38 @@ impl Store {
     /// IDs of the objects, in resources of `from_type`, that refer to `target_key`: the nearest
     /// enclosing object with an `id` (a NIC's IP configuration, a VM, a subnet).
     pub fn referring_objects(&self, target_key: &str, from_type: &str) -> Vec<String> {
-        fn walk(v: &Value, holder: Option<&str>, target: &str, out: &mut Vec<String>) {
-            match v {
-                Value::Object(map) => {
-                    let own = map.get("id").and_then(Value::as_str);
-                    if own.is_some_and(|id| id.eq_ignore_ascii_case(target)) {
-                        if let Some(h) = holder {
-                            out.push(h.to_string());
-                        }
-                        return;
-                    }
-                    let holder = own.or(holder);
-                    for (k, child) in map {
-                        if k != "id" {
-                            walk(child, holder, target, out);
-                        }
-                    }
-                }
-                Value::Array(items) => items.iter().for_each(|i| walk(i, holder, target, out)),
-                _ => {}
-            }
-        }
+        #[cfg(test)]
+        self.scans.set(self.scans.get() + 1);
         let mut out = Vec::new();
         for r in self.map.values().filter(|r| r.type_name == from_type) {
-            if let Some(props) = r.body.get("properties") {
-                let holder = r.body.get("id").and_then(Value::as_str);
-                walk(props, holder, target_key, &mut out);
-            }
+            walk_ids(&r.body, &mut |id, holder| {
+                if id.eq_ignore_ascii_case(target_key) {
+                    out.push(holder.to_string());
+                    return false;
+                }
+                true
+            });
         }
         out.sort();
         out.dedup();
         out
+    }
+
+    /// Every back-reference in the store, in one pass (for lists: one scan instead of one per item).
+    pub fn back_refs(&self) -> BackRefs {
+        #[cfg(test)]
+        self.scans.set(self.scans.get() + 1);
+        let mut index: HashMap<String, Vec<(&'static str, String)>> = HashMap::new();
+        for r in self.map.values() {
+            walk_ids(&r.body, &mut |id, holder| {
+                index
+                    .entry(id.to_ascii_lowercase())
+                    .or_default()
+                    .push((r.type_name, holder.to_string()));
+                true
+            });
+        }
+        BackRefs(index)
     }
 }
 

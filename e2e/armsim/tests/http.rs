@@ -941,11 +941,34 @@ async fn registered_principals_and_subscriptions_are_enforced() {
         missing,
         (StatusCode::NOT_FOUND, "SubscriptionNotFound".into())
     );
-    // The token issued before registration belongs to an unregistered principal.
+    // The token issued before registration belongs to an unregistered principal: no longer valid.
     assert_eq!(
-        call(rg("h"), sim.token.clone()).await.1,
-        "AuthorizationFailed"
+        call(rg("h"), sim.token.clone()).await,
+        (StatusCode::UNAUTHORIZED, "AuthenticationFailed".into())
     );
+}
+
+#[tokio::test]
+async fn tokens_issued_before_registration_stop_working() {
+    let sim = Sim::start().await;
+    assert_eq!(sim.get(&rg("g"), RES).await.code(), "ResourceGroupNotFound");
+    // The out-of-the-box token was issued for "client" / "secret"; the registered secret differs.
+    sim.sim_post("/_sim/principals", json!({ "tenantId": "tenant", "clientId": "client", "clientSecret": "new", "subscriptions": [SUB] })).await;
+    let stale = sim.get(&rg("g"), RES).await;
+    assert_eq!(
+        (stale.status, stale.code()),
+        (StatusCode::UNAUTHORIZED, "AuthenticationFailed")
+    );
+    // A reset forgets the registration: the token is good again, and stale again after it.
+    sim.sim_post("/_sim/reset", json!({})).await;
+    assert_eq!(sim.get(&rg("g"), RES).await.code(), "ResourceGroupNotFound");
+    sim.sim_post("/_sim/tenants", json!({ "tenantId": "other" }))
+        .await;
+    assert_eq!(sim.get(&rg("g"), RES).await.code(), "AuthenticationFailed");
+    // Registering the very credentials the token was issued for keeps it valid.
+    sim.sim_post("/_sim/reset", json!({})).await;
+    sim.sim_post("/_sim/principals", json!({ "tenantId": "tenant", "clientId": "client", "clientSecret": "secret", "subscriptions": [SUB] })).await;
+    assert_eq!(sim.get(&rg("g"), RES).await.code(), "ResourceGroupNotFound");
 }
 
 #[tokio::test]
@@ -1321,4 +1344,117 @@ async fn get_shows_read_only_back_references() {
     sim.wait(&d).await;
     let d = sim.delete(&net("g", "networkInterfaces/nic"), NET).await;
     assert_eq!(d.status, StatusCode::ACCEPTED, "{}", d.body);
+}
+
+#[tokio::test]
+async fn patch_replaces_tags_only_for_a_tags_object_and_checks_if_match() {
+    let sim = Sim::start().await;
+    sim.network("g").await;
+    let vnet = net("g", "virtualNetworks/vnet");
+    let path = format!("{vnet}?{NET}");
+    let tagged = sim
+        .call(Method::PATCH, &path, Some(json!({ "tags": { "a": "1" } })))
+        .await;
+    assert_eq!(tagged.status, StatusCode::OK);
+    assert_eq!(tagged.body["tags"], json!({ "a": "1" }));
+    // An empty patch is not a tags-only patch: it changes nothing, the tags stay.
+    let empty = sim.call(Method::PATCH, &path, Some(json!({}))).await;
+    assert_eq!(empty.status, StatusCode::OK, "{}", empty.body);
+    assert_eq!(empty.body["tags"], json!({ "a": "1" }));
+    assert_eq!(sim.wait(&empty).await, "Succeeded");
+    assert_eq!(sim.get(&vnet, NET).await.body["tags"], json!({ "a": "1" }));
+    // Tags must be an object.
+    let bad = sim
+        .call(Method::PATCH, &path, Some(json!({ "tags": "x" })))
+        .await;
+    assert_eq!(
+        (bad.status, bad.code()),
+        (StatusCode::BAD_REQUEST, "InvalidRequestContent")
+    );
+    // If-Match holds for a tags-only patch too.
+    let stale = sim
+        .call_with(
+            Method::PATCH,
+            &path,
+            Some(json!({ "tags": { "b": "2" } })),
+            &[("if-match", "W/\"stale\"")],
+        )
+        .await;
+    assert_eq!(
+        (stale.status, stale.code()),
+        (StatusCode::PRECONDITION_FAILED, "PreconditionFailed")
+    );
+    let etag = sim.get(&vnet, NET).await.body["etag"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fresh = sim
+        .call_with(
+            Method::PATCH,
+            &path,
+            Some(json!({ "tags": { "b": "2" } })),
+            &[("if-match", &etag)],
+        )
+        .await;
+    assert_eq!(fresh.status, StatusCode::OK, "{}", fresh.body);
+    assert_eq!(fresh.body["tags"], json!({ "b": "2" }));
+}
+
+#[tokio::test]
+async fn if_match_on_a_missing_resource_fails_the_precondition() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let nsg = net("g", "networkSecurityGroups/nsg");
+    let path = format!("{nsg}?{NET}");
+    let body = json!({ "location": "westeurope" });
+    for condition in ["*", "W/\"whatever\""] {
+        let r = sim
+            .call_with(
+                Method::PUT,
+                &path,
+                Some(body.clone()),
+                &[("if-match", condition)],
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::PRECONDITION_FAILED, "PreconditionFailed"),
+            "If-Match: {condition}"
+        );
+    }
+    assert_eq!(sim.get(&nsg, NET).await.status, StatusCode::NOT_FOUND);
+    sim.create(&nsg, NET, body.clone()).await;
+    let any = sim
+        .call_with(Method::PUT, &path, Some(body), &[("if-match", "*")])
+        .await;
+    assert_eq!(any.status, StatusCode::OK, "{}", any.body);
+}
+
+#[test]
+fn the_binary_refuses_a_time_scale_that_is_not_finite_or_negative() {
+    for scale in ["inf", "NaN", "-1"] {
+        let mut child = KillOnDrop(
+            std::process::Command::new(env!("CARGO_BIN_EXE_strata-armsim"))
+                .args(["--port", "0", &format!("--time-scale={scale}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "--time-scale={scale} was accepted"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(!status.success(), "{scale}");
+        assert!(stderr.contains("time scale"), "{scale}: {stderr}");
+    }
 }

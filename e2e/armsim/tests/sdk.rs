@@ -416,9 +416,10 @@ async fn sdk_resource_group_delete_cascades() {
 
 #[tokio::test]
 async fn sdk_throttling_is_retried_after_retry_after() {
-    // 0.2 reads per simulated second at time scale 0.05: a token every 250 ms.
+    // 0.125 reads per simulated second at time scale 0.1: a token every 800 ms, longer than the
+    // SDK's own first two backoff delays together (40 ms and 80 ms, plus up to 255 ms each).
     let options = Options {
-        time_scale: 0.05,
+        time_scale: 0.1,
         ..Options::default()
     };
     let az = Azure::start(options.clone(), true).await;
@@ -427,34 +428,51 @@ async fn sdk_throttling_is_retried_after_retry_after() {
             "/_sim/throttle",
             json!({
                 "enabled": true,
-                "reads": { "burst": 2.0, "perSecond": 0.2 },
+                "reads": { "burst": 1.0, "perSecond": 0.125 },
                 "writes": { "burst": 100.0, "perSecond": 10.0 },
                 "deletes": { "burst": 100.0, "perSecond": 10.0 }
             }),
         )
         .await;
     az.group("g").await;
-    for _ in 0..5 {
+    let started = Instant::now();
+    for _ in 0..3 {
         az.resources
             .resource_groups_client()
             .get("g", SUB)
             .await
             .unwrap();
     }
+    let elapsed = started.elapsed();
     let log = az.sim.sim_get("/_sim/requests").await;
-    let throttled = log["value"]
+    let reads: Vec<&Value> = log["value"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["status"] == 429)
-        .count();
+        .filter(|e| {
+            e["method"] == "GET"
+                && e["principal"] == "sdk-client"
+                && e["path"].as_str().unwrap().ends_with("/resourcegroups/g")
+        })
+        .collect();
+    let throttled = reads.iter().filter(|e| e["status"] == 429).count();
     assert!(throttled >= 2, "expected throttled reads, log: {log}");
+    assert!(reads.iter().any(|e| e["code"] == "TooManyRequests"));
+    // The retries honoured Retry-After: the server advertises the time until the bucket has a token
+    // again (~800 ms here, less the few ms since the last read), so a client waiting that long is
+    // never throttled twice in a row, and it spent about one refill period per 429. The SDK's own
+    // backoff would hit the empty bucket at least twice per read.
+    for pair in reads.windows(2) {
+        assert!(
+            !(pair[0]["status"] == 429 && pair[1]["status"] == 429),
+            "a retry came before the advertised Retry-After: {log}"
+        );
+    }
+    let period = Duration::from_secs_f64(options.time_scale / 0.125);
+    let tolerance = Duration::from_millis(50);
     assert!(
-        log["value"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["code"] == "TooManyRequests")
+        elapsed >= (period - tolerance) * throttled as u32,
+        "{throttled} throttled reads in {elapsed:?}: log {log}"
     );
 
     // Without retries the SDK surfaces the 429.

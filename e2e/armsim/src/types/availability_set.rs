@@ -5,13 +5,12 @@ use serde_json::json;
 use super::{Put, Spec};
 use crate::error::ArmError;
 
+/// Immediate: a PUT answers `Succeeded` at once.
 pub static SPEC: Spec = Spec {
-    api_versions: super::COMPUTE_API_VERSIONS,
-    creating_state: "Succeeded",
-    updating_state: "Succeeded",
     prepare,
-    ..Spec::network(
+    ..Spec::compute(
         "Microsoft.Compute/availabilitySets",
+        0.0,
         0.0,
         "AvailabilitySetInUse",
     )

@@ -227,6 +227,21 @@ impl Spec {
             back_refs: &[],
         }
     }
+
+    /// A `Microsoft.Compute` kind: compute api-versions, `Creating` while a create runs.
+    pub const fn compute(
+        type_name: &'static str,
+        put_seconds: f64,
+        delete_seconds: f64,
+        in_use_code: &'static str,
+    ) -> Spec {
+        Spec {
+            api_versions: COMPUTE_API_VERSIONS,
+            delete_seconds,
+            creating_state: "Creating",
+            ..Spec::network(type_name, put_seconds, in_use_code)
+        }
+    }
 }
 
 static SPECS: &[&Spec] = &[
@@ -286,5 +301,22 @@ mod tests {
         assert!(!named("Microsoft.Compute/virtualMachines", "vm."));
         assert_eq!(normalize_location("West Europe"), "westeurope");
         assert!(spec("microsoft.network/VIRTUALNETWORKS/subnets").is_some());
+    }
+
+    #[test]
+    fn compute_kinds_keep_their_settings() {
+        let vm = spec("Microsoft.Compute/virtualMachines").unwrap();
+        assert_eq!(vm.api_versions, COMPUTE_API_VERSIONS);
+        assert_eq!((vm.put_seconds, vm.delete_seconds), (60.0, 30.0));
+        assert_eq!(
+            (vm.creating_state, vm.updating_state),
+            ("Creating", "Updating")
+        );
+        assert_eq!(vm.in_use_code, "OperationNotAllowed");
+        assert!(!vm.resource_guid);
+        let set = spec("Microsoft.Compute/availabilitySets").unwrap();
+        assert_eq!(set.api_versions, COMPUTE_API_VERSIONS);
+        assert_eq!((set.put_seconds, set.delete_seconds), (0.0, 0.0));
+        assert_eq!(set.in_use_code, "AvailabilitySetInUse");
     }
 }

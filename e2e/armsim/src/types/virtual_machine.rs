@@ -16,16 +16,13 @@ pub static SPEC: Spec = Spec {
         pattern: r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$",
         describe: "Virtual machine names can be up to 64 characters long, cannot contain special characters such as '_', and cannot end with '.' or '-'.",
     },
-    put_seconds: 60.0,
-    delete_seconds: 30.0,
-    creating_state: "Creating",
-    updating_state: "Updating",
     prepare,
     deletes_with,
     view,
-    ..Spec::network(
+    ..Spec::compute(
         "Microsoft.Compute/virtualMachines",
         60.0,
+        30.0,
         "OperationNotAllowed",
     )
 };

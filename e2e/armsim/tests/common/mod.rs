@@ -75,10 +75,24 @@ impl Sim {
     }
 
     pub async fn call(&self, method: Method, path_and_query: &str, body: Option<Value>) -> Reply {
+        self.call_with(method, path_and_query, body, &[]).await
+    }
+
+    /// [`Sim::call`] with extra request headers (`If-Match`).
+    pub async fn call_with(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut req = self
             .http
             .request(method, self.url(path_and_query))
             .bearer_auth(&self.token);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }
