@@ -10,8 +10,9 @@ test: tools
 	$(CARGO) test --workspace --all-targets --locked
 	$(CARGO) test --workspace --doc --locked
 
-## Install the test tools: kubectl (Debian's kubernetes-client when none is on the PATH) and the
-## Python `kubernetes` client.
+## Install the test tools when missing: kubectl (Debian's kubernetes-client when none is on the
+## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server) and the
+## Python `kubernetes` client. See e2e/install-test-tools.sh.
 tools:
 	bash e2e/install-test-tools.sh
 

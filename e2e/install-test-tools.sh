@@ -6,6 +6,8 @@
 #     not installed system-wide) so the API test server is also tested with an old kubectl that
 #     validates client-side against the protobuf /openapi/v2.
 #   - the Python `kubernetes` client (PyPI), for the API test server's client-compatibility tests.
+#   - etcd (Debian's `etcd-server`, /usr/bin/etcd): any etcd on the PATH is used; the API test
+#     server's KUBEBUILDER_ASSETS launcher starts a real one in its tests.
 set -euo pipefail
 
 as_root() {
@@ -31,6 +33,13 @@ if [ ! -x "$legacy_dir/kubectl" ]; then
     rm -rf "$work"
 fi
 "$legacy_dir/kubectl" version --client 2>/dev/null | head -1 || true
+
+if ! command -v etcd >/dev/null 2>&1; then
+    echo "install-test-tools: installing Debian's etcd-server (etcd)"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq etcd-server >/dev/null
+fi
+etcd --version 2>/dev/null | head -1 || true
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
     echo "install-test-tools: installing the Python kubernetes client"

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Cause, Target};
+use crate::lifecycle::now;
 
 /// A path in FieldsV1 notation, e.g. `["f:spec", "f:ports", "k:{\"name\":\"a\"}", "."]`.
 type Path = Vec<String>;
@@ -392,10 +393,6 @@ pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
     } else {
         obj["metadata"]["managedFields"] = Value::Array(list);
     }
-}
-
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 fn path_string(p: &Path) -> String {

@@ -2,29 +2,18 @@
 //! controller (empties and removes terminating namespaces) and, when enabled, the garbage collector
 //! for `ownerReferences` (background, foreground and orphan propagation).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::lifecycle::{self, Propagation};
 use crate::resources::ResourceKey;
-use crate::store::{Store, meta_str};
+use crate::store::{Store, finalizers, meta_str};
 
 struct Owner {
     deleting: bool,
     finalizers: Vec<String>,
-}
-
-fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
@@ -108,11 +97,14 @@ fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
         })
         .collect();
     let mut has_dependents: HashMap<String, bool> = HashMap::new();
+    // Every uid some object names as its owner (built once: no scan of all objects per owner).
+    let mut referenced: HashSet<String> = HashSet::new();
     for (key, obj) in store.all_objects() {
         let refs = owner_uids(obj);
         if refs.is_empty() {
             continue;
         }
+        referenced.extend(refs.iter().cloned());
         let mut dangling = Vec::new();
         let mut orphaned_by = Vec::new();
         let mut delete_now = false;
@@ -152,11 +144,7 @@ fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
                 obj.clone(),
                 "foregroundDeletion",
             ));
-        } else if f.iter().any(|x| x == "orphan")
-            && !store
-                .all_objects()
-                .any(|(_, d)| owner_uids(d).iter().any(|u| u == uid))
-        {
+        } else if f.iter().any(|x| x == "orphan") && !referenced.contains(uid) {
             actions.push(Action::RemoveFinalizer(key.clone(), obj.clone(), "orphan"));
         }
     }
@@ -219,8 +207,7 @@ fn perform(store: &mut Store, action: Action) {
                 if let Some(m) = o["metadata"].as_object_mut() {
                     m.remove("finalizers");
                 }
-                store.replace(&key, o);
-                if let Some(gone) = store.remove(&key, &ns, &name)
+                if let Some(gone) = store.remove_as(&key, o)
                     && let Some(rt) = store.types.get(&key).cloned()
                 {
                     lifecycle::after_removal(store, &rt, &gone);
@@ -230,5 +217,54 @@ fn perform(store: &mut Store, action: Action) {
                 store.replace(&key, o);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    /// Many owners being deleted with `orphan`: one plan pass indexes dependents once instead of
+    /// scanning every object per owner (which took minutes here).
+    #[test]
+    fn orphan_finalizers_are_planned_for_many_owners() {
+        let mut store = Store::new(10);
+        let key = ResourceKey {
+            group: String::new(),
+            plural: "configmaps".into(),
+        };
+        // Many owners: a per-owner scan of the store (the old quadratic plan) would make this
+        // test crawl; speed itself is measured by the benchmark, not asserted here.
+        let n = 2_000;
+        let deleting = |name: String, uid: String| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": uid,
+                "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["orphan"]}})
+        };
+        for i in 0..n {
+            store.insert(&key, deleting(format!("o{i}"), format!("u{i}")));
+        }
+        // An orphaning owner that still has a dependent keeps its finalizer (for now).
+        store.insert(&key, deleting("kept".into(), "k".into()));
+        store.insert(
+            &key,
+            json!({"metadata": {"name": "dep", "namespace": "default", "uid": "d",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "kept", "uid": "k"}]}}),
+        );
+        let actions = plan(&store, true);
+        let removals: Vec<&str> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::RemoveFinalizer(_, o, "orphan") => Some(meta_str(o, "uid")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(removals.len(), n);
+        assert!(!removals.contains(&"k"));
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::RemoveOwnerRefs(_, o, u) if meta_str(o, "uid") == "d" && u == &["k"]))
+        );
     }
 }

@@ -150,9 +150,18 @@ impl Request<'_> {
             validation: FieldValidation::parse(
                 self.query.get("fieldValidation").map(String::as_str),
             )?,
-            dry_run: self.query.get("dryRun").is_some_and(|d| d == "All"),
+            dry_run: self.dry_run(&Value::Null),
             managed: false,
         })
+    }
+
+    /// `dryRun=All` in the query or (for deletes) in the `DeleteOptions` body.
+    fn dry_run(&self, body: &Value) -> bool {
+        self.query.get("dryRun").is_some_and(|d| d == "All")
+            || body
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|x| x == "All"))
     }
 
     /// The media type of the body, without parameters.
@@ -420,6 +429,8 @@ fn create(req: &Request) -> Result<Response, ApiError> {
     let mut store = req.state.store();
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
     let w = lifecycle::create(&mut store, &req.rt, &req.path.version, ns, body, &opts)?;
+    // The garbage collector looks at new objects too (an owner that does not exist).
+    req.state.reconcile(&mut store);
     Ok(req.written(w))
 }
 
@@ -445,16 +456,7 @@ fn update(req: &Request) -> Result<Response, ApiError> {
 
 fn patch(req: &Request) -> Result<Response, ApiError> {
     let scope = req.scope()?;
-    let content_type = req
-        .headers
-        .get("content-type")
-        .and_then(|c| c.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let content_type = req.content_type();
     let patch = parse_body(&req.body)?;
     let mut opts = req.write_options()?;
     let mut store = req.state.store();
@@ -465,7 +467,7 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
     let current =
         current.ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
     let mut obj = (*current).clone();
-    match content_type.as_str() {
+    match content_type {
         "application/merge-patch+json" => crate::patch::merge_patch(&mut obj, &patch),
         "application/json-patch+json" => {
             crate::patch::json_patch(&mut obj, &patch).map_err(|e| match e {
@@ -521,6 +523,23 @@ fn server_side_apply(
     if !applied.is_object() {
         return Err(ApiError::BadRequest(
             "the applied configuration must be an object".into(),
+        ));
+    }
+    let body_name = meta_str(&applied, "name");
+    if !body_name.is_empty() && body_name != req.name() {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({})",
+            req.name()
+        )));
+    }
+    let rv = meta_str(&applied, "resourceVersion");
+    if let Some(cur) = current
+        && !rv.is_empty()
+        && rv != meta_str(cur, "resourceVersion")
+    {
+        return Err(ApiError::Conflict(
+            lifecycle::target(&req.rt, req.name()),
+            "the object has been modified; please apply your changes to the latest version and try again".into(),
         ));
     }
     let schema = req
@@ -599,15 +618,15 @@ fn success_status(rt: &ResourceType, obj: &Value) -> Value {
 }
 
 fn delete(req: &Request) -> Result<Response, ApiError> {
+    if req.path.subresource.is_some() {
+        // Subresources (`/status`) cannot be deleted; unknown ones are 404.
+        req.scope()?;
+        return Err(ApiError::MethodNotAllowed);
+    }
     let body = parse_body(&req.body)?;
     let policy = propagation(req, &body)?;
     let mut store = req.state.store();
-    let dry_run = req.query.get("dryRun").is_some_and(|d| d == "All")
-        || body
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| d.iter().any(|x| x == "All"));
-    if dry_run {
+    if req.dry_run(&body) {
         // Nothing changes; answer with the object as it is.
         let obj = store
             .get(&req.rt.key(), req.namespace(), req.name())
@@ -653,8 +672,16 @@ fn delete_collection(req: &Request) -> Result<Response, ApiError> {
             )
         })
         .collect();
+    let dry_run = req.dry_run(&body);
     let mut items = Vec::new();
     for (ns, name) in targets {
+        if dry_run {
+            // Nothing changes; answer with what would be deleted.
+            if let Some(o) = store.get(&req.rt.key(), &ns, &name) {
+                items.push(present(&o, &req.rt, &req.path.version));
+            }
+            continue;
+        }
         match lifecycle::delete(&mut store, &req.rt, &ns, &name, policy, None) {
             Ok(Deleted::Pending(o)) | Ok(Deleted::Gone(o)) => {
                 items.push(present(&o, &req.rt, &req.path.version))

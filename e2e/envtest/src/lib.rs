@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod apply;
+pub mod assets;
 pub mod builtin;
 pub mod discovery;
 pub mod error;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::apply::{self, Scope};
 use crate::error::{ApiError, Cause, Target};
 use crate::resources::{self, ResourceType};
-use crate::store::{Store, meta_str};
+use crate::store::{Store, finalizers, meta_str};
 use crate::{events, schema};
 
 /// How unknown fields are reported (`fieldValidation` query parameter).
@@ -267,6 +267,10 @@ fn install_crd(store: &mut Store, crd: &Value) {
     {
         store.types.insert(rt.key(), rt);
     }
+}
+
+fn is_namespace(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.kind == "Namespace"
 }
 
 fn is_crd(rt: &ResourceType) -> bool {
@@ -546,12 +550,6 @@ pub fn update(
             }
         }
     }
-    let finalizers = |o: &Value| -> Vec<Value> {
-        o.pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
     if deleting {
         let before = finalizers(&old);
@@ -614,11 +612,10 @@ pub fn update(
             warnings,
         });
     }
-    if deleting && finalizers(&obj).is_empty() {
-        let key = rt.key();
-        store.replace(&key, obj);
+    // Namespaces keep their finalizers in spec: the namespace controller removes them once empty.
+    if deleting && finalizers(&obj).is_empty() && !is_namespace(rt) {
         let gone = store
-            .remove(&key, namespace, name)
+            .remove_as(&rt.key(), obj)
             .ok_or_else(|| ApiError::Internal("object vanished".into()))?;
         after_removal(store, rt, &gone);
         return Ok(Written {
@@ -701,22 +698,18 @@ pub fn delete(
         ));
     }
     let mut obj = (*old).clone();
-    let mut finalizers: Vec<Value> = obj
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let mut finalizers = finalizers(&obj);
     let extra = match propagation {
         Propagation::Foreground => Some("foregroundDeletion"),
         Propagation::Orphan => Some("orphan"),
         Propagation::Background => None,
     };
     if let Some(f) = extra
-        && !finalizers.contains(&json!(f))
+        && !finalizers.iter().any(|x| x == f)
     {
-        finalizers.push(json!(f));
+        finalizers.push(f.to_string());
     }
-    let is_namespace = rt.group.is_empty() && rt.kind == "Namespace";
+    let is_namespace = is_namespace(rt);
     if finalizers.is_empty() && !is_namespace {
         let gone = store
             .remove(&key, namespace, name)
@@ -725,7 +718,7 @@ pub fn delete(
         return Ok(Deleted::Gone(gone));
     }
     if !finalizers.is_empty() {
-        obj["metadata"]["finalizers"] = Value::Array(finalizers);
+        obj["metadata"]["finalizers"] = json!(finalizers);
     }
     if obj.pointer("/metadata/deletionTimestamp").is_none() {
         obj["metadata"]["deletionTimestamp"] = json!(now());

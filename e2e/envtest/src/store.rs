@@ -57,7 +57,8 @@ pub struct Store {
     /// Watches from a resourceVersion below this get `410 Expired`.
     compacted_rv: u64,
     events: broadcast::Sender<Broadcast>,
-    /// Something was removed or is being deleted: the namespace controller and GC must look.
+    /// Something was removed or is being deleted, or an object with `ownerReferences` was written:
+    /// the namespace controller and GC must look.
     deletions_pending: bool,
 }
 
@@ -66,6 +67,18 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .and_then(|m| m.get(field))
         .and_then(Value::as_str)
         .unwrap_or("")
+}
+
+/// `metadata.finalizers` as strings (empty when absent).
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub fn object_key(obj: &Value) -> ObjectKey {
@@ -183,7 +196,8 @@ impl Store {
         self.objects.values().map(BTreeMap::len).sum()
     }
 
-    /// Whether a deletion happened since the last call (and reset the flag).
+    /// Whether a deletion (or a write of an object with `ownerReferences`) happened since the last
+    /// call (and reset the flag).
     pub fn take_deletions_pending(&mut self) -> bool {
         std::mem::take(&mut self.deletions_pending)
     }
@@ -194,6 +208,7 @@ impl Store {
                 .object
                 .pointer("/metadata/deletionTimestamp")
                 .is_some()
+            || change.object.pointer("/metadata/ownerReferences").is_some()
         {
             self.deletions_pending = true;
         }
@@ -252,11 +267,14 @@ impl Store {
 
     /// Remove an object; the DELETED event carries its last state with a new resourceVersion.
     pub fn remove(&mut self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
-        let old = self
-            .objects
-            .get_mut(key)?
-            .remove(&(namespace.to_string(), name.to_string()))?;
-        let mut last = (*old).clone();
+        let last = (*self.get(key, namespace, name)?).clone();
+        self.remove_as(key, last)
+    }
+
+    /// Remove the object `last` names, announcing `last` as its final state (one DELETED event,
+    /// as when the last finalizer is removed).
+    pub fn remove_as(&mut self, key: &ResourceKey, mut last: Value) -> Option<Arc<Value>> {
+        let old = self.objects.get_mut(key)?.remove(&object_key(&last))?;
         let rv = self.stamp(&mut last);
         let last = Arc::new(last);
         self.record(Change {

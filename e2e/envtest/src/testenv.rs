@@ -1,4 +1,5 @@
-//! `TestEnv`: start a server in-process (or use an existing cluster), with a `kube::Client` and a
+//! `TestEnv`: start a server in-process (or use an existing cluster, or the real binaries of
+//! `KUBEBUILDER_ASSETS` through [`crate::assets`]), with a `kube::Client` and a
 //! kubeconfig file. Dropping it stops the server.
 
 use std::net::SocketAddr;
@@ -8,6 +9,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::assets::ControlPlane;
 use crate::error::ApiError;
 use crate::lifecycle::{self, FieldValidation, WriteOptions};
 use crate::server::{AppState, Config, router};
@@ -25,10 +27,31 @@ pub enum TestEnvError {
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     #[error(
-        "KUBEBUILDER_ASSETS={0} asks for real kube-apiserver and etcd binaries, which strata-envtest \
-         cannot start yet; unset it (embedded server) or use USE_EXISTING_CLUSTER=true"
+        "KUBEBUILDER_ASSETS={}: {} is missing or not executable; the directory must contain the \
+         `kube-apiserver` and `etcd` binaries (as `setup-envtest use -p path` prints it)",
+        .dir.display(), .file.display()
     )]
-    KubebuilderAssets(String),
+    AssetMissing { dir: PathBuf, file: PathBuf },
+    #[error("starting {}: {source}", .binary.display())]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("generating certificates: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error("{what} exited ({status}) before it was ready; its last output:\n{output_tail}")]
+    Exited {
+        what: String,
+        status: String,
+        output_tail: String,
+    },
+    #[error("{what} not ready after {seconds}s ({last}); its last output:\n{output_tail}")]
+    NotReady {
+        what: String,
+        seconds: u64,
+        last: String,
+        output_tail: String,
+    },
 }
 
 /// Read every CustomResourceDefinition from the YAML files (multi-document) in a directory.
@@ -174,8 +197,7 @@ impl TestEnvBuilder {
         self
     }
 
-    /// Override `KUBEBUILDER_ASSETS` (real binaries; not supported yet: `start` fails rather than
-    /// silently using the embedded server).
+    /// Override `KUBEBUILDER_ASSETS`: start the real `kube-apiserver` and `etcd` of this directory.
     pub fn kubebuilder_assets(mut self, dir: impl Into<PathBuf>) -> Self {
         self.kubebuilder_assets = Some(dir.into());
         self
@@ -207,7 +229,16 @@ impl TestEnvBuilder {
             .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from))
             .filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = assets {
-            return Err(TestEnvError::KubebuilderAssets(dir.display().to_string()));
+            let cp = ControlPlane::start(&dir, &crds, &self.namespaces).await?;
+            return Ok(TestEnv {
+                client: cp.client.clone(),
+                url: cp.url.clone(),
+                kubeconfig_path: cp.kubeconfig_path.clone(),
+                dir: None,
+                state: None,
+                task: None,
+                control_plane: Some(cp),
+            });
         }
         let state = AppState::new(self.config);
         install_crds(&state, &crds)?;
@@ -230,13 +261,12 @@ impl TestEnvBuilder {
             dir: Some(dir),
             state: Some(state),
             task: Some(task),
+            control_plane: None,
         })
     }
 }
 
 async fn start_existing(crds: Vec<Value>, namespaces: &[String]) -> Result<TestEnv, TestEnvError> {
-    use kube::api::{Api, DynamicObject, PostParams};
-    use kube::core::{ApiResource, GroupVersionKind};
     let config = kube::Config::infer()
         .await
         .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
@@ -246,6 +276,34 @@ async fn start_existing(crds: Vec<Value>, namespaces: &[String]) -> Result<TestE
         .trim_end_matches('/')
         .to_string();
     let client = kube::Client::try_from(config)?;
+    install_into_cluster(&client, crds, namespaces).await?;
+    let kubeconfig_path = std::env::var("KUBECONFIG")
+        .ok()
+        .and_then(|k| k.split(':').next().map(PathBuf::from))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".kube/config")
+        });
+    Ok(TestEnv {
+        client,
+        url,
+        kubeconfig_path,
+        dir: None,
+        state: None,
+        task: None,
+        control_plane: None,
+    })
+}
+
+/// Create CRDs (waiting until each is Established, as envtest does) and namespaces through the
+/// API of a real cluster; existing ones are kept.
+pub(crate) async fn install_into_cluster(
+    client: &kube::Client,
+    crds: Vec<Value>,
+    namespaces: &[String],
+) -> Result<(), TestEnvError> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let client = client.clone();
     let crd_res = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         "customresourcedefinitions",
@@ -297,20 +355,7 @@ async fn start_existing(crds: Vec<Value>, namespaces: &[String]) -> Result<TestE
             Err(e) => return Err(e.into()),
         }
     }
-    let kubeconfig_path = std::env::var("KUBECONFIG")
-        .ok()
-        .and_then(|k| k.split(':').next().map(PathBuf::from))
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".kube/config")
-        });
-    Ok(TestEnv {
-        client,
-        url,
-        kubeconfig_path,
-        dir: None,
-        state: None,
-        task: None,
-    })
+    Ok(())
 }
 
 /// A running test API server (or an existing cluster).
@@ -321,6 +366,8 @@ pub struct TestEnv {
     dir: Option<PathBuf>,
     state: Option<AppState>,
     task: Option<JoinHandle<()>>,
+    /// Real kube-apiserver and etcd (`KUBEBUILDER_ASSETS`); dropping it stops them.
+    control_plane: Option<ControlPlane>,
 }
 
 impl TestEnv {
@@ -329,7 +376,7 @@ impl TestEnv {
     }
 
     /// Start an embedded server with the defaults (or use the current cluster when
-    /// `USE_EXISTING_CLUSTER=true`).
+    /// `USE_EXISTING_CLUSTER=true`, or start the binaries of `KUBEBUILDER_ASSETS`).
     pub async fn start() -> Result<TestEnv, TestEnvError> {
         Self::builder().start().await
     }
@@ -346,7 +393,7 @@ impl TestEnv {
         &self.kubeconfig_path
     }
 
-    /// The embedded server's state (`None` against an existing cluster).
+    /// The embedded server's state (`None` against an existing cluster or real binaries).
     pub fn state(&self) -> Option<&AppState> {
         self.state.as_ref()
     }
@@ -359,6 +406,8 @@ impl TestEnv {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
+        // Kills kube-apiserver and etcd and removes their directory (KUBEBUILDER_ASSETS).
+        drop(self.control_plane.take());
         if let Some(t) = self.task.take() {
             t.abort();
         }

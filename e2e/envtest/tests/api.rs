@@ -14,7 +14,7 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
 };
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use strata_envtest::TestEnv;
 
@@ -705,25 +705,38 @@ async fn too_old_resource_version_gives_in_stream_410_and_watcher_recovers() {
     api.create(&PostParams::default(), &cm("old"))
         .await
         .unwrap();
+    // Raw watcher events, so a re-list (Init … InitDone) after the 410 is visible.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let wapi = api.clone();
     let w = tokio::spawn(async move {
-        let mut s = watcher(wapi, watcher::Config::default())
-            .applied_objects()
-            .boxed();
+        let mut s = watcher(wapi, watcher::Config::default()).boxed();
         while let Some(ev) = s.next().await {
-            if let Ok(c) = ev {
-                let _ = tx.send(c.metadata.name.unwrap());
-            }
+            let _ = tx.send(match ev {
+                Ok(watcher::Event::Init) => "init".to_string(),
+                Ok(watcher::Event::InitApply(c)) => {
+                    format!("init-apply {}", c.metadata.name.unwrap())
+                }
+                Ok(watcher::Event::InitDone) => "init-done".to_string(),
+                Ok(watcher::Event::Apply(c)) => format!("apply {}", c.metadata.name.unwrap()),
+                Ok(watcher::Event::Delete(c)) => format!("delete {}", c.metadata.name.unwrap()),
+                Err(e) => format!("error {e}"),
+            });
         }
     });
-    assert_eq!(
-        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+    async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
+            .expect("a watcher event within 10 s")
             .unwrap()
-            .unwrap(),
-        "old"
-    );
+    }
+    assert_eq!(next(&mut rx).await, "init");
+    assert_eq!(next(&mut rx).await, "init-apply old");
+    assert_eq!(next(&mut rx).await, "init-done");
+    // The watcher's watch is live once it sees a new object: the 410 must reach that watch.
+    api.create(&PostParams::default(), &cm("probe"))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut rx).await, "apply probe");
     let rv = api
         .list(&ListParams::default())
         .await
@@ -746,20 +759,20 @@ async fn too_old_resource_version_gives_in_stream_410_and_watcher_recovers() {
     assert_eq!(first["type"], "ERROR");
     assert_eq!(first["object"]["code"], 410);
     assert_eq!(first["object"]["reason"], "Expired");
+    // The live watch got 410 Expired: the watcher (after reporting the error) re-lists …
+    let mut ev = next(&mut rx).await;
+    while ev.starts_with("error") {
+        ev = next(&mut rx).await;
+    }
+    assert_eq!(ev, "init", "the watcher re-lists after 410");
+    assert_eq!(next(&mut rx).await, "init-apply old");
+    assert_eq!(next(&mut rx).await, "init-apply probe");
+    assert_eq!(next(&mut rx).await, "init-done");
+    // … and then watches again from the new list.
     api.create(&PostParams::default(), &cm("new"))
         .await
         .unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let n = rx.recv().await.unwrap();
-            if n == "new" {
-                return n;
-            }
-        }
-    })
-    .await
-    .expect("the watcher relisted after 410");
-    assert_eq!(got, "new");
+    assert_eq!(next(&mut rx).await, "apply new");
     w.abort();
 }
 
@@ -1561,9 +1574,10 @@ async fn recorder_events_are_visible_as_core_events() {
     assert_eq!(code, 404);
 }
 
-// Embedded only: KUBEBUILDER_ASSETS (real binaries) is refused loudly, never silently ignored.
+// Embedded only: KUBEBUILDER_ASSETS without the binaries fails loudly, naming the missing file,
+// never silently falling back to the embedded server.
 #[tokio::test]
-async fn kubebuilder_assets_is_refused_not_ignored() {
+async fn kubebuilder_assets_without_binaries_names_the_missing_file() {
     let err = TestEnv::builder()
         .use_existing_cluster(false)
         .kubebuilder_assets("/opt/kubebuilder/bin")
@@ -1571,10 +1585,16 @@ async fn kubebuilder_assets_is_refused_not_ignored() {
         .await
         .err()
         .expect("start fails");
+    let msg = err.to_string();
     assert!(
-        err.to_string()
-            .contains("KUBEBUILDER_ASSETS=/opt/kubebuilder/bin"),
-        "{err}"
+        msg.starts_with(
+            "KUBEBUILDER_ASSETS=/opt/kubebuilder/bin: /opt/kubebuilder/bin/kube-apiserver is missing"
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("must contain the `kube-apiserver` and `etcd` binaries"),
+        "{msg}"
     );
 }
 
@@ -1624,4 +1644,249 @@ async fn builtin_unknown_fields_follow_field_validation() {
     .await;
     assert_eq!(code, 422, "{s}");
     assert_eq!(s["details"]["causes"][0]["field"], "data.a");
+}
+
+/// The `Status` of a failed kube-rs call: (code, reason).
+fn api_error(err: kube::Error) -> (u16, String) {
+    let kube::Error::Api(s) = err else {
+        panic!("not an API error: {err}")
+    };
+    (s.code, s.reason.clone())
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn server_side_apply_with_stale_resource_version_conflicts() {
+    let (env, ns) = env_ns().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let pp = PatchParams::apply("alice");
+    let body = |rv: Option<&str>, v: &str| {
+        let mut b = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "rv"}, "data": {"k": v}});
+        if let Some(rv) = rv {
+            b["metadata"]["resourceVersion"] = json!(rv);
+        }
+        b
+    };
+    let first = api
+        .patch("rv", &pp, &Patch::Apply(body(None, "1")))
+        .await
+        .unwrap();
+    let stale = first.metadata.resource_version.unwrap();
+    let second = api
+        .patch("rv", &pp, &Patch::Apply(body(Some(&stale), "2")))
+        .await
+        .unwrap();
+    assert_eq!(second.data.unwrap()["k"], "2");
+    let err = api
+        .patch("rv", &pp, &Patch::Apply(body(Some(&stale), "3")))
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err), (409, "Conflict".to_string()));
+    assert_eq!(api.get("rv").await.unwrap().data.unwrap()["k"], "2");
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn server_side_apply_with_another_name_is_bad_request() {
+    let (env, ns) = env_ns().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let err = api
+        .patch(
+            "url-name",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "body-name"}, "data": {"k": "v"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err), (400, "BadRequest".to_string()));
+    assert!(api.get_opt("url-name").await.unwrap().is_none());
+    assert!(api.get_opt("body-name").await.unwrap().is_none());
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn delete_collection_dry_run_deletes_nothing() {
+    let (env, ns) = env_ns().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    for n in ["d1", "d2"] {
+        api.create(&PostParams::default(), &cm(n)).await.unwrap();
+    }
+    let dp = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let out = api
+        .delete_collection(&dp, &ListParams::default())
+        .await
+        .unwrap();
+    let names: Vec<String> = out
+        .left()
+        .expect("the would-be-deleted objects")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n != "kube-root-ca.crt")
+        .collect();
+    assert_eq!(names, vec!["d1", "d2"]);
+    for n in ["d1", "d2"] {
+        assert!(api.get_opt(n).await.unwrap().is_some(), "{n} was deleted");
+    }
+    // Also with dryRun only in the query.
+    let (code, body) = raw(
+        &env.client(),
+        "DELETE",
+        &format!("/api/v1/namespaces/{ns}/configmaps?dryRun=All"),
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(api.get_opt("d1").await.unwrap().is_some());
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn updating_a_terminating_namespace_keeps_it_until_its_objects_are_gone() {
+    let env = env().await;
+    let ns = format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let nsapi = Api::<Namespace>::all(env.client());
+    let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    nsapi.create(&PostParams::default(), &body).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let mut c = cm("held");
+    c.metadata.finalizers = Some(vec!["test/hold".into()]);
+    api.create(&PostParams::default(), &c).await.unwrap();
+    nsapi.delete(&ns, &DeleteParams::default()).await.unwrap();
+    eventually(|| async {
+        let c = api.get_opt("held").await.unwrap()?;
+        c.metadata.deletion_timestamp.map(|_| ())
+    })
+    .await;
+    nsapi
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    let n = nsapi
+        .get_opt(&ns)
+        .await
+        .unwrap()
+        .expect("a terminating namespace stays while it has objects");
+    assert!(n.metadata.deletion_timestamp.is_some());
+    assert_eq!(n.status.unwrap().phase.as_deref(), Some("Terminating"));
+    assert!(api.get_opt("held").await.unwrap().is_some());
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(|| async { nsapi.get_opt(&ns).await.unwrap().is_none().then_some(()) }).await;
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn delete_on_status_subresource_is_method_not_allowed() {
+    let (env, ns) = env_ns().await;
+    let w = widgets(&env.client(), &ns);
+    w.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .unwrap();
+    let (code, body) = raw(
+        &env.client(),
+        "DELETE",
+        &format!("/apis/test.strata.dev/v1/namespaces/{ns}/widgets/w/status"),
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(code, 405, "{body}");
+    assert_eq!(body["reason"], "MethodNotAllowed", "{body}");
+    assert!(w.get_opt("w").await.unwrap().is_some());
+}
+
+fn owned_by_missing(name: &str) -> ConfigMap {
+    let mut c = cm(name);
+    c.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "never-existed".into(),
+            uid: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        },
+    ]);
+    c
+}
+
+// Identical on a real server (its GC is asynchronous, hence `eventually`).
+#[tokio::test]
+async fn garbage_collection_deletes_object_created_with_missing_owner() {
+    let (env, ns) = env_ns().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    api.create(&PostParams::default(), &owned_by_missing("orphan"))
+        .await
+        .unwrap();
+    eventually(|| async { api.get_opt("orphan").await.unwrap().is_none().then_some(()) }).await;
+}
+
+// Embedded only: the GC switch (envtest has no GC).
+#[tokio::test]
+async fn without_garbage_collection_object_with_missing_owner_stays() {
+    let env = TestEnv::builder()
+        .use_existing_cluster(false)
+        .garbage_collection(false)
+        .start()
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    api.create(&PostParams::default(), &owned_by_missing("orphan"))
+        .await
+        .unwrap();
+    assert!(api.get_opt("orphan").await.unwrap().is_some());
+}
+
+// Identical on a real server.
+#[tokio::test]
+async fn removing_the_last_finalizer_emits_only_deleted() {
+    let (env, ns) = env_ns().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let mut c = cm("fin");
+    c.metadata.finalizers = Some(vec!["test/one".into()]);
+    api.create(&PostParams::default(), &c).await.unwrap();
+    let pending = api
+        .delete("fin", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    let rv = pending.metadata.resource_version.unwrap();
+    let mut s = api
+        .watch(&WatchParams::default().disable_bookmarks().timeout(3), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.patch(
+        "fin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let mut events = Vec::new();
+    while let Some(ev) = s.try_next().await.unwrap() {
+        events.push(ev);
+    }
+    assert_eq!(events.len(), 1, "{events:?}");
+    let WatchEvent::Deleted(gone) = &events[0] else {
+        panic!("{events:?}")
+    };
+    assert!(gone.metadata.finalizers.is_none(), "{gone:?}");
+    assert!(gone.metadata.deletion_timestamp.is_some());
 }

@@ -367,7 +367,7 @@ async fn kubectl_delete_foreground_and_wait_with(k: Kubectl) {
         )
         .await;
     let dep = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dep\n  namespace: default\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: cm1\n    uid: {uid}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dep\n  namespace: default\n  finalizers:\n  - test/hold\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: cm1\n    uid: {uid}\n"
     );
     k.ok(&["apply", "-f", "-"], Some(&dep)).await;
     // kubectl < 1.24 looks for dry-run support in /openapi/v2, which has no paths here.
@@ -389,15 +389,49 @@ async fn kubectl_delete_foreground_and_wait_with(k: Kubectl) {
                 "cm",
                 "cm1",
                 "--cascade=foreground",
-                "--wait=true",
-                "--timeout=20s",
+                "--wait=false",
             ],
             None,
         )
         .await;
     assert!(out.contains("deleted"), "{out}");
-    let (ok, _, err) = k.run(&["get", "cm", "dep"], None).await;
-    assert!(!ok && err.contains("NotFound"), "{err}");
+    // Foreground: the owner stays, marked, while its dependent (held by a finalizer) exists.
+    let meta = "jsonpath={.metadata.deletionTimestamp}|{.metadata.finalizers}";
+    let owner = k.ok(&["get", "cm", "cm1", "-o", meta], None).await;
+    let (ts, fin) = owner.split_once('|').unwrap();
+    assert!(
+        !ts.is_empty() && fin.contains("foregroundDeletion"),
+        "{owner}"
+    );
+    assert!(
+        k.ok(&["get", "cm", "dep", "-o", "name"], None)
+            .await
+            .contains("configmap/dep")
+    );
+    k.ok(
+        &[
+            "patch",
+            "cm",
+            "dep",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+        None,
+    )
+    .await;
+    // Once the dependent is gone, so is the owner (a real GC takes a moment).
+    for name in ["dep", "cm1"] {
+        let started = std::time::Instant::now();
+        loop {
+            let (ok, _, err) = k.run(&["get", "cm", name], None).await;
+            if !ok && err.contains("NotFound") {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "{name} stays");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     k.ok(&["apply", "-f", "-"], Some(RG)).await;
     let out = k.ok(&["delete", "-f", "-", "--wait"], Some(RG)).await;
     assert!(out.contains("deleted"), "{out}");
