@@ -436,22 +436,7 @@ async fn deleting_a_referenced_resource_is_refused() {
     sim.create(&net("g", "virtualNetworks/vnet/subnets/default"), NET, json!({ "properties": {
         "addressPrefix": "10.0.1.0/24", "networkSecurityGroup": { "id": net("g", "networkSecurityGroups/nsg") }
     } })).await;
-    sim.create(
-        &net("g", "publicIPAddresses/pip"),
-        NET,
-        json!({ "location": "westeurope", "sku": { "name": "Standard" } }),
-    )
-    .await;
-    sim.create(&net("g", "loadBalancers/lb"), NET, json!({ "location": "westeurope", "properties": {
-        "frontendIPConfigurations": [ { "name": "fe", "properties": { "publicIPAddress": { "id": net("g", "publicIPAddresses/pip") } } } ]
-    } })).await;
-    sim.nic("g", "nic").await;
-    sim.create(
-        &compute("g", "virtualMachines/vm"),
-        COMPUTE,
-        sim.vm_body("g", "nic"),
-    )
-    .await;
+    sim.pip_lb_nic_and_vm("g").await;
 
     for (path, version, code) in [
         (
@@ -1286,22 +1271,7 @@ async fn get_shows_read_only_back_references() {
         "addressPrefix": "10.0.1.0/24", "networkSecurityGroup": { "id": net("g", "networkSecurityGroups/nsg") }
     } })).await;
     assert!(subnet["properties"].get("ipConfigurations").is_none());
-    sim.create(
-        &net("g", "publicIPAddresses/pip"),
-        NET,
-        json!({ "location": "westeurope", "sku": { "name": "Standard" } }),
-    )
-    .await;
-    sim.create(&net("g", "loadBalancers/lb"), NET, json!({ "location": "westeurope", "properties": {
-        "frontendIPConfigurations": [ { "name": "fe", "properties": { "publicIPAddress": { "id": net("g", "publicIPAddresses/pip") } } } ]
-    } })).await;
-    sim.nic("g", "nic").await;
-    sim.create(
-        &compute("g", "virtualMachines/vm"),
-        COMPUTE,
-        sim.vm_body("g", "nic"),
-    )
-    .await;
+    sim.pip_lb_nic_and_vm("g").await;
 
     let subnet = sim.get(&sim.subnet_id("g"), NET).await.body;
     assert_eq!(

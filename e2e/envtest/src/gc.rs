@@ -9,22 +9,11 @@ use serde_json::{Value, json};
 
 use crate::lifecycle::{self, Propagation};
 use crate::resources::ResourceKey;
-use crate::store::{Store, finalizers, meta_str};
+use crate::store::{Store, finalizers, meta_str, owner_uids};
 
 struct Owner {
     deleting: bool,
     finalizers: Vec<String>,
-}
-
-fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 enum Action {

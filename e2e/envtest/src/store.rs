@@ -57,8 +57,11 @@ pub struct Store {
     /// Watches from a resourceVersion below this get `410 Expired`.
     compacted_rv: u64,
     events: broadcast::Sender<Broadcast>,
-    /// Something was removed or is being deleted, or an object with `ownerReferences` was written:
-    /// the namespace controller and GC must look.
+    /// Where each object is, by `metadata.uid`: lets a write of an owned object check its owners
+    /// without a scan.
+    uids: HashMap<String, (ResourceKey, ObjectKey)>,
+    /// Something was removed or is being deleted, or an object was written whose owners are
+    /// missing or being deleted: the namespace controller and GC must look.
     deletions_pending: bool,
 }
 
@@ -76,6 +79,18 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .map(|a| {
             a.iter()
                 .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The uids `metadata.ownerReferences` names (empty when absent).
+pub fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
                 .collect()
         })
         .unwrap_or_default()
@@ -99,6 +114,7 @@ impl Store {
             history_limit,
             compacted_rv: 0,
             events,
+            uids: HashMap::new(),
             deletions_pending: false,
         }
     }
@@ -196,8 +212,8 @@ impl Store {
         self.objects.values().map(BTreeMap::len).sum()
     }
 
-    /// Whether a deletion (or a write of an object with `ownerReferences`) happened since the last
-    /// call (and reset the flag).
+    /// Whether a deletion (or a write of an object whose owners are missing or being deleted)
+    /// happened since the last call (and reset the flag).
     pub fn take_deletions_pending(&mut self) -> bool {
         std::mem::take(&mut self.deletions_pending)
     }
@@ -208,7 +224,7 @@ impl Store {
                 .object
                 .pointer("/metadata/deletionTimestamp")
                 .is_some()
-            || change.object.pointer("/metadata/ownerReferences").is_some()
+            || !self.owners_live(&change.object)
         {
             self.deletions_pending = true;
         }
@@ -220,6 +236,25 @@ impl Store {
             }
         }
         let _ = self.events.send(Broadcast::Change(change));
+    }
+
+    /// Whether every owner `obj` names exists and is not being deleted (then GC has nothing to do
+    /// for this write; a real GC would not act on it either).
+    fn owners_live(&self, obj: &Value) -> bool {
+        owner_uids(obj).iter().all(|uid| {
+            self.uids
+                .get(uid)
+                .and_then(|(key, (ns, name))| self.get(key, ns, name))
+                .is_some_and(|owner| owner.pointer("/metadata/deletionTimestamp").is_none())
+        })
+    }
+
+    fn index_uid(&mut self, key: &ResourceKey, obj: &Value) {
+        let uid = meta_str(obj, "uid");
+        if !uid.is_empty() {
+            self.uids
+                .insert(uid.to_string(), (key.clone(), object_key(obj)));
+        }
     }
 
     fn stamp(&mut self, obj: &mut Value) -> u64 {
@@ -236,6 +271,7 @@ impl Store {
             .entry(key.clone())
             .or_default()
             .insert(object_key(&obj), obj.clone());
+        self.index_uid(key, &obj);
         self.record(Change {
             rv,
             key: key.clone(),
@@ -255,6 +291,7 @@ impl Store {
             .entry(key.clone())
             .or_default()
             .insert(object_key(&obj), obj.clone());
+        self.index_uid(key, &obj);
         self.record(Change {
             rv,
             key: key.clone(),
@@ -275,6 +312,7 @@ impl Store {
     /// as when the last finalizer is removed).
     pub fn remove_as(&mut self, key: &ResourceKey, mut last: Value) -> Option<Arc<Value>> {
         let old = self.objects.get_mut(key)?.remove(&object_key(&last))?;
+        self.uids.remove(meta_str(&old, "uid"));
         let rv = self.stamp(&mut last);
         let last = Arc::new(last);
         self.record(Change {

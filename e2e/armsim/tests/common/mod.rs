@@ -205,6 +205,27 @@ impl Sim {
         .await
     }
 
+    /// A public IP `pip` behind load balancer `lb` (frontend `fe`), and VM `vm` on NIC `nic` in
+    /// the default subnet: the resources that hold references other tests try to break.
+    pub async fn pip_lb_nic_and_vm(&self, g: &str) {
+        self.create(
+            &net(g, "publicIPAddresses/pip"),
+            NET,
+            json!({ "location": "westeurope", "sku": { "name": "Standard" } }),
+        )
+        .await;
+        self.create(&net(g, "loadBalancers/lb"), NET, json!({ "location": "westeurope", "properties": {
+            "frontendIPConfigurations": [ { "name": "fe", "properties": { "publicIPAddress": { "id": net(g, "publicIPAddresses/pip") } } } ]
+        } })).await;
+        self.nic(g, "nic").await;
+        self.create(
+            &compute(g, "virtualMachines/vm"),
+            COMPUTE,
+            self.vm_body(g, "nic"),
+        )
+        .await;
+    }
+
     pub fn vm_body(&self, g: &str, nic: &str) -> Value {
         json!({
             "location": "westeurope",
