@@ -125,12 +125,45 @@ fn add_back_refs(
     body: &mut Value,
     index: Option<&BackRefs>,
 ) {
+    let referring = |key: &str, from_type: &str| match index {
+        Some(index) => index.referring_objects(key, from_type),
+        None => store.referring_objects(key, from_type),
+    };
     let key = resource.id.key();
-    for back in spec.back_refs {
-        let ids = match index {
-            Some(index) => index.referring_objects(&key, back.from_type),
-            None => store.referring_objects(&key, back.from_type),
+    for nested in spec.nested_back_refs {
+        let Some(items) = body
+            .pointer_mut(&format!("/properties/{}", nested.array))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
         };
+        for item in items {
+            let Some(item_id) = item.get("id").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            let ids: Vec<String> = referring(&item_id.to_ascii_lowercase(), nested.from_type)
+                .into_iter()
+                .filter(|holder| {
+                    !holder.eq_ignore_ascii_case(&item_id)
+                        && holder
+                            .rsplit('/')
+                            .nth(1)
+                            .is_some_and(|s| s.eq_ignore_ascii_case(nested.holder_segment))
+                })
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let value = if nested.many {
+                Value::Array(ids.into_iter().map(|id| json!({ "id": id })).collect())
+            } else {
+                json!({ "id": ids[0] })
+            };
+            types::set_pointer(item, &format!("/properties/{}", nested.property), value);
+        }
+    }
+    for back in spec.back_refs {
+        let ids = referring(&key, back.from_type);
         let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -152,6 +185,14 @@ fn strip_back_refs(spec: &Spec, body: &mut Value) {
     if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
         for back in spec.back_refs {
             props.remove(back.property);
+        }
+        for nested in spec.nested_back_refs {
+            let items = props.get_mut(nested.array).and_then(Value::as_array_mut);
+            for item in items.into_iter().flatten() {
+                if let Some(p) = item.get_mut("properties").and_then(Value::as_object_mut) {
+                    p.remove(nested.property);
+                }
+            }
         }
     }
 }
@@ -276,8 +317,10 @@ fn check_references(
     Ok(())
 }
 
-/// Gives each element of the sub-resource arrays an `id` (and `type`/`etag` like ARM).
-fn assign_sub_ids(body: &mut Value, id: &ResourceId, spec: &Spec, etag: &str) {
+/// Gives each element of the sub-resource arrays ARM's read-only fields: `id`, `type`
+/// (`<parent type>/<array>`), `etag` and `properties.provisioningState` (the parent's), whatever
+/// the client sent in them.
+fn assign_sub_ids(body: &mut Value, id: &ResourceId, spec: &Spec, etag: &str, state: &str) {
     for property in spec.sub_resources {
         let Some(items) = body
             .pointer_mut(&format!("/properties/{property}"))
@@ -289,6 +332,8 @@ fn assign_sub_ids(body: &mut Value, id: &ResourceId, spec: &Spec, etag: &str) {
             if let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_string) {
                 item["id"] = json!(id.child(property, &name).to_string());
                 item["etag"] = json!(etag);
+                item["type"] = json!(format!("{}/{property}", spec.type_name));
+                types::set_pointer(item, "/properties/provisioningState", json!(state));
             }
         }
     }
@@ -503,6 +548,7 @@ fn prepare_children(
         };
         let old = store.get(&child.id).map(|r| r.body.clone());
         stamp(&mut child.body, &child.id, child.spec, etag, state);
+        types::defaults::apply(child.spec.defaults, &mut child.body);
         let mut ctx = Put {
             store,
             id: &child.id,
@@ -513,6 +559,7 @@ fn prepare_children(
             implicit: Vec::new(),
         };
         (child.spec.prepare)(&mut ctx)?;
+        types::defaults::apply(child.spec.defaults, &mut child.body);
     }
     Ok(())
 }
@@ -579,6 +626,9 @@ pub fn put(
             .collect(),
         _ => Vec::new(),
     };
+    // Server-filled values go in before the type's rules (which may read them) and again after
+    // (for what the rules added); a fill never overwrites, so twice is the same as once.
+    types::defaults::apply(spec.defaults, &mut body);
     let mut ctx = Put {
         store: &sim.store,
         id,
@@ -595,6 +645,7 @@ pub fn put(
         });
     }
     let implicit = std::mem::take(&mut ctx.implicit);
+    types::defaults::apply(spec.defaults, &mut body);
     prepare_children(&sim.store, &mut inline, &body, &etag, state)?;
 
     // Children missing from the inline list are removed, as ARM does; not while they are in use.
@@ -609,7 +660,7 @@ pub fn put(
     check_in_use(&sim.store, &dropped)?;
 
     // All checks passed: store.
-    assign_sub_ids(&mut body, id, spec, &etag);
+    assign_sub_ids(&mut body, id, spec, &etag, state);
     let created = existing.is_none();
     let mut keys = vec![id.key()];
     sim.store.insert(Resource {
@@ -627,8 +678,9 @@ pub fn put(
             request: Value::Null,
         });
     }
-    for (implicit_id, implicit_body) in implicit {
+    for (implicit_id, mut implicit_body) in implicit {
         if let Some(implicit_spec) = types::spec(&implicit_id.type_name()) {
+            types::defaults::apply(implicit_spec.defaults, &mut implicit_body);
             sim.store.insert(Resource {
                 id: implicit_id,
                 type_name: implicit_spec.type_name,
@@ -646,8 +698,9 @@ pub fn put(
         .get(id)
         .ok_or_else(|| internal("stored resource vanished"))?;
     let body = view(&sim.store, stored, None);
-    let status = if created {
-        StatusCode::CREATED
+    // A create documented as 200/202 (disks) answers 202 only while its operation runs.
+    let status = if created && !(spec.create_status == StatusCode::ACCEPTED && latency.is_zero()) {
+        spec.create_status
     } else {
         StatusCode::OK
     };

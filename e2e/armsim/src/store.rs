@@ -24,6 +24,9 @@ impl Resource {
             .and_then(Value::as_str)
     }
 
+    /// Sets the provisioning state of the resource and of the sub-resources kept inline in it
+    /// (load balancer frontends, NIC IP configurations, default security rules…), which ARM
+    /// reports with their parent's state.
     pub fn set_provisioning_state(&mut self, state: &str) {
         if let Some(props) = self
             .body
@@ -31,6 +34,14 @@ impl Resource {
             .and_then(Value::as_object_mut)
         {
             props.insert("provisioningState".into(), Value::from(state));
+            for items in props.values_mut().filter_map(Value::as_array_mut) {
+                for item in items {
+                    let sub = item.get_mut("properties").and_then(Value::as_object_mut);
+                    if let Some(sub) = sub.filter(|p| p.contains_key("provisioningState")) {
+                        sub.insert("provisioningState".into(), Value::from(state));
+                    }
+                }
+            }
         }
     }
 

@@ -1,13 +1,21 @@
 //! `Microsoft.Compute/availabilitySets`.
 
-use serde_json::json;
+use axum::http::StatusCode;
 
-use super::{Put, Spec};
+use super::{BackRef, Fill, Put, Spec, fill};
 use crate::error::ArmError;
 
-/// Immediate: a PUT answers `Succeeded` at once.
+/// Immediate: a PUT answers `Succeeded` at once, with 200 even when it creates (the only success
+/// status Microsoft.Compute 2024-07-01 documents for `AvailabilitySets_CreateOrUpdate`).
 pub static SPEC: Spec = Spec {
     prepare,
+    defaults: DEFAULTS,
+    create_status: StatusCode::OK,
+    back_refs: &[BackRef {
+        property: "virtualMachines",
+        from_type: "Microsoft.Compute/virtualMachines",
+        many: true,
+    }],
     ..Spec::compute(
         "Microsoft.Compute/availabilitySets",
         0.0,
@@ -16,14 +24,25 @@ pub static SPEC: Spec = Spec {
     )
 };
 
+/// What ARM fills in on an availability set (`sku` "Default value is 'Classic'" in the spec; the
+/// domain counts and the VM list as ARM's `AvailabilitySet_Create` example response shows them).
+const DEFAULTS: &[Fill] = &[
+    fill("/sku", r#"{"name": "Classic"}"#),
+    fill("/properties/platformFaultDomainCount", "2"),
+    fill("/properties/platformUpdateDomainCount", "5"),
+    fill("/properties/virtualMachines", "[]"),
+];
+
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     let name = put.id.name().to_string();
     let props = put.props();
-    for (key, default, max) in [
-        ("platformFaultDomainCount", 2, 3),
-        ("platformUpdateDomainCount", 5, 20),
+    for (key, max) in [
+        ("platformFaultDomainCount", 3),
+        ("platformUpdateDomainCount", 20),
     ] {
-        let value = props.entry(key).or_insert(json!(default));
+        let Some(value) = props.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
         if !value.as_i64().is_some_and(|v| (1..=max).contains(&v)) {
             return Err(ArmError::bad_request(
                 "InvalidParameter",
@@ -32,9 +51,6 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
                 ),
             ));
         }
-    }
-    if put.body.get("sku").is_none() {
-        put.body["sku"] = json!({ "name": "Classic" });
     }
     Ok(())
 }

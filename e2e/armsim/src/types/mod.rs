@@ -2,6 +2,7 @@
 //! module only says what is special about its kind: name rule, latency, read-only properties,
 //! type-specific validation.
 
+use axum::http::StatusCode;
 use regex::Regex;
 use serde_json::Value;
 
@@ -10,7 +11,9 @@ use crate::id::ResourceId;
 use crate::store::Store;
 
 mod availability_set;
+pub mod defaults;
 mod disk;
+mod ipam;
 mod load_balancer;
 mod nat_gateway;
 mod network_interface;
@@ -21,10 +24,40 @@ mod route_table;
 mod virtual_machine;
 mod virtual_network;
 
-pub const NETWORK_API_VERSIONS: &[&str] = &["2024-03-01", "2024-05-01", "2023-09-01"];
-pub const COMPUTE_API_VERSIONS: &[&str] = &["2024-07-01", "2024-03-01", "2023-09-01"];
-pub const DISK_API_VERSIONS: &[&str] = &["2024-03-02", "2023-10-02", "2023-04-02"];
-pub const RESOURCES_API_VERSIONS: &[&str] = &["2021-04-01", "2022-09-01", "2024-03-01"];
+pub use defaults::{Fill, When, fill, fill_if, fill_unless, fill_when};
+
+// API versions accepted per provider, newest first: the newest stable version of the provider's
+// REST specification, the version the Azure SDK 0.21 crates send (`azure_mgmt_network` 2024-03-01,
+// `azure_mgmt_compute` 2024-07-01 and for disks 2024-03-02, `azure_mgmt_resources` 2021-04-01),
+// and those `az` 2.6x/2.7x sends. Any other is refused with `InvalidApiVersionParameter`.
+pub const NETWORK_API_VERSIONS: &[&str] = &[
+    "2025-05-01",
+    "2025-01-01",
+    "2024-07-01",
+    "2024-05-01",
+    "2024-03-01",
+    "2024-01-01",
+    "2023-11-01",
+    "2023-09-01",
+];
+pub const COMPUTE_API_VERSIONS: &[&str] = &[
+    "2025-04-01",
+    "2024-11-01",
+    "2024-07-01",
+    "2024-03-01",
+    "2023-09-01",
+    "2023-07-01",
+    "2023-03-01",
+];
+pub const DISK_API_VERSIONS: &[&str] = &["2025-01-02", "2024-03-02", "2023-10-02", "2023-04-02"];
+pub const RESOURCES_API_VERSIONS: &[&str] = &[
+    "2025-04-01",
+    "2024-11-01",
+    "2024-07-01",
+    "2024-03-01",
+    "2022-09-01",
+    "2021-04-01",
+];
 
 /// Regions a resource may be placed in (lower case, no spaces).
 pub const REGIONS: &[&str] = &[
@@ -191,6 +224,25 @@ pub struct Spec {
     pub view: fn(&mut Value, Option<&str>),
     /// Read-only back-references ARM shows: which resources of another type refer to this one.
     pub back_refs: &'static [BackRef],
+    /// Read-only back-references on the elements of a sub-resource array (a load balancer
+    /// frontend's `loadBalancingRules`, a backend pool's `backendIPConfigurations`).
+    pub nested_back_refs: &'static [NestedBackRef],
+    /// Server-filled values (see [`defaults`]): one table per kind, applied on every PUT.
+    pub defaults: &'static [Fill],
+    /// The status of a PUT that creates (201 for most kinds; the spec documents 200 only for
+    /// availability sets and 200/202 for disks). An update answers 200.
+    pub create_status: StatusCode,
+}
+
+/// A back-reference listed on each element of the sub-resource array `array`: the objects, in
+/// resources of `from_type`, that refer to the element and whose ID is below `holder_segment`
+/// (`loadBalancingRules` keeps the rules and leaves out the outbound rules).
+pub struct NestedBackRef {
+    pub array: &'static str,
+    pub property: &'static str,
+    pub from_type: &'static str,
+    pub holder_segment: &'static str,
+    pub many: bool,
 }
 
 /// A read-only property listing the referrers of a resource, e.g. a subnet's `ipConfigurations`:
@@ -225,6 +277,9 @@ impl Spec {
             deletes_with: no_extra_deletes,
             view: no_view,
             back_refs: &[],
+            nested_back_refs: &[],
+            defaults: &[],
+            create_status: StatusCode::CREATED,
         }
     }
 
@@ -259,6 +314,11 @@ static SPECS: &[&Spec] = &[
     &virtual_machine::SPEC,
     &disk::SPEC,
 ];
+
+/// Every kind the emulator knows.
+pub fn all_specs() -> impl Iterator<Item = &'static Spec> {
+    SPECS.iter().copied()
+}
 
 /// The spec of a type name, case-insensitively.
 pub fn spec(type_name: &str) -> Option<&'static Spec> {

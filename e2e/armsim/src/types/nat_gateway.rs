@@ -1,9 +1,6 @@
 //! `Microsoft.Network/natGateways`.
 
-use serde_json::json;
-
-use super::{BackRef, Put, Spec};
-use crate::error::ArmError;
+use super::{BackRef, Fill, Spec, fill};
 
 pub static SPEC: Spec = Spec {
     resource_guid: true,
@@ -12,7 +9,7 @@ pub static SPEC: Spec = Spec {
         from_type: "Microsoft.Network/virtualNetworks/subnets",
         many: true,
     }],
-    prepare,
+    defaults: DEFAULTS,
     ..Spec::network(
         "Microsoft.Network/natGateways",
         5.0,
@@ -20,12 +17,8 @@ pub static SPEC: Spec = Spec {
     )
 };
 
-fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
-    if put.body.get("sku").is_none() {
-        put.body["sku"] = json!({ "name": "Standard" });
-    }
-    put.props()
-        .entry("idleTimeoutInMinutes")
-        .or_insert(json!(4));
-    Ok(())
-}
+/// What ARM fills in on a NAT gateway (its only SKU, the 4-minute idle timeout).
+const DEFAULTS: &[Fill] = &[
+    fill("/sku", r#"{"name": "Standard"}"#),
+    fill("/properties/idleTimeoutInMinutes", "4"),
+];

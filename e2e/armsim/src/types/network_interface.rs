@@ -1,15 +1,10 @@
-//! `Microsoft.Network/networkInterfaces`: private IPs are the next free address of the subnet
-//! (Azure keeps the first four and the last address of every subnet).
-
-use std::collections::HashSet;
-use std::net::Ipv4Addr;
+//! `Microsoft.Network/networkInterfaces`: private IPs come from the subnet ([`super::ipam`]);
+//! `macAddress` and NIC-level `primary` appear once a VM holds the NIC.
 
 use serde_json::{Value, json};
 
-use super::virtual_network::subnet_prefixes;
-use super::{BackRef, Put, Spec, str_at};
+use super::{BackRef, Fill, Put, Spec, fill, str_at};
 use crate::error::ArmError;
-use crate::store::Store;
 
 pub static SPEC: Spec = Spec {
     resource_guid: true,
@@ -19,22 +14,38 @@ pub static SPEC: Spec = Spec {
         from_type: "Microsoft.Compute/virtualMachines",
         many: false,
     }],
+    defaults: DEFAULTS,
     prepare,
+    view,
     ..Spec::network("Microsoft.Network/networkInterfaces", 3.0, "NicInUse")
 };
 
-/// Addresses other NICs hold in a subnet.
-fn used_in_subnet(store: &Store, subnet_key: &str, self_key: &str) -> HashSet<Ipv4Addr> {
-    store
-        .all()
-        .filter(|r| r.type_name == SPEC.type_name && r.id.key() != self_key)
-        .flat_map(|r| ip_configurations(&r.body).to_vec())
-        .filter(|c| {
-            str_at(c, "/properties/subnet/id").is_some_and(|s| s.eq_ignore_ascii_case(subnet_key))
-        })
-        .filter_map(|c| str_at(&c, "/properties/privateIPAddress").and_then(|a| a.parse().ok()))
-        .collect()
-}
+/// What ARM fills in on a NIC (Microsoft.Network 2024-03-01: `IPConfigurationPropertiesFormat`
+/// default `Dynamic`; the rest as ARM's `NetworkInterfaceGet` example responses show them).
+const DEFAULTS: &[Fill] = &[
+    fill("/properties/enableIPForwarding", "false"),
+    fill("/properties/enableAcceleratedNetworking", "false"),
+    fill("/properties/disableTcpStateTracking", "false"),
+    fill("/properties/vnetEncryptionSupported", "false"),
+    fill("/properties/nicType", "\"Standard\""),
+    fill("/properties/auxiliaryMode", "\"None\""),
+    fill("/properties/auxiliarySku", "\"None\""),
+    fill("/properties/tapConfigurations", "[]"),
+    fill("/properties/hostedWorkloads", "[]"),
+    fill("/properties/dnsSettings/dnsServers", "[]"),
+    fill("/properties/dnsSettings/appliedDnsServers", "[]"),
+    fill(
+        "/properties/ipConfigurations/*/properties/privateIPAllocationMethod",
+        "\"Dynamic\"",
+    ),
+    fill(
+        "/properties/ipConfigurations/*/properties/privateIPAddressVersion",
+        "\"IPv4\"",
+    ),
+];
+
+/// Read-only properties the server computes (dropped from a PUT body, computed again on GET).
+const COMPUTED: &[&str] = &["macAddress", "primary"];
 
 fn ip_configurations(body: &Value) -> &[Value] {
     body.pointer("/properties/ipConfigurations")
@@ -44,7 +55,7 @@ fn ip_configurations(body: &Value) -> &[Value] {
 
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     let nic = put.id.to_string();
-    let configs = ip_configurations(put.body).to_vec();
+    let mut configs = ip_configurations(put.body).to_vec();
     if configs.is_empty() {
         return Err(ArmError::bad_request(
             "NetworkInterfaceMustHaveAtLeastOneIpConfiguration",
@@ -56,101 +67,56 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         .map(ip_configurations)
         .unwrap_or_default()
         .to_vec();
-    let mut taken_here: HashSet<Ipv4Addr> = HashSet::new();
-    let mut out = Vec::new();
-    for (i, mut config) in configs.into_iter().enumerate() {
-        let name = config
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let Some(subnet_id) = str_at(&config, "/properties/subnet/id").map(str::to_string) else {
-            out.push(config);
-            continue;
-        };
-        let subnet_key = subnet_id.to_ascii_lowercase();
-        let subnet = put
-            .store
-            .get_key(&subnet_key)
-            .map(|r| r.body.clone())
-            .unwrap_or_default();
-        let Some(net) = subnet_prefixes(&subnet)
-            .first()
-            .and_then(|p| p.parse::<ipnet::Ipv4Net>().ok())
-        else {
-            out.push(config);
-            continue;
-        };
-        let mut used = used_in_subnet(put.store, &subnet_key, &put.id.key());
-        used.extend(taken_here.iter().copied());
-        let method = str_at(&config, "/properties/privateIPAllocationMethod")
-            .unwrap_or("Dynamic")
-            .to_string();
-        let requested = str_at(&config, "/properties/privateIPAddress")
-            .and_then(|a| a.parse::<Ipv4Addr>().ok());
-        let previous = existing
-            .iter()
-            .find(|c| c.get("name").and_then(Value::as_str) == Some(name.as_str()))
-            .filter(|c| {
-                str_at(c, "/properties/subnet/id")
-                    .is_some_and(|s| s.eq_ignore_ascii_case(&subnet_key))
-            })
-            .and_then(|c| str_at(c, "/properties/privateIPAddress"))
-            .and_then(|a| a.parse::<Ipv4Addr>().ok());
-        let address = if method == "Static" {
-            let Some(addr) = requested else {
-                return Err(ArmError::bad_request(
-                    "PrivateIPAddressIsRequired",
-                    format!(
-                        "IP configuration {nic}/ipConfigurations/{name} has a static allocation method but no private IP address."
-                    ),
-                ));
-            };
-            if !net.contains(&addr) {
-                return Err(ArmError::bad_request(
-                    "PrivateIPAddressNotInSubnet",
-                    format!(
-                        "IP configuration {nic}/ipConfigurations/{name} references the private IP address {addr} which is not in the address space of subnet {subnet_id}."
-                    ),
-                ));
-            }
-            if used.contains(&addr) {
-                return Err(ArmError::bad_request(
-                    "PrivateIPAddressInUse",
-                    format!(
-                        "IP configuration {nic}/ipConfigurations/{name} is using the private IP address {addr} which is already allocated to resource {subnet_id}."
-                    ),
-                ));
-            }
-            addr
-        } else if let Some(addr) = previous.filter(|a| !used.contains(a)) {
-            addr
-        } else {
-            let last = net.broadcast();
-            let free = net
-                .hosts()
-                .skip(3)
-                .filter(|a| *a != last)
-                .find(|a| !used.contains(a));
-            free.ok_or_else(|| {
-                ArmError::bad_request(
-                    "SubnetIsFull",
-                    format!("Subnet {subnet_id} with address prefix {net} does not have enough capacity for 1 IP addresses."),
-                )
-            })?
-        };
-        taken_here.insert(address);
+    super::ipam::assign(
+        put.store,
+        &put.id.key(),
+        &nic,
+        "ipConfigurations",
+        &mut configs,
+        &existing,
+    )?;
+    for (i, config) in configs.iter_mut().enumerate() {
+        if !config.get("properties").is_some_and(Value::is_object) {
+            config["properties"] = json!({});
+        }
         if let Some(props) = config.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert("privateIPAddress".into(), json!(address.to_string()));
-            props.insert("privateIPAllocationMethod".into(), json!(method));
-            props
-                .entry("privateIPAddressVersion")
-                .or_insert(json!("IPv4"));
             props.entry("primary").or_insert(json!(i == 0));
         }
-        out.push(config);
     }
-    put.props()
-        .insert("ipConfigurations".into(), Value::Array(out));
+    let props = put.props();
+    props.insert("ipConfigurations".into(), Value::Array(configs));
+    for key in COMPUTED {
+        props.remove(*key);
+    }
+    // Every NIC gets the internal DNS suffix of its virtual network at creation.
+    put.keep_or("/properties/dnsSettings/internalDomainNameSuffix", || {
+        json!(format!(
+            "{}.ax.internal.cloudapp.net",
+            uuid::Uuid::new_v4().simple()
+        ))
+    });
     Ok(())
+}
+
+/// Once a VM holds the NIC: a MAC address (stable, derived from the NIC's `resourceGuid`; Azure
+/// hands out `00-0D-3A-…` / `00-22-48-…` addresses) and NIC-level `primary`.
+fn view(body: &mut Value, _expand: Option<&str>) {
+    if body.pointer("/properties/virtualMachine/id").is_none() {
+        return;
+    }
+    let guid = str_at(body, "/properties/resourceGuid")
+        .unwrap_or_default()
+        .replace('-', "");
+    let hex: Vec<String> = (0..3)
+        .map(|i| {
+            guid.get(i * 2..i * 2 + 2)
+                .unwrap_or("00")
+                .to_ascii_uppercase()
+        })
+        .collect();
+    let mac = format!("00-22-48-{}", hex.join("-"));
+    if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert("macAddress".into(), json!(mac));
+        props.entry("primary").or_insert(json!(true));
+    }
 }

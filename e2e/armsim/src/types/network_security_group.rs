@@ -1,8 +1,8 @@
 //! `Microsoft.Network/networkSecurityGroups` and their `securityRules`.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{BackRef, Put, Spec, str_at};
+use super::{BackRef, Fill, Put, Spec, fill, str_at};
 use crate::error::ArmError;
 
 pub static SPEC: Spec = Spec {
@@ -20,6 +20,7 @@ pub static SPEC: Spec = Spec {
             many: true,
         },
     ],
+    prepare,
     ..Spec::network(
         "Microsoft.Network/networkSecurityGroups",
         2.0,
@@ -29,6 +30,7 @@ pub static SPEC: Spec = Spec {
 
 pub static RULE: Spec = Spec {
     located: false,
+    defaults: RULE_DEFAULTS,
     prepare: prepare_rule,
     ..Spec::network(
         "Microsoft.Network/networkSecurityGroups/securityRules",
@@ -36,6 +38,118 @@ pub static RULE: Spec = Spec {
         "",
     )
 };
+
+/// What ARM fills in on a security rule (ARM's `NetworkSecurityGroupRuleGet` example responses
+/// list the plural forms even when the singular ones are used).
+const RULE_DEFAULTS: &[Fill] = &[
+    fill("/properties/sourcePortRanges", "[]"),
+    fill("/properties/destinationPortRanges", "[]"),
+    fill("/properties/sourceAddressPrefixes", "[]"),
+    fill("/properties/destinationAddressPrefixes", "[]"),
+];
+
+/// ARM's six default rules of every NSG: `(name, description, priority, direction, access,
+/// source prefix, destination prefix)`; protocol and ports are `*`.
+pub const DEFAULT_RULES: &[(&str, &str, i64, &str, &str, &str, &str)] = &[
+    (
+        "AllowVnetInBound",
+        "Allow inbound traffic from all VMs in VNET",
+        65000,
+        "Inbound",
+        "Allow",
+        "VirtualNetwork",
+        "VirtualNetwork",
+    ),
+    (
+        "AllowAzureLoadBalancerInBound",
+        "Allow inbound traffic from azure load balancer",
+        65001,
+        "Inbound",
+        "Allow",
+        "AzureLoadBalancer",
+        "*",
+    ),
+    (
+        "DenyAllInBound",
+        "Deny all inbound traffic",
+        65500,
+        "Inbound",
+        "Deny",
+        "*",
+        "*",
+    ),
+    (
+        "AllowVnetOutBound",
+        "Allow outbound traffic from all VMs to all VMs in VNET",
+        65000,
+        "Outbound",
+        "Allow",
+        "VirtualNetwork",
+        "VirtualNetwork",
+    ),
+    (
+        "AllowInternetOutBound",
+        "Allow outbound traffic from all VMs to Internet",
+        65001,
+        "Outbound",
+        "Allow",
+        "*",
+        "Internet",
+    ),
+    (
+        "DenyAllOutBound",
+        "Deny all outbound traffic",
+        65500,
+        "Outbound",
+        "Deny",
+        "*",
+        "*",
+    ),
+];
+
+/// The default rules are generated, read-only children: whatever a PUT sends in
+/// `defaultSecurityRules` is replaced by ARM's six.
+fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
+    let nsg = put.id.clone();
+    let etag = put.body.get("etag").cloned().unwrap_or(Value::Null);
+    let state = put
+        .body
+        .pointer("/properties/provisioningState")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let rules: Vec<Value> = DEFAULT_RULES
+        .iter()
+        .map(
+            |(name, description, priority, direction, access, source, destination)| {
+                json!({
+                    "name": name,
+                    "id": nsg.child("defaultSecurityRules", name).to_string(),
+                    "etag": etag,
+                    "type": "Microsoft.Network/networkSecurityGroups/defaultSecurityRules",
+                    "properties": {
+                        "provisioningState": state,
+                        "description": description,
+                        "protocol": "*",
+                        "sourcePortRange": "*",
+                        "destinationPortRange": "*",
+                        "sourceAddressPrefix": source,
+                        "destinationAddressPrefix": destination,
+                        "access": access,
+                        "priority": priority,
+                        "direction": direction,
+                        "sourcePortRanges": [],
+                        "destinationPortRanges": [],
+                        "sourceAddressPrefixes": [],
+                        "destinationAddressPrefixes": [],
+                    }
+                })
+            },
+        )
+        .collect();
+    put.props()
+        .insert("defaultSecurityRules".into(), Value::Array(rules));
+    Ok(())
+}
 
 fn prepare_rule(put: &mut Put<'_>) -> Result<(), ArmError> {
     let name = put.id.name().to_string();

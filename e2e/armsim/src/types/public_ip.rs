@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde_json::{Value, json};
 
-use super::{BackRef, Put, Spec, str_at};
+use super::{BackRef, Fill, Put, Spec, fill, fill_if, str_at};
 use crate::error::ArmError;
 
 pub static SPEC: Spec = Spec {
@@ -29,6 +29,7 @@ pub static SPEC: Spec = Spec {
             many: false,
         },
     ],
+    defaults: DEFAULTS,
     prepare,
     ..Spec::network(
         "Microsoft.Network/publicIPAddresses",
@@ -42,20 +43,31 @@ const POOLS: [Ipv4Net; 2] = [
     Ipv4Net::new_assert(Ipv4Addr::new(198, 51, 100, 0), 24),
 ];
 
+/// What ARM fills in on a public IP (Microsoft.Network 2024-03-01; ARM's `PublicIpAddressGet`
+/// example responses): Basic SKU unless asked, Standard is `Static` and inherits the virtual
+/// network's DDoS protection.
+const DEFAULTS: &[Fill] = &[
+    fill("/sku", r#"{"name": "Basic", "tier": "Regional"}"#),
+    fill("/sku/tier", "\"Regional\""),
+    fill_if(
+        "/properties/publicIPAllocationMethod",
+        "\"Static\"",
+        "/sku/name",
+        "Standard",
+    ),
+    fill("/properties/publicIPAllocationMethod", "\"Dynamic\""),
+    fill("/properties/publicIPAddressVersion", "\"IPv4\""),
+    fill("/properties/idleTimeoutInMinutes", "4"),
+    fill("/properties/ipTags", "[]"),
+    fill_if(
+        "/properties/ddosSettings/protectionMode",
+        "\"VirtualNetworkInherited\"",
+        "/sku/name",
+        "Standard",
+    ),
+];
+
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
-    if put.body.get("sku").is_none() {
-        put.body["sku"] = json!({ "name": "Basic", "tier": "Regional" });
-    }
-    let standard = str_at(put.body, "/sku/name") == Some("Standard");
-    let method = if standard { "Static" } else { "Dynamic" };
-    let props = put.props();
-    props
-        .entry("publicIPAllocationMethod")
-        .or_insert(json!(method));
-    props
-        .entry("publicIPAddressVersion")
-        .or_insert(json!("IPv4"));
-    props.entry("idleTimeoutInMinutes").or_insert(json!(4));
     if let Some(label) = str_at(put.body, "/properties/dnsSettings/domainNameLabel") {
         let location = str_at(put.body, "/location").unwrap_or_default();
         let fqdn = format!("{label}.{location}.cloudapp.azure.com");

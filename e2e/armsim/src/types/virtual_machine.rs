@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Put, Spec, str_at};
+use super::{Fill, Put, Spec, When, fill, fill_unless, fill_when, str_at};
 use crate::error::ArmError;
 use crate::id::ResourceId;
 use crate::store::Store;
@@ -16,6 +16,7 @@ pub static SPEC: Spec = Spec {
         pattern: r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$",
         describe: "Virtual machine names can be up to 64 characters long, cannot contain special characters such as '_', and cannot end with '.' or '-'.",
     },
+    defaults: DEFAULTS,
     prepare,
     deletes_with,
     view,
@@ -26,6 +27,104 @@ pub static SPEC: Spec = Spec {
         "OperationNotAllowed",
     )
 };
+
+const OS_PROFILE: &str = "/properties/osProfile";
+const WINDOWS: &str = "/properties/osProfile/windowsConfiguration";
+
+/// What ARM fills in on a VM (Microsoft.Compute 2024-07-01; ARM's `VirtualMachine_Get` and
+/// `CreateAVmWith…` example responses). Linux settings apply to a VM with an `osProfile` and no
+/// `windowsConfiguration`.
+const DEFAULTS: &[Fill] = &[
+    fill("/properties/storageProfile/dataDisks", "[]"),
+    fill("/properties/storageProfile/diskControllerType", "\"SCSI\""),
+    fill_unless(
+        "/properties/storageProfile/osDisk/osType",
+        "\"Linux\"",
+        WINDOWS,
+    ),
+    fill("/properties/storageProfile/osDisk/osType", "\"Windows\""),
+    fill(
+        "/properties/storageProfile/osDisk/createOption",
+        "\"FromImage\"",
+    ),
+    fill("/properties/storageProfile/osDisk/caching", "\"ReadWrite\""),
+    fill(
+        "/properties/storageProfile/osDisk/deleteOption",
+        "\"Detach\"",
+    ),
+    fill("/properties/storageProfile/osDisk/diskSizeGB", "30"),
+    fill(
+        "/properties/storageProfile/osDisk/writeAcceleratorEnabled",
+        "false",
+    ),
+    fill("/properties/storageProfile/dataDisks/*/caching", "\"None\""),
+    fill(
+        "/properties/storageProfile/dataDisks/*/deleteOption",
+        "\"Detach\"",
+    ),
+    fill(
+        "/properties/storageProfile/dataDisks/*/toBeDetached",
+        "false",
+    ),
+    fill(
+        "/properties/storageProfile/dataDisks/*/writeAcceleratorEnabled",
+        "false",
+    ),
+    fill_when(
+        "/properties/osProfile/secrets",
+        "[]",
+        When::PresentAbsent(OS_PROFILE, "/properties/osProfile/secrets"),
+    ),
+    fill_when(
+        "/properties/osProfile/allowExtensionOperations",
+        "true",
+        When::PresentAbsent(OS_PROFILE, "/properties/osProfile/allowExtensionOperations"),
+    ),
+    fill_when(
+        "/properties/osProfile/requireGuestProvisionSignal",
+        "true",
+        When::PresentAbsent(
+            OS_PROFILE,
+            "/properties/osProfile/requireGuestProvisionSignal",
+        ),
+    ),
+    fill_when(
+        "/properties/osProfile/linuxConfiguration/disablePasswordAuthentication",
+        "false",
+        When::PresentAbsent(OS_PROFILE, WINDOWS),
+    ),
+    fill_when(
+        "/properties/osProfile/linuxConfiguration/provisionVMAgent",
+        "true",
+        When::PresentAbsent(OS_PROFILE, WINDOWS),
+    ),
+    fill_when(
+        "/properties/osProfile/linuxConfiguration/patchSettings",
+        r#"{"patchMode": "ImageDefault", "assessmentMode": "ImageDefault"}"#,
+        When::PresentAbsent(OS_PROFILE, WINDOWS),
+    ),
+    fill_when(
+        "/properties/osProfile/linuxConfiguration/enableVMAgentPlatformUpdates",
+        "false",
+        When::PresentAbsent(OS_PROFILE, WINDOWS),
+    ),
+    fill_when(
+        "/properties/osProfile/windowsConfiguration/provisionVMAgent",
+        "true",
+        When::PresentAbsent(
+            WINDOWS,
+            "/properties/osProfile/windowsConfiguration/provisionVMAgent",
+        ),
+    ),
+    fill_when(
+        "/properties/osProfile/windowsConfiguration/enableAutomaticUpdates",
+        "true",
+        When::PresentAbsent(
+            WINDOWS,
+            "/properties/osProfile/windowsConfiguration/enableAutomaticUpdates",
+        ),
+    ),
+];
 
 /// Properties fixed at creation: `(JSON pointer, name in the error)`.
 const IMMUTABLE: &[(&str, &str)] = &[
@@ -123,7 +222,8 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     put.keep_or("/properties/timeCreated", || {
         json!(chrono::Utc::now().to_rfc3339())
     });
-    os_disk(put, &vm)
+    os_disk(put, &vm)?;
+    data_disks(put, &vm)
 }
 
 /// Fills `storageProfile.osDisk` and creates the managed disk on first PUT.
@@ -137,27 +237,7 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
         .pointer("/properties/storageProfile/osDisk")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let os_type = if put
-        .body
-        .pointer("/properties/osProfile/windowsConfiguration")
-        .is_some()
-    {
-        "Windows"
-    } else {
-        "Linux"
-    };
-    let defaults = json!({
-        "osType": os_type,
-        "createOption": "FromImage",
-        "caching": "ReadWrite",
-        "deleteOption": "Detach",
-        "diskSizeGB": 30,
-    });
-    if let (Some(d), Some(defaults)) = (disk.as_object_mut(), defaults.as_object()) {
-        for (k, v) in defaults {
-            d.entry(k.clone()).or_insert(v.clone());
-        }
-    }
+    // The kind's table was applied before `prepare` too: the OS disk has its defaults here.
     if let Some(old) = &old_disk {
         for key in ["name", "managedDisk"] {
             if let Some(v) = old.get(key) {
@@ -200,6 +280,7 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
                 "uniqueId": uuid::Uuid::new_v4().to_string(),
                 "provisioningState": "Succeeded",
                 "diskState": "Attached",
+                "timeCreated": chrono::Utc::now().to_rfc3339(),
             },
         });
         put.implicit.push((disk_id, body));
@@ -208,15 +289,149 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
     Ok(())
 }
 
-fn deletes_with(store: &Store, body: &Value) -> Vec<String> {
-    let disk = body.pointer("/properties/storageProfile/osDisk");
-    let delete = disk.and_then(|d| str_at(d, "/deleteOption")) == Some("Delete");
-    match disk.and_then(|d| str_at(d, "/managedDisk/id")) {
-        Some(id) if delete && store.get_key(&id.to_ascii_lowercase()).is_some() => {
-            vec![id.to_ascii_lowercase()]
+/// Data disks: `Empty` creates a managed disk (its `id` is server-allocated and kept for the
+/// LUN), `Attach` takes the storage type and size of the existing disk; either way the disk
+/// records the VM in `managedBy`.
+fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
+    let Some(disks) = put
+        .body
+        .pointer("/properties/storageProfile/dataDisks")
+        .and_then(Value::as_array)
+        .cloned()
+    else {
+        return Ok(());
+    };
+    let old: Vec<Value> = put
+        .existing
+        .and_then(|e| e.pointer("/properties/storageProfile/dataDisks"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let location = put.body.get("location").cloned().unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    for mut disk in disks {
+        let Some(lun) = disk.get("lun").and_then(Value::as_i64) else {
+            return Err(invalid(
+                "Required parameter 'dataDisk.lun' is missing (null).".into(),
+            ));
+        };
+        let previous = old
+            .iter()
+            .find(|d| d.get("lun").and_then(Value::as_i64) == Some(lun));
+        let option = str_at(&disk, "/createOption")
+            .unwrap_or_default()
+            .to_string();
+        if let Some(id) = previous.and_then(|p| str_at(p, "/managedDisk/id")) {
+            // Same LUN as before: the same managed disk.
+            let id = id.to_string();
+            if let Some(name) = previous.and_then(|p| p.get("name")).cloned() {
+                disk["name"] = name;
+            }
+            super::set_pointer(&mut disk, "/managedDisk/id", json!(id));
+        } else if option.eq_ignore_ascii_case("Empty") {
+            let Some(size) = disk.get("diskSizeGB").and_then(Value::as_i64) else {
+                return Err(invalid(format!(
+                    "Required parameter 'dataDisk.diskSizeGB' is missing (null) for the data disk at LUN {lun}."
+                )));
+            };
+            let name = str_at(&disk, "/name")
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    format!(
+                        "{}_DataDisk_{lun}_{}",
+                        put.id.name(),
+                        uuid::Uuid::new_v4().simple()
+                    )
+                });
+            let disk_id = ResourceId {
+                provider: Some("Microsoft.Compute".into()),
+                segments: vec![("disks".into(), name.clone())],
+                ..put.id.group()
+            };
+            if put.store.get(&disk_id).is_some() {
+                return Err(ArmError::conflict(
+                    "ConflictingUserInput",
+                    format!(
+                        "A disk with name {name} already exists in resource group {}.",
+                        put.id.resource_group
+                    ),
+                ));
+            }
+            let storage = str_at(&disk, "/managedDisk/storageAccountType")
+                .unwrap_or("Premium_LRS")
+                .to_string();
+            disk["name"] = json!(name);
+            super::set_pointer(&mut disk, "/managedDisk/id", json!(disk_id.to_string()));
+            super::set_pointer(&mut disk, "/managedDisk/storageAccountType", json!(storage));
+            let body = json!({
+                "id": disk_id.to_string(),
+                "name": name,
+                "type": "Microsoft.Compute/disks",
+                "location": location,
+                "managedBy": vm,
+                "sku": { "name": storage },
+                "properties": {
+                    "diskSizeGB": size,
+                    "creationData": { "createOption": "Empty" },
+                    "uniqueId": uuid::Uuid::new_v4().to_string(),
+                    "provisioningState": "Succeeded",
+                    "diskState": "Attached",
+                    "timeCreated": chrono::Utc::now().to_rfc3339(),
+                },
+            });
+            put.implicit.push((disk_id, body));
+        } else if option.eq_ignore_ascii_case("Attach") {
+            let Some(id) = str_at(&disk, "/managedDisk/id").map(str::to_ascii_lowercase) else {
+                return Err(invalid(format!(
+                    "Required parameter 'dataDisk.managedDisk.id' is missing (null) for the data disk at LUN {lun}."
+                )));
+            };
+            // The reference check has already made sure the disk exists.
+            if let Some(existing) = put.store.get_key(&id) {
+                let mut attached = existing.body.clone();
+                if let Some(other) =
+                    str_at(&attached, "/managedBy").filter(|m| !m.eq_ignore_ascii_case(vm))
+                {
+                    return Err(ArmError::conflict(
+                        "OperationNotAllowed",
+                        format!("Disk {} is already attached to VM {other}.", existing.id),
+                    ));
+                }
+                if let Some(sku) = str_at(&attached, "/sku/name") {
+                    super::set_pointer(&mut disk, "/managedDisk/storageAccountType", json!(sku));
+                }
+                if let Some(size) = attached.pointer("/properties/diskSizeGB").cloned() {
+                    disk["diskSizeGB"] = size;
+                }
+                disk["name"] = json!(existing.id.name());
+                attached["managedBy"] = json!(vm);
+                super::set_pointer(&mut attached, "/properties/diskState", json!("Attached"));
+                put.implicit.push((existing.id.clone(), attached));
+            }
         }
-        _ => Vec::new(),
+        out.push(disk);
     }
+    super::set_pointer(
+        put.body,
+        "/properties/storageProfile/dataDisks",
+        Value::Array(out),
+    );
+    Ok(())
+}
+
+/// Managed disks (OS and data) whose `deleteOption` is `Delete` go with the VM.
+fn deletes_with(store: &Store, body: &Value) -> Vec<String> {
+    let os = body.pointer("/properties/storageProfile/osDisk");
+    let data = body
+        .pointer("/properties/storageProfile/dataDisks")
+        .and_then(Value::as_array);
+    os.into_iter()
+        .chain(data.into_iter().flatten())
+        .filter(|d| str_at(d, "/deleteOption") == Some("Delete"))
+        .filter_map(|d| str_at(d, "/managedDisk/id"))
+        .map(str::to_ascii_lowercase)
+        .filter(|id| store.get_key(id).is_some())
+        .collect()
 }
 
 /// The instance view: provisioning state and power state.

@@ -3,12 +3,13 @@
 use ipnet::Ipv4Net;
 use serde_json::Value;
 
-use super::{BackRef, Put, Spec};
+use super::{BackRef, Fill, Put, Spec, fill};
 use crate::error::ArmError;
 
 pub static SPEC: Spec = Spec {
     resource_guid: true,
     children: &[("subnets", "subnets")],
+    defaults: VNET_DEFAULTS,
     prepare: prepare_vnet,
     ..Spec::network(
         "Microsoft.Network/virtualNetworks",
@@ -19,12 +20,21 @@ pub static SPEC: Spec = Spec {
 
 pub static SUBNET: Spec = Spec {
     located: false,
-    back_refs: &[BackRef {
-        property: "ipConfigurations",
-        from_type: "Microsoft.Network/networkInterfaces",
-        many: true,
-    }],
+    // NIC IP configurations and load balancer frontends in the subnet.
+    back_refs: &[
+        BackRef {
+            property: "ipConfigurations",
+            from_type: "Microsoft.Network/networkInterfaces",
+            many: true,
+        },
+        BackRef {
+            property: "ipConfigurations",
+            from_type: "Microsoft.Network/loadBalancers",
+            many: true,
+        },
+    ],
     sub_resources: &[],
+    defaults: SUBNET_DEFAULTS,
     prepare: prepare_subnet,
     ..Spec::network(
         "Microsoft.Network/virtualNetworks/subnets",
@@ -32,6 +42,26 @@ pub static SUBNET: Spec = Spec {
         "InUseSubnetCannotBeDeleted",
     )
 };
+
+/// What ARM fills in on a virtual network (Microsoft.Network 2024-03-01 `default`s of
+/// `VirtualNetworkPropertiesFormat`; ARM always lists the peerings). `subnets` is always listed
+/// because subnets are composed in on read.
+const VNET_DEFAULTS: &[Fill] = &[
+    fill("/properties/virtualNetworkPeerings", "[]"),
+    fill("/properties/enableDdosProtection", "false"),
+    fill("/properties/enableVmProtection", "false"),
+];
+
+/// What ARM fills in on a subnet (`default`s of `SubnetPropertiesFormat`; ARM always lists the
+/// delegations).
+const SUBNET_DEFAULTS: &[Fill] = &[
+    fill("/properties/privateEndpointNetworkPolicies", "\"Disabled\""),
+    fill(
+        "/properties/privateLinkServiceNetworkPolicies",
+        "\"Enabled\"",
+    ),
+    fill("/properties/delegations", "[]"),
+];
 
 /// Parses a CIDR the way ARM accepts it: valid IPv4 and no host bits set.
 pub fn parse_prefix(prefix: &str, owner: &str) -> Result<Ipv4Net, ArmError> {

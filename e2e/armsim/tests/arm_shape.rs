@@ -1,0 +1,1202 @@
+//! The emulator's bodies and status codes held against ARM's REST specification (extracts under
+//! tests/data/, with their source paths and commits): server-filled defaults, read-only
+//! properties, documented status codes, allocation and back-references, and the GET→PUT round
+//! trip a drift detector relies on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
+
+use common::*;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// The swagger extracts: `paths` (success codes per kind and verb), `roots` (kind → definition)
+/// and `definitions`.
+fn extracts() -> Vec<Value> {
+    [
+        include_str!("data/network-2024-03-01.json"),
+        include_str!("data/compute-2024-07-01.json"),
+        include_str!("data/resources-2021-04-01.json"),
+    ]
+    .iter()
+    .map(|text| serde_json::from_str(text).unwrap())
+    .collect()
+}
+
+/// The extract that describes `kind`.
+fn extract_for(kind: &str) -> Value {
+    extracts()
+        .into_iter()
+        .find(|e| e["roots"].get(kind).is_some())
+        .unwrap_or_else(|| panic!("no swagger extract for {kind}"))
+}
+
+/// Read-only properties ARM sets only in some situations (`Definition.property`), so their
+/// absence from a freshly created resource is right. Every other read-only property of the
+/// extracts must be present.
+const SOMETIMES: &[&str] = &[
+    // Back-references: present once something refers to the resource or part.
+    "SubnetPropertiesFormat.ipConfigurations",
+    "SubnetPropertiesFormat.privateEndpoints",
+    "SubnetPropertiesFormat.ipConfigurationProfiles",
+    "SubnetPropertiesFormat.resourceNavigationLinks",
+    "SubnetPropertiesFormat.serviceAssociationLinks",
+    "SubnetPropertiesFormat.purpose",
+    "NetworkSecurityGroupPropertiesFormat.networkInterfaces",
+    "NetworkSecurityGroupPropertiesFormat.subnets",
+    "RouteTablePropertiesFormat.subnets",
+    "NatGatewayPropertiesFormat.subnets",
+    "PublicIPAddressPropertiesFormat.ipConfiguration",
+    "FrontendIPConfigurationPropertiesFormat.inboundNatRules",
+    "FrontendIPConfigurationPropertiesFormat.inboundNatPools",
+    "FrontendIPConfigurationPropertiesFormat.outboundRules",
+    "FrontendIPConfigurationPropertiesFormat.loadBalancingRules",
+    "BackendAddressPoolPropertiesFormat.backendIPConfigurations",
+    "BackendAddressPoolPropertiesFormat.loadBalancingRules",
+    "BackendAddressPoolPropertiesFormat.outboundRule",
+    "BackendAddressPoolPropertiesFormat.outboundRules",
+    "BackendAddressPoolPropertiesFormat.inboundNatRules",
+    "ProbePropertiesFormat.loadBalancingRules",
+    "InboundNatRulePropertiesFormat.backendIPConfiguration",
+    "NetworkInterfacePropertiesFormat.virtualMachine",
+    // Features the emulator does not offer (flow logs, private endpoints, DSCP, BareMetal).
+    "VirtualNetworkPropertiesFormat.flowLogs",
+    "NetworkSecurityGroupPropertiesFormat.flowLogs",
+    "NetworkInterfacePropertiesFormat.privateEndpoint",
+    "NetworkInterfacePropertiesFormat.dscpConfiguration",
+    "NetworkInterfaceIPConfigurationPropertiesFormat.privateLinkConnectionProperties",
+    // Only while a VM holds the NIC (checked by `nic_gets_mac_and_primary_once_a_vm_holds_it`).
+    "NetworkInterfacePropertiesFormat.macAddress",
+    "NetworkInterfacePropertiesFormat.primary",
+    // Only with `internalDnsNameLabel`.
+    "NetworkInterfaceDnsSettings.internalFqdn",
+    // Only with `$expand=instanceView`, extensions, a scale set or an instance view.
+    "VirtualMachineProperties.instanceView",
+    "VirtualMachine.resources",
+    "VirtualMachine.managedBy",
+    "AvailabilitySetProperties.statuses",
+    // Only while a VM holds the disk (or several, for shared disks).
+    "Disk.managedBy",
+    "Disk.managedByExtended",
+];
+
+/// The properties of a definition, its `allOf` parents' included.
+fn properties(ext: &Value, def: &str) -> Vec<(String, Value)> {
+    let d = &ext["definitions"][def];
+    assert!(d.is_object(), "definition {def} missing from the extract");
+    let mut out: Vec<(String, Value)> = d["properties"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    for parent in d["allOf"].as_array().into_iter().flatten() {
+        out.extend(properties(ext, ref_name(parent).unwrap()));
+    }
+    out
+}
+
+fn ref_name(schema: &Value) -> Option<&str> {
+    schema["$ref"]
+        .as_str()
+        .map(|r| r.trim_start_matches("#/definitions/"))
+}
+
+/// What the spec says about `body` (an instance of `def`): defaults present with their value,
+/// read-only properties present unless listed in [`SOMETIMES`]; owned parts (non-read-only
+/// objects and arrays of objects) checked in turn.
+fn check(ext: &Value, def: &str, body: &Value, at: &str, failures: &mut Vec<String>) {
+    for (name, schema) in properties(ext, def) {
+        let value = body.get(&name).filter(|v| !v.is_null());
+        let here = format!("{at}.{name}");
+        if let Some(default) = schema.get("default").filter(|d| !d.is_null())
+            && value != Some(default)
+        {
+            failures.push(format!("{here}: spec default {default}, got {value:?}"));
+        }
+        let read_only = schema["readOnly"] == true;
+        if read_only && value.is_none() && !SOMETIMES.contains(&format!("{def}.{name}").as_str()) {
+            failures.push(format!("{here}: read-only property missing"));
+        }
+        if read_only {
+            continue;
+        }
+        let Some(value) = value else { continue };
+        if let Some(child) = ref_name(&schema).filter(|c| *c != "SubResource")
+            && ext["definitions"][child]["properties"].is_object()
+            && value.is_object()
+        {
+            check(ext, child, value, &here, failures);
+        }
+        if let (Some(child), Some(items)) = (ref_name(&schema["items"]), value.as_array())
+            && child != "SubResource"
+        {
+            for (i, item) in items.iter().enumerate() {
+                check(ext, child, item, &format!("{here}[{i}]"), failures);
+            }
+        }
+    }
+}
+
+/// Drops what the spec marks read-only, as SDKs do before sending a model back.
+fn strip_read_only(ext: &Value, def: &str, body: &mut Value) {
+    for (name, schema) in properties(ext, def) {
+        let Some(obj) = body.as_object_mut() else {
+            return;
+        };
+        if schema["readOnly"] == true {
+            obj.remove(&name);
+            continue;
+        }
+        let Some(value) = obj.get_mut(&name) else {
+            continue;
+        };
+        if let Some(child) = ref_name(&schema)
+            && ext["definitions"][child]["properties"].is_object()
+        {
+            strip_read_only(ext, child, value);
+        }
+        if let (Some(child), Some(items)) = (
+            ref_name(&schema["items"]).map(str::to_string),
+            value.as_array_mut(),
+        ) {
+            for item in items {
+                strip_read_only(ext, &child, item);
+            }
+        }
+    }
+}
+
+/// Removes every `etag` (the resource's and its parts'), the one thing a no-op PUT changes.
+fn without_etags(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "etag")
+                .map(|(k, v)| (k.clone(), without_etags(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_etags).collect()),
+        other => other.clone(),
+    }
+}
+
+fn codes(ext: &Value, kind: &str, verb: &str) -> Vec<u16> {
+    ext["paths"][kind][verb]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {verb} codes for {kind}"))
+        .iter()
+        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// One resource of each emulated kind: `(kind, path, api-version, create body)`, in creation
+/// order. Parts (subnets, rules, LB parts, routes, IP configurations) are included so their
+/// definitions are checked too.
+fn fleet(g: &str) -> Vec<(&'static str, String, &'static str, Value)> {
+    let subnet = net(g, "virtualNetworks/vnet/subnets/default");
+    let lb = net(g, "loadBalancers/lb");
+    vec![
+        (
+            "Microsoft.Resources/resourceGroups",
+            rg(g),
+            RES,
+            json!({ "location": "westeurope" }),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks",
+            net(g, "virtualNetworks/vnet"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "addressSpace": { "addressPrefixes": ["10.0.0.0/16"] } } }),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks/subnets",
+            subnet.clone(),
+            NET,
+            json!({ "properties": { "addressPrefix": "10.0.1.0/24" } }),
+        ),
+        (
+            "Microsoft.Network/networkSecurityGroups",
+            net(g, "networkSecurityGroups/nsg"),
+            NET,
+            json!({ "location": "westeurope" }),
+        ),
+        (
+            "Microsoft.Network/networkSecurityGroups/securityRules",
+            net(g, "networkSecurityGroups/nsg/securityRules/ssh"),
+            NET,
+            json!({ "properties": { "priority": 100, "direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+                "sourcePortRange": "*", "destinationPortRange": "22", "sourceAddressPrefix": "*", "destinationAddressPrefix": "*" } }),
+        ),
+        (
+            "Microsoft.Network/routeTables",
+            net(g, "routeTables/rt"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "routes": [
+                { "name": "default", "properties": { "addressPrefix": "0.0.0.0/0", "nextHopType": "Internet" } }
+            ] } }),
+        ),
+        (
+            "Microsoft.Network/natGateways",
+            net(g, "natGateways/nat"),
+            NET,
+            json!({ "location": "westeurope" }),
+        ),
+        (
+            "Microsoft.Network/publicIPAddresses",
+            net(g, "publicIPAddresses/pip"),
+            NET,
+            json!({ "location": "westeurope", "sku": { "name": "Standard" } }),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            lb.clone(),
+            NET,
+            json!({ "location": "westeurope", "sku": { "name": "Standard" }, "properties": {
+                "frontendIPConfigurations": [
+                    { "name": "internal", "properties": { "subnet": { "id": subnet } } },
+                    { "name": "public", "properties": { "publicIPAddress": { "id": net(g, "publicIPAddresses/pip") } } }
+                ],
+                "backendAddressPools": [ { "name": "pool" } ],
+                "probes": [ { "name": "probe", "properties": { "protocol": "Tcp", "port": 6443 } } ],
+                "loadBalancingRules": [ { "name": "api", "properties": {
+                    "frontendIPConfiguration": { "id": format!("{lb}/frontendIPConfigurations/internal") },
+                    "backendAddressPool": { "id": format!("{lb}/backendAddressPools/pool") },
+                    "probe": { "id": format!("{lb}/probes/probe") },
+                    "protocol": "Tcp", "frontendPort": 6443, "backendPort": 6443 } } ],
+                "inboundNatRules": [ { "name": "ssh", "properties": {
+                    "frontendIPConfiguration": { "id": format!("{lb}/frontendIPConfigurations/public") },
+                    "protocol": "Tcp", "frontendPort": 2222, "backendPort": 22 } } ],
+                "outboundRules": [ { "name": "out", "properties": {
+                    "frontendIPConfigurations": [ { "id": format!("{lb}/frontendIPConfigurations/public") } ],
+                    "backendAddressPool": { "id": format!("{lb}/backendAddressPools/pool") },
+                    "protocol": "All" } } ]
+            } }),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            net(g, "networkInterfaces/nic"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "ipConfigurations": [
+                { "name": "ipconfig1", "properties": {
+                    "subnet": { "id": subnet },
+                    "loadBalancerBackendAddressPools": [ { "id": format!("{lb}/backendAddressPools/pool") } ],
+                    "loadBalancerInboundNatRules": [ { "id": format!("{lb}/inboundNatRules/ssh") } ] } }
+            ] } }),
+        ),
+        (
+            "Microsoft.Compute/availabilitySets",
+            compute(g, "availabilitySets/set"),
+            COMPUTE,
+            json!({ "location": "westeurope" }),
+        ),
+        (
+            "Microsoft.Compute/disks",
+            compute(g, "disks/data"),
+            "api-version=2024-03-02",
+            json!({ "location": "westeurope", "properties": { "creationData": { "createOption": "Empty" }, "diskSizeGB": 8 } }),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            compute(g, "virtualMachines/vm"),
+            COMPUTE,
+            json!({
+                "location": "westeurope",
+                "properties": {
+                    "hardwareProfile": { "vmSize": "Standard_D2s_v3" },
+                    "osProfile": { "computerName": "vm", "adminUsername": "capi", "adminPassword": "s3cret!" },
+                    "storageProfile": {
+                        "imageReference": { "publisher": "Canonical", "offer": "ubuntu", "sku": "22_04", "version": "latest" },
+                        "dataDisks": [ { "lun": 0, "createOption": "Empty", "diskSizeGB": 16 } ]
+                    },
+                    "availabilitySet": { "id": compute(g, "availabilitySets/set") },
+                    "networkProfile": { "networkInterfaces": [ { "id": net(g, "networkInterfaces/nic") } ] }
+                }
+            }),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_kind_has_its_spec_defaults_read_only_fields_and_status_codes() {
+    let sim = Sim::start().await;
+    let g = "shape";
+    let mut failures = Vec::new();
+    let fleet = fleet(g);
+    for (kind, path, version, body) in &fleet {
+        let ext = extract_for(kind);
+        let root = ext["roots"][kind].as_str().unwrap();
+        let put_codes = codes(&ext, kind, "put");
+        let created = sim.put(path, version, body.clone()).await;
+        assert!(
+            put_codes.contains(&created.status.as_u16()),
+            "create {kind}: {} not in {put_codes:?}: {}",
+            created.status,
+            created.body
+        );
+        check(
+            &ext,
+            root,
+            &created.body,
+            &format!("{kind} create response"),
+            &mut failures,
+        );
+        assert_eq!(sim.wait(&created).await, "Succeeded", "{kind}");
+        let got = sim.get(path, version).await;
+        assert!(codes(&ext, kind, "get").contains(&got.status.as_u16()));
+        check(
+            &ext,
+            root,
+            &got.body,
+            &format!("{kind} after create"),
+            &mut failures,
+        );
+
+        // An update (new tags) keeps every default and read-only field.
+        let mut update = body.clone();
+        update["tags"] = json!({ "pass": "2" });
+        let updated = sim.put(path, version, update).await;
+        assert!(
+            put_codes.contains(&updated.status.as_u16()),
+            "update {kind}: {} not in {put_codes:?}: {}",
+            updated.status,
+            updated.body
+        );
+        assert_eq!(updated.status, StatusCode::OK, "update {kind}");
+        check(
+            &ext,
+            root,
+            &updated.body,
+            &format!("{kind} update response"),
+            &mut failures,
+        );
+        assert_eq!(sim.wait(&updated).await, "Succeeded", "{kind}");
+        let got = sim.get(path, version).await;
+        check(
+            &ext,
+            root,
+            &got.body,
+            &format!("{kind} after update"),
+            &mut failures,
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // Deletes in reverse order: documented codes, and again once gone.
+    for (kind, path, version, _) in fleet.iter().rev() {
+        let ext = extract_for(kind);
+        let delete_codes = codes(&ext, kind, "delete");
+        let r = sim.delete(path, version).await;
+        assert!(
+            delete_codes.contains(&r.status.as_u16()),
+            "delete {kind}: {} not in {delete_codes:?}: {}",
+            r.status,
+            r.body
+        );
+        assert_eq!(sim.wait(&r).await, "Succeeded", "{kind}");
+        if *kind == "Microsoft.Resources/resourceGroups" {
+            let head = sim
+                .call(Method::HEAD, &format!("{path}?{version}"), None)
+                .await;
+            assert!(codes(&ext, kind, "head").contains(&head.status.as_u16()));
+            assert_eq!(head.status, StatusCode::NOT_FOUND);
+        } else {
+            let again = sim.delete(path, version).await;
+            assert!(
+                delete_codes.contains(&again.status.as_u16()),
+                "second delete {kind}: {}",
+                again.status
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn availability_set_create_answers_200() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let r = sim
+        .put(
+            &compute("g", "availabilitySets/set"),
+            COMPUTE,
+            json!({ "location": "westeurope" }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["sku"]["name"], "Classic");
+    assert_eq!(r.body["properties"]["virtualMachines"], json!([]));
+}
+
+/// The values the issue found missing, as ARM returns them, and the collections ARM always lists.
+#[tokio::test]
+async fn arm_fills_defaults_and_empty_collections() {
+    let sim = Sim::start().await;
+    let g = "fill";
+    let mut bodies = BTreeMap::new();
+    for (kind, path, version, body) in fleet(g) {
+        bodies.insert(kind, sim.create(&path, version, body).await);
+    }
+    let expect = [
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/enableIPForwarding",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/vnetEncryptionSupported",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/dnsSettings/dnsServers",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/dnsSettings/appliedDnsServers",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/ipConfigurations/0/properties/privateIPAddressVersion",
+            json!("IPv4"),
+        ),
+        (
+            "Microsoft.Network/networkInterfaces",
+            "/properties/ipConfigurations/0/type",
+            json!("Microsoft.Network/networkInterfaces/ipConfigurations"),
+        ),
+        (
+            "Microsoft.Network/routeTables",
+            "/properties/disableBgpRoutePropagation",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/routeTables",
+            "/properties/routes/0/type",
+            json!("Microsoft.Network/routeTables/routes"),
+        ),
+        (
+            "Microsoft.Network/routeTables",
+            "/properties/routes/0/properties/provisioningState",
+            json!("Succeeded"),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/loadBalancingRules/0/properties/enableTcpReset",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/loadBalancingRules/0/properties/disableOutboundSnat",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/inboundNatRules/0/properties/enableTcpReset",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/outboundRules/0/properties/allocatedOutboundPorts",
+            json!(0),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/outboundRules/0/properties/idleTimeoutInMinutes",
+            json!(4),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/outboundRules/0/properties/enableTcpReset",
+            json!(false),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/frontendIPConfigurations/0/properties/privateIPAllocationMethod",
+            json!("Dynamic"),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/frontendIPConfigurations/0/properties/privateIPAddressVersion",
+            json!("IPv4"),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/frontendIPConfigurations/0/type",
+            json!("Microsoft.Network/loadBalancers/frontendIPConfigurations"),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/probes/0/properties/provisioningState",
+            json!("Succeeded"),
+        ),
+        (
+            "Microsoft.Network/loadBalancers",
+            "/properties/inboundNatPools",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/publicIPAddresses",
+            "/properties/ddosSettings/protectionMode",
+            json!("VirtualNetworkInherited"),
+        ),
+        (
+            "Microsoft.Network/publicIPAddresses",
+            "/properties/publicIPAllocationMethod",
+            json!("Static"),
+        ),
+        (
+            "Microsoft.Network/publicIPAddresses",
+            "/properties/ipTags",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks",
+            "/properties/virtualNetworkPeerings",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks/subnets",
+            "/properties/delegations",
+            json!([]),
+        ),
+        (
+            "Microsoft.Network/networkSecurityGroups/securityRules",
+            "/properties/sourcePortRanges",
+            json!([]),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            "/properties/osProfile/secrets",
+            json!([]),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            "/properties/osProfile/linuxConfiguration/provisionVMAgent",
+            json!(true),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            "/properties/storageProfile/osDisk/caching",
+            json!("ReadWrite"),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            "/properties/storageProfile/dataDisks/0/caching",
+            json!("None"),
+        ),
+        (
+            "Microsoft.Compute/virtualMachines",
+            "/properties/storageProfile/dataDisks/0/deleteOption",
+            json!("Detach"),
+        ),
+        (
+            "Microsoft.Compute/disks",
+            "/sku/name",
+            json!("Standard_LRS"),
+        ),
+        (
+            "Microsoft.Compute/disks",
+            "/properties/diskSizeBytes",
+            json!(8u64 << 30),
+        ),
+    ];
+    for (kind, pointer, value) in expect {
+        assert_eq!(
+            bodies[kind].pointer(pointer),
+            Some(&value),
+            "{kind} {pointer}: {}",
+            bodies[kind]
+        );
+    }
+    // A VM without data disks still lists them.
+    let nic = net(g, "networkInterfaces/nic2");
+    sim.create(&nic, NET, json!({ "location": "westeurope", "properties": { "ipConfigurations": [
+        { "name": "ip", "properties": { "subnet": { "id": net(g, "virtualNetworks/vnet/subnets/default") } } } ] } })).await;
+    let vm = sim
+        .create(
+            &compute(g, "virtualMachines/bare"),
+            COMPUTE,
+            sim.vm_body(g, "nic2"),
+        )
+        .await;
+    assert_eq!(vm["properties"]["storageProfile"]["dataDisks"], json!([]));
+    // A Basic public IP is dynamic and gets no DDoS settings.
+    let basic = sim
+        .create(
+            &net(g, "publicIPAddresses/basic"),
+            NET,
+            json!({ "location": "westeurope" }),
+        )
+        .await;
+    assert_eq!(basic["properties"]["publicIPAllocationMethod"], "Dynamic");
+    assert!(basic["properties"].get("ddosSettings").is_none());
+    // What the client sets is kept.
+    let rt = sim
+        .create(
+            &net(g, "routeTables/rt2"),
+            NET,
+            json!({ "location": "westeurope",
+        "properties": { "disableBgpRoutePropagation": true } }),
+        )
+        .await;
+    assert_eq!(rt["properties"]["disableBgpRoutePropagation"], true);
+    assert_eq!(rt["properties"]["routes"], json!([]));
+}
+
+#[tokio::test]
+async fn every_nsg_has_arms_six_default_rules_read_only() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let path = net("g", "networkSecurityGroups/nsg");
+    let nsg = sim
+        .create(&path, NET, json!({ "location": "westeurope" }))
+        .await;
+    let rules = nsg["properties"]["defaultSecurityRules"]
+        .as_array()
+        .unwrap();
+    let seen: Vec<(String, i64, String, String, String, String)> = rules
+        .iter()
+        .map(|r| {
+            let p = &r["properties"];
+            (
+                r["name"].as_str().unwrap().to_string(),
+                p["priority"].as_i64().unwrap(),
+                p["direction"].as_str().unwrap().to_string(),
+                p["access"].as_str().unwrap().to_string(),
+                p["sourceAddressPrefix"].as_str().unwrap().to_string(),
+                p["destinationAddressPrefix"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        (
+            "AllowVnetInBound",
+            65000,
+            "Inbound",
+            "Allow",
+            "VirtualNetwork",
+            "VirtualNetwork",
+        ),
+        (
+            "AllowAzureLoadBalancerInBound",
+            65001,
+            "Inbound",
+            "Allow",
+            "AzureLoadBalancer",
+            "*",
+        ),
+        ("DenyAllInBound", 65500, "Inbound", "Deny", "*", "*"),
+        (
+            "AllowVnetOutBound",
+            65000,
+            "Outbound",
+            "Allow",
+            "VirtualNetwork",
+            "VirtualNetwork",
+        ),
+        (
+            "AllowInternetOutBound",
+            65001,
+            "Outbound",
+            "Allow",
+            "*",
+            "Internet",
+        ),
+        ("DenyAllOutBound", 65500, "Outbound", "Deny", "*", "*"),
+    ];
+    assert_eq!(seen.len(), 6);
+    for (w, s) in want.iter().zip(&seen) {
+        assert_eq!(
+            (w.0, w.1, w.2, w.3, w.4, w.5),
+            (
+                s.0.as_str(),
+                s.1,
+                s.2.as_str(),
+                s.3.as_str(),
+                s.4.as_str(),
+                s.5.as_str()
+            )
+        );
+    }
+    for r in rules {
+        assert_eq!(
+            r["type"],
+            "Microsoft.Network/networkSecurityGroups/defaultSecurityRules"
+        );
+        assert_eq!(
+            r["id"],
+            format!(
+                "{path}/defaultSecurityRules/{}",
+                r["name"].as_str().unwrap()
+            )
+        );
+        assert_eq!(r["properties"]["protocol"], "*");
+        assert_eq!(r["properties"]["destinationPortRange"], "*");
+        assert_eq!(r["properties"]["provisioningState"], "Succeeded");
+    }
+    // A PUT cannot replace them.
+    let mut body = nsg.clone();
+    body["properties"]["defaultSecurityRules"] =
+        json!([{ "name": "Mine", "properties": { "priority": 65000 } }]);
+    let after = sim.create(&path, NET, body).await;
+    assert_eq!(
+        after["properties"]["defaultSecurityRules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
+    assert_eq!(
+        after["properties"]["defaultSecurityRules"][0]["name"],
+        "AllowVnetInBound"
+    );
+}
+
+fn address(body: &Value, pointer: &str) -> Ipv4Addr {
+    body.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no address at {pointer}: {body}"))
+        .parse()
+        .unwrap()
+}
+
+fn internal_lb(g: &str, frontends: &[(&str, Option<&str>)]) -> Value {
+    let fes: Vec<Value> = frontends
+        .iter()
+        .map(|(name, ip)| {
+            let mut props =
+                json!({ "subnet": { "id": net(g, "virtualNetworks/vnet/subnets/default") } });
+            if let Some(ip) = ip {
+                props["privateIPAllocationMethod"] = json!("Static");
+                props["privateIPAddress"] = json!(ip);
+            }
+            json!({ "name": name, "properties": props })
+        })
+        .collect();
+    json!({ "location": "westeurope", "sku": { "name": "Standard" }, "properties": { "frontendIPConfigurations": fes } })
+}
+
+#[tokio::test]
+async fn internal_frontends_and_nics_share_a_subnet_without_collisions() {
+    let sim = Sim::start().await;
+    let g = "ipam";
+    sim.network(g).await;
+    let lb = net(g, "loadBalancers/ilb");
+    let created = sim
+        .create(&lb, NET, internal_lb(g, &[("a", None), ("b", None)]))
+        .await;
+    let mut all = vec![
+        address(
+            &created,
+            "/properties/frontendIPConfigurations/0/properties/privateIPAddress",
+        ),
+        address(
+            &created,
+            "/properties/frontendIPConfigurations/1/properties/privateIPAddress",
+        ),
+    ];
+    for i in 0..3 {
+        let nic = sim.nic(g, &format!("nic{i}")).await;
+        all.push(address(
+            &nic,
+            "/properties/ipConfigurations/0/properties/privateIPAddress",
+        ));
+    }
+    let distinct: HashSet<_> = all.iter().collect();
+    assert_eq!(distinct.len(), 5, "{all:?}");
+    let subnet: ipnet::Ipv4Net = "10.0.1.0/24".parse().unwrap();
+    for a in &all {
+        assert!(
+            subnet.contains(a) && a.octets()[3] >= 4 && a.octets()[3] < 255,
+            "{a}"
+        );
+    }
+    assert_eq!(
+        created["properties"]["frontendIPConfigurations"][0]["properties"]["privateIPAllocationMethod"],
+        "Dynamic"
+    );
+
+    // The address is kept on update; a static address taken by a NIC is refused.
+    let again = sim
+        .create(&lb, NET, internal_lb(g, &[("a", None), ("b", None)]))
+        .await;
+    assert_eq!(
+        address(
+            &again,
+            "/properties/frontendIPConfigurations/0/properties/privateIPAddress"
+        ),
+        all[0]
+    );
+    let taken = all[2].to_string();
+    let r = sim
+        .put(
+            &net(g, "loadBalancers/other"),
+            NET,
+            internal_lb(g, &[("s", Some(&taken))]),
+        )
+        .await;
+    assert_eq!(r.code(), "PrivateIPAddressInUse", "{}", r.body);
+    let r = sim
+        .put(
+            &net(g, "loadBalancers/other"),
+            NET,
+            internal_lb(g, &[("s", Some("10.0.2.9"))]),
+        )
+        .await;
+    assert_eq!(r.code(), "PrivateIPAddressNotInSubnet", "{}", r.body);
+    let fixed = sim
+        .create(
+            &net(g, "loadBalancers/other"),
+            NET,
+            internal_lb(g, &[("s", Some("10.0.1.200"))]),
+        )
+        .await;
+    assert_eq!(
+        fixed["properties"]["frontendIPConfigurations"][0]["properties"]["privateIPAllocationMethod"],
+        "Static"
+    );
+    let r = sim
+        .put(
+            &net(g, "networkInterfaces/late"),
+            NET,
+            json!({ "location": "westeurope", "properties": {
+        "ipConfigurations": [ { "name": "ip", "properties": { "privateIPAllocationMethod": "Static",
+            "privateIPAddress": "10.0.1.200", "subnet": { "id": sim.subnet_id(g) } } } ] } }),
+        )
+        .await;
+    assert_eq!(r.code(), "PrivateIPAddressInUse", "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_subnet_lists_and_is_held_by_load_balancer_frontends() {
+    let sim = Sim::start().await;
+    let g = "held";
+    sim.network(g).await;
+    let lb = net(g, "loadBalancers/ilb");
+    let created = sim.create(&lb, NET, internal_lb(g, &[("fe", None)])).await;
+    let fe_address = address(
+        &created,
+        "/properties/frontendIPConfigurations/0/properties/privateIPAddress",
+    );
+    let nic = sim.nic(g, "nic").await;
+
+    let subnet = sim.get(&sim.subnet_id(g), NET).await.body;
+    let ids: Vec<&str> = subnet["properties"]["ipConfigurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&format!("{lb}/frontendIPConfigurations/fe").as_str()),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(
+            &nic["properties"]["ipConfigurations"][0]["id"]
+                .as_str()
+                .unwrap()
+        ),
+        "{ids:?}"
+    );
+    // The VNet shows the same inline.
+    let vnet = sim.get(&net(g, "virtualNetworks/vnet"), NET).await.body;
+    assert_eq!(
+        vnet["properties"]["subnets"][0]["properties"]["ipConfigurations"],
+        subnet["properties"]["ipConfigurations"]
+    );
+
+    // The NIC goes; the frontend still holds the subnet.
+    let r = sim.delete(&net(g, "networkInterfaces/nic"), NET).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let r = sim.delete(&sim.subnet_id(g), NET).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "InUseSubnetCannotBeDeleted"),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("loadBalancers/ilb")
+    );
+
+    // Once the load balancer is gone the address is free again and the subnet can go.
+    let r = sim.delete(&lb, NET).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let reused = sim.nic(g, "again").await;
+    assert_eq!(
+        address(
+            &reused,
+            "/properties/ipConfigurations/0/properties/privateIPAddress"
+        ),
+        fe_address
+    );
+    let r = sim.delete(&net(g, "networkInterfaces/again"), NET).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let r = sim.delete(&sim.subnet_id(g), NET).await;
+    assert!(r.status.is_success(), "{} {}", r.status, r.body);
+}
+
+#[tokio::test]
+async fn load_balancer_parts_list_the_rules_and_nics_that_use_them() {
+    let sim = Sim::start().await;
+    let g = "parts";
+    for (kind, path, version, body) in fleet(g).into_iter().take(10) {
+        let _ = kind;
+        sim.create(&path, version, body).await;
+    }
+    let lb = net(g, "loadBalancers/lb");
+    let body = sim.get(&lb, NET).await.body;
+    let p = &body["properties"];
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array().map_or(Vec::new(), |a| {
+            a.iter()
+                .map(|x| x["id"].as_str().unwrap().to_string())
+                .collect()
+        })
+    };
+    let rule = format!("{lb}/loadBalancingRules/api");
+    let nat = format!("{lb}/inboundNatRules/ssh");
+    let out = format!("{lb}/outboundRules/out");
+    let nic_ip = format!(
+        "{}/ipConfigurations/ipconfig1",
+        net(g, "networkInterfaces/nic")
+    );
+    assert_eq!(
+        ids(&p["frontendIPConfigurations"][0]["properties"]["loadBalancingRules"]),
+        [rule.as_str()]
+    );
+    assert_eq!(
+        ids(&p["frontendIPConfigurations"][1]["properties"]["inboundNatRules"]),
+        [nat.as_str()]
+    );
+    assert_eq!(
+        ids(&p["frontendIPConfigurations"][1]["properties"]["outboundRules"]),
+        [out.as_str()]
+    );
+    assert!(
+        p["frontendIPConfigurations"][1]["properties"]
+            .get("loadBalancingRules")
+            .is_none()
+    );
+    assert_eq!(
+        ids(&p["backendAddressPools"][0]["properties"]["loadBalancingRules"]),
+        [rule.as_str()]
+    );
+    assert_eq!(
+        ids(&p["backendAddressPools"][0]["properties"]["outboundRules"]),
+        [out.as_str()]
+    );
+    assert_eq!(
+        ids(&p["backendAddressPools"][0]["properties"]["backendIPConfigurations"]),
+        [nic_ip.as_str()]
+    );
+    assert_eq!(
+        ids(&p["probes"][0]["properties"]["loadBalancingRules"]),
+        [rule.as_str()]
+    );
+    assert_eq!(
+        p["inboundNatRules"][0]["properties"]["backendIPConfiguration"]["id"],
+        nic_ip.as_str()
+    );
+    // The public IP names the frontend that uses it.
+    let pip = sim.get(&net(g, "publicIPAddresses/pip"), NET).await.body;
+    assert_eq!(
+        pip["properties"]["ipConfiguration"]["id"],
+        format!("{lb}/frontendIPConfigurations/public")
+    );
+    // Sent back, the computed lists are ignored (the NIC stays deletable once it leaves the pool).
+    let again = sim.create(&lb, NET, body.clone()).await;
+    assert_eq!(without_etags(&again), without_etags(&body));
+}
+
+#[tokio::test]
+async fn nic_gets_mac_and_primary_once_a_vm_holds_it() {
+    let sim = Sim::start().await;
+    let g = "mac";
+    sim.network(g).await;
+    let nic = sim.nic(g, "nic").await;
+    assert!(nic["properties"].get("macAddress").is_none());
+    assert!(nic["properties"].get("primary").is_none());
+    sim.create(
+        &compute(g, "virtualMachines/vm"),
+        COMPUTE,
+        sim.vm_body(g, "nic"),
+    )
+    .await;
+    let held = sim.get(&net(g, "networkInterfaces/nic"), NET).await.body;
+    let mac = held["properties"]["macAddress"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(mac.len(), 17, "{mac}");
+    assert!(
+        mac.split('-')
+            .all(|o| o.len() == 2 && u8::from_str_radix(o, 16).is_ok()),
+        "{mac}"
+    );
+    assert_eq!(held["properties"]["primary"], true);
+    // Stable across reads and writes.
+    let rewritten = sim
+        .create(&net(g, "networkInterfaces/nic"), NET, held.clone())
+        .await;
+    assert_eq!(rewritten["properties"]["macAddress"], mac.as_str());
+    assert_eq!(
+        sim.get(&net(g, "networkInterfaces/nic"), NET).await.body["properties"]["macAddress"],
+        mac.as_str()
+    );
+}
+
+#[tokio::test]
+async fn data_disks_get_managed_disks() {
+    let sim = Sim::start().await;
+    let g = "disks";
+    sim.network(g).await;
+    sim.nic(g, "nic").await;
+    let existing = compute(g, "disks/existing");
+    let r = sim
+        .put(
+            &existing,
+            "api-version=2024-03-02",
+            json!({ "location": "westeurope",
+        "sku": { "name": "Premium_LRS" },
+        "properties": { "creationData": { "createOption": "Empty" }, "diskSizeGB": 64 } }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let mut body = sim.vm_body(g, "nic");
+    body["properties"]["storageProfile"]["dataDisks"] = json!([
+        { "lun": 0, "createOption": "Empty", "diskSizeGB": 32, "deleteOption": "Delete",
+          "managedDisk": { "storageAccountType": "StandardSSD_LRS" } },
+        { "lun": 1, "createOption": "Attach", "managedDisk": { "id": existing } }
+    ]);
+    let vm_path = compute(g, "virtualMachines/vm");
+    let vm = sim.create(&vm_path, COMPUTE, body.clone()).await;
+    let disks = vm["properties"]["storageProfile"]["dataDisks"]
+        .as_array()
+        .unwrap();
+    let empty_id = disks[0]["managedDisk"]["id"].as_str().unwrap().to_string();
+    assert!(
+        empty_id.contains("/providers/Microsoft.Compute/disks/vm_DataDisk_0_"),
+        "{empty_id}"
+    );
+    let made = sim.get(&empty_id, "api-version=2024-03-02").await.body;
+    assert_eq!(made["properties"]["diskSizeGB"], 32);
+    assert_eq!(made["sku"]["name"], "StandardSSD_LRS");
+    assert_eq!(made["managedBy"], vm_path.as_str());
+    assert_eq!(made["properties"]["diskState"], "Attached");
+    assert_eq!(disks[1]["managedDisk"]["storageAccountType"], "Premium_LRS");
+    assert_eq!(disks[1]["diskSizeGB"], 64);
+    assert_eq!(disks[1]["name"], "existing");
+    let attached = sim.get(&existing, "api-version=2024-03-02").await.body;
+    assert_eq!(attached["managedBy"], vm_path.as_str());
+    // The same LUN keeps its disk on update.
+    let again = sim.create(&vm_path, COMPUTE, body).await;
+    assert_eq!(
+        again["properties"]["storageProfile"]["dataDisks"][0]["managedDisk"]["id"],
+        empty_id.as_str()
+    );
+    // deleteOption Delete takes the created disk with the VM; the attached one stays.
+    let r = sim.delete(&vm_path, COMPUTE).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    assert_eq!(
+        sim.get(&empty_id, "api-version=2024-03-02").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        sim.get(&existing, "api-version=2024-03-02").await.status,
+        StatusCode::OK
+    );
+}
+
+/// What a drift detector relies on: GET a resource, send it back (read-only fields stripped as
+/// the SDKs do, and also as is), and nothing but etags changes.
+#[tokio::test]
+async fn get_then_put_back_changes_nothing_but_etags() {
+    let sim = Sim::start().await;
+    let g = "trip";
+    let fleet = fleet(g);
+    for (_, path, version, body) in &fleet {
+        sim.create(path, version, body.clone()).await;
+    }
+    for (kind, path, version, _) in &fleet {
+        let ext = extract_for(kind);
+        let root = ext["roots"][kind].as_str().unwrap();
+        for strip in [true, false] {
+            let before = sim.get(path, version).await.body;
+            let mut sent = before.clone();
+            if strip {
+                strip_read_only(&ext, root, &mut sent);
+            }
+            let r = sim.put(path, version, sent).await;
+            assert_eq!(
+                r.status,
+                StatusCode::OK,
+                "{kind} (stripped: {strip}): {}",
+                r.body
+            );
+            assert_eq!(sim.wait(&r).await, "Succeeded", "{kind}");
+            let after = sim.get(path, version).await.body;
+            assert_ne!(
+                after["etag"], before["etag"],
+                "{kind}: a write gets a new etag"
+            );
+            assert_eq!(
+                without_etags(&after),
+                without_etags(&before),
+                "{kind} (stripped: {strip}) changed"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn api_versions_follow_the_providers() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    // The VM GET that `az` sends today, and the newest stable versions.
+    for (path, version) in [
+        (compute("g", "virtualMachines/vm"), "api-version=2024-11-01"),
+        (compute("g", "virtualMachines/vm"), "api-version=2025-04-01"),
+        (compute("g", "availabilitySets/a"), "api-version=2024-11-01"),
+        (compute("g", "disks/d"), "api-version=2025-01-02"),
+        (net("g", "virtualNetworks/v"), "api-version=2025-05-01"),
+        (net("g", "virtualNetworks/v"), "api-version=2024-07-01"),
+        (rg("g"), "api-version=2024-11-01"),
+        (rg("g"), "api-version=2025-04-01"),
+    ] {
+        let r = sim.get(&path, version).await;
+        assert_ne!(r.code(), "InvalidApiVersionParameter", "{path} {version}");
+    }
+    let r = sim
+        .get(
+            &compute("g", "virtualMachines/vm"),
+            "api-version=2099-01-01",
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "InvalidApiVersionParameter")
+    );
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2024-11-01") && message.contains("2024-07-01"),
+        "{message}"
+    );
+    // A disk version is not a VM version.
+    let r = sim
+        .get(
+            &compute("g", "virtualMachines/vm"),
+            "api-version=2024-03-02",
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidApiVersionParameter");
+}
