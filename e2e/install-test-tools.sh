@@ -8,6 +8,9 @@
 #   - the Python `kubernetes` client (PyPI), for the API test server's client-compatibility tests.
 #   - etcd (Debian's `etcd-server`, /usr/bin/etcd): any etcd on the PATH is used; the API test
 #     server's KUBEBUILDER_ASSETS launcher starts a real one in its tests.
+#   - a real kube-apiserver (../shared/tools/kube-apiserver/kube-apiserver.xz, see its README) unpacked
+#     into target/tools/kube/ next to a link to etcd: the KUBEBUILDER_ASSETS directory against which
+#     `make test` runs the API test server's suite a second time and installs Strata's CRDs.
 set -euo pipefail
 
 as_root() {
@@ -40,6 +43,26 @@ if ! command -v etcd >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq etcd-server >/dev/null
 fi
 etcd --version 2>/dev/null | head -1 || true
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+kube_dir="$repo/target/tools/kube"
+kube_xz="${KUBE_APISERVER_XZ:-$repo/../shared/tools/kube-apiserver/kube-apiserver.xz}"
+# The binary's checksum (from the README beside the .xz): a half-written or stale unpack is redone.
+kube_sha=1fa969db51c6e2c0e151be3cafe1c5374dd9f5fea5dc494ddc094454839896a5
+if [ -f "$kube_xz" ]; then
+    if ! echo "$kube_sha  $kube_dir/kube-apiserver" | sha256sum -c --status 2>/dev/null; then
+        echo "install-test-tools: unpacking kube-apiserver into $kube_dir"
+        mkdir -p "$kube_dir"
+        xz -dc "$kube_xz" >"$kube_dir/kube-apiserver.tmp"
+        echo "$kube_sha  $kube_dir/kube-apiserver.tmp" | sha256sum -c --status
+        chmod +x "$kube_dir/kube-apiserver.tmp"
+        mv "$kube_dir/kube-apiserver.tmp" "$kube_dir/kube-apiserver"
+    fi
+    ln -sf "$(command -v etcd)" "$kube_dir/etcd"
+    "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
+else
+    echo "install-test-tools: no kube-apiserver at $kube_xz; the real-server tests will fail" >&2
+fi
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
     echo "install-test-tools: installing the Python kubernetes client"

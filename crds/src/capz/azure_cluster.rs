@@ -203,10 +203,15 @@ pub struct SecurityGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
     pub name: Option<String>,
-    /// Rules beyond CAPZ's defaults.
+    /// Rules beyond CAPZ's defaults; names are unique.
+    ///
+    /// Uniqueness is a list-map keyed by `name` rather than the CEL `unique_names()` rule: the
+    /// quadratic rule inside a list of up to 32 subnets is estimated at 4.9× kube-apiserver's
+    /// per-rule budget, so the CRD would not install. The list-map costs nothing and names the
+    /// duplicate entry (`…securityRules[1]: Duplicate value`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200))]
-    #[x_kube(validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub security_rules: Vec<SecurityRule>,
     /// Tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
@@ -325,8 +330,10 @@ pub struct LoadBalancerSpec {
     /// Standard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sku: Option<String>,
-    /// Frontend IPs.
+    /// Frontend IPs (at most 100, as `frontendIPsCount`). The bound keeps the `privateIP` rule
+    /// within kube-apiserver's CEL cost budget: unbounded, it is estimated at 2× the limit.
     #[serde(default, rename = "frontendIPs", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
     pub frontend_ips: Vec<FrontendIP>,
     /// Number of frontend IPs of an outbound LB.
     #[serde(

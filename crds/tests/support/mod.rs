@@ -70,6 +70,7 @@ pub fn violations(object: &Value, old: Option<&Value>) -> Vec<String> {
         }
         found.push(format!("{path}: {error}"));
     }
+    list_map_duplicates(&schema, object, "", &mut found);
     if let Err(errors) = kube_cel::Validator::new().validate(&schema, object, old) {
         found.extend(
             errors
@@ -94,4 +95,47 @@ fn k8s_path(pointer: &str) -> String {
         }
     }
     path
+}
+
+/// `x-kubernetes-list-type: map` entries whose keys repeat an earlier entry's, as the API server
+/// reports them (`spec.items[1]: Duplicate value`); JSON Schema has no keyword for this.
+fn list_map_duplicates(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
+    let child = |k: &str| {
+        if path.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let sub = schema["properties"]
+                    .get(k)
+                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                if let Some(sub) = sub {
+                    list_map_duplicates(sub, v, &child(k), found);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if schema["x-kubernetes-list-type"] == "map" {
+                let keys: Vec<&str> = schema["x-kubernetes-list-map-keys"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let key_of =
+                    |item: &Value| keys.iter().map(|k| item[*k].clone()).collect::<Vec<_>>();
+                for (i, item) in items.iter().enumerate() {
+                    if items[..i].iter().any(|o| key_of(o) == key_of(item)) {
+                        found.push(format!("{path}[{i}]: Duplicate value"));
+                    }
+                }
+            }
+            for (i, item) in items.iter().enumerate() {
+                list_map_duplicates(&schema["items"], item, &format!("{path}[{i}]"), found);
+            }
+        }
+        _ => {}
+    }
 }

@@ -264,7 +264,7 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
                         causes.push(Cause::new(
                             "FieldValueDuplicate",
                             format!("{path}[{i}]"),
-                            format!("Duplicate value: {}", Value::Array(k)),
+                            format!("Duplicate value: {}", go_key_map(&keys, item)),
                         ));
                     }
                 }
@@ -421,6 +421,21 @@ fn format_ok(format: &str, s: &str) -> bool {
         "int32" | "int64" | "byte" | "password" | "" => true,
         _ => true,
     }
+}
+
+/// The keys of a list-map entry as kube-apiserver prints them (Go's `%#v` of the key map, keys
+/// sorted): `map[string]interface {}{"name":"a","port":80}`.
+fn go_key_map(keys: &[String], item: &Value) -> String {
+    let mut present: Vec<(&String, &Value)> = keys
+        .iter()
+        .filter_map(|k| item.get(k).map(|v| (k, v)))
+        .collect();
+    present.sort_by(|a, b| a.0.cmp(b.0));
+    let fields: Vec<String> = present
+        .iter()
+        .map(|(k, v)| format!("{:?}:{}", k, v))
+        .collect();
+    format!("map[string]interface {{}}{{{}}}", fields.join(", "))
 }
 
 pub fn list_map_keys(schema: &Value) -> Vec<String> {

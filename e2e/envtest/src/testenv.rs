@@ -160,6 +160,8 @@ pub struct TestEnvBuilder {
     config: Config,
     use_existing_cluster: Option<bool>,
     kubebuilder_assets: Option<PathBuf>,
+    /// Set by [`TestEnvBuilder::embedded`]: the in-memory server whatever the environment says.
+    embedded: bool,
 }
 
 impl TestEnvBuilder {
@@ -203,9 +205,18 @@ impl TestEnvBuilder {
         self
     }
 
-    /// Override `USE_EXISTING_CLUSTER`.
+    /// Override `USE_EXISTING_CLUSTER` (`false` still honours `KUBEBUILDER_ASSETS`, as
+    /// controller-runtime's envtest does; [`TestEnvBuilder::embedded`] pins the in-memory server).
     pub fn use_existing_cluster(mut self, yes: bool) -> Self {
         self.use_existing_cluster = Some(yes);
+        self
+    }
+
+    /// Always the in-memory server: neither `USE_EXISTING_CLUSTER` nor `KUBEBUILDER_ASSETS` (nor
+    /// `.use_existing_cluster(true)` / `.kubebuilder_assets(..)`) overrides it. For tests that need
+    /// [`TestEnv::state`] or compare the in-memory server with a real one.
+    pub fn embedded(mut self) -> Self {
+        self.embedded = true;
         self
     }
 
@@ -217,9 +228,10 @@ impl TestEnvBuilder {
         for f in &self.crd_files {
             crds.extend(read_crd_file(f)?);
         }
-        let existing = self.use_existing_cluster.unwrap_or_else(|| {
-            std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
-        });
+        let existing = !self.embedded
+            && self.use_existing_cluster.unwrap_or_else(|| {
+                std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+            });
         if existing {
             return start_existing(crds, &self.namespaces).await;
         }
@@ -227,7 +239,7 @@ impl TestEnvBuilder {
             .kubebuilder_assets
             .clone()
             .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from))
-            .filter(|d| !d.as_os_str().is_empty());
+            .filter(|d| !self.embedded && !d.as_os_str().is_empty());
         if let Some(dir) = assets {
             let cp = ControlPlane::start(&dir, &crds, &self.namespaces).await?;
             return Ok(TestEnv {

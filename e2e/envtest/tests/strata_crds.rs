@@ -1,5 +1,7 @@
-//! The Strata CRDs (crds/generated) on the server: every valid sample is accepted, every file in
-//! samples/invalid is refused with a message naming the field. Identical on a real server.
+//! The Strata CRDs (crds/generated) on the in-memory server and on a real kube-apiserver (the one
+//! `make tools` unpacks into target/tools/kube): every CRD installs on both, every valid sample is
+//! accepted by both, and every file in samples/invalid is refused by both with the same status
+//! code and a message naming the field of its `# field:` line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -68,20 +70,18 @@ fn object(doc: &Value) -> DynamicObject {
     obj
 }
 
-async fn setup() -> (TestEnv, Discovery) {
-    let env = TestEnv::builder()
-        .crd_dir(strata_crd_dir())
-        .start()
-        .await
-        .unwrap();
-    let discovery = Discovery::new(env.client()).run().await.unwrap();
-    (env, discovery)
+/// What a server answered to one invalid sample: `None` when it accepted it.
+#[derive(Debug)]
+struct Refusal {
+    code: u16,
+    message: String,
 }
 
-#[tokio::test]
-async fn valid_samples_are_accepted() {
-    let (env, discovery) = setup().await;
+/// Every valid sample is created (panics naming the file and server otherwise); returns how many
+/// objects were created.
+async fn create_valid_samples(env: &TestEnv, server: &str) -> usize {
     let client = env.client();
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let run = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let mut count = 0;
     let files = [yaml_files("samples/azure"), yaml_files("samples/capi")].concat();
@@ -91,21 +91,23 @@ async fn valid_samples_are_accepted() {
             api_for(&discovery, &client, &doc, &ns)
                 .create(&PostParams::default(), &object(&doc))
                 .await
-                .unwrap_or_else(|e| panic!("{} refused: {e}", f.display()));
+                .unwrap_or_else(|e| panic!("{server}: {} refused: {e}", f.display()));
             count += 1;
         }
     }
-    assert!(count > 10, "only {count} sample objects");
+    count
 }
 
-#[tokio::test]
-async fn every_invalid_sample_is_refused_naming_the_field() {
-    let (env, discovery) = setup().await;
+/// Each invalid sample sent to a server: (file, its `# field:`, the refusal or `None`).
+async fn send_invalid_samples(
+    env: &TestEnv,
+    server: &str,
+) -> Vec<(PathBuf, String, Option<Refusal>)> {
     let client = env.client();
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let run = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let files = yaml_files("samples/invalid");
-    assert!(!files.is_empty());
-    for (i, f) in files.iter().enumerate() {
+    let mut out = Vec::new();
+    for (i, f) in yaml_files("samples/invalid").iter().enumerate() {
         let text = std::fs::read_to_string(f).unwrap();
         let field = text
             .lines()
@@ -121,7 +123,12 @@ async fn every_invalid_sample_is_refused_naming_the_field() {
         for earlier in &objs {
             api.create(&PostParams::default(), &object(earlier))
                 .await
-                .unwrap_or_else(|e| panic!("{}: the stored object was refused: {e}", f.display()));
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{server}: {}: the stored object was refused: {e}",
+                        f.display()
+                    )
+                });
         }
         let mut obj = object(&last);
         let result = if objs.is_empty() {
@@ -131,23 +138,74 @@ async fn every_invalid_sample_is_refused_naming_the_field() {
             obj.metadata.resource_version = api.get(&name).await.unwrap().metadata.resource_version;
             api.replace(&name, &PostParams::default(), &obj).await
         };
-        match result {
-            Err(kube::Error::Api(s)) => {
-                assert!(
-                    s.code == 422 || s.code == 400,
-                    "{}: {} {}",
-                    f.display(),
-                    s.code,
-                    s.message
-                );
-                assert!(
-                    s.message.contains(&field),
-                    "{}: message does not name {field}: {}",
-                    f.display(),
-                    s.message
-                );
-            }
-            other => panic!("{} was accepted: {other:?}", f.display()),
+        let refusal = match result {
+            Ok(_) => None,
+            Err(kube::Error::Api(s)) => Some(Refusal {
+                code: s.code,
+                message: s.message,
+            }),
+            Err(e) => panic!("{server}: {}: {e}", f.display()),
+        };
+        out.push((f.clone(), field, refusal));
+    }
+    out
+}
+
+async fn embedded() -> TestEnv {
+    TestEnv::builder()
+        .embedded()
+        .crd_dir(strata_crd_dir())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A real kube-apiserver with every generated CRD: `start()` fails when kube-apiserver refuses one
+/// (for instance over its CEL cost budget), naming the CRD and the reason.
+async fn kube_apiserver() -> TestEnv {
+    TestEnv::builder()
+        .kubebuilder_assets(kube_assets())
+        .crd_dir(strata_crd_dir())
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("kube-apiserver with crds/generated: {e}"))
+}
+
+#[tokio::test]
+async fn samples_have_the_same_outcome_on_kube_apiserver_and_the_test_server() {
+    let (real, mem) = tokio::join!(kube_apiserver(), embedded());
+    let servers = [("kube-apiserver", &real), ("strata-envtest", &mem)];
+
+    for (server, env) in servers {
+        let count = create_valid_samples(env, server).await;
+        assert!(count > 10, "{server}: only {count} sample objects");
+    }
+
+    let real_answers = send_invalid_samples(&real, "kube-apiserver").await;
+    let mem_answers = send_invalid_samples(&mem, "strata-envtest").await;
+    assert!(!real_answers.is_empty());
+    for ((file, field, real), (_, _, mem)) in real_answers.iter().zip(&mem_answers) {
+        let f = file.display();
+        for (server, answer) in [("kube-apiserver", real), ("strata-envtest", mem)] {
+            let Some(r) = answer else {
+                panic!("{server} accepted {f}");
+            };
+            assert!(
+                r.code == 422 || r.code == 400,
+                "{server}: {f}: {} {}",
+                r.code,
+                r.message
+            );
+            assert!(
+                r.message.contains(field.as_str()),
+                "{server}: {f}: message does not name {field}: {}",
+                r.message
+            );
         }
+        let (real, mem) = (real.as_ref().unwrap(), mem.as_ref().unwrap());
+        assert_eq!(
+            real.code, mem.code,
+            "{f}: status codes differ:\n{real:?}\n{mem:?}"
+        );
     }
 }

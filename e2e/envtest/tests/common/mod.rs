@@ -129,3 +129,20 @@ pub fn strata_crd_dir() -> std::path::PathBuf {
 pub fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// The directory holding the real `kube-apiserver` and `etcd` the cross-checks run against:
+/// `KUBEBUILDER_ASSETS` when set, else `target/tools/kube` as `make tools` fills it. Missing is a
+/// failure naming the fix, never a skip: these tests are the proof that the test server and the
+/// CRDs behave as on a real cluster.
+pub fn kube_assets() -> std::path::PathBuf {
+    let dir = std::env::var_os("KUBEBUILDER_ASSETS")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/tools/kube"));
+    assert!(
+        dir.join("kube-apiserver").is_file() && dir.join("etcd").exists(),
+        "no kube-apiserver and etcd in {}: run `make tools` (e2e/install-test-tools.sh)",
+        dir.display()
+    );
+    dir
+}
