@@ -1,0 +1,153 @@
+//! Golden tests: each directory under tests/golden/ holds an input (`input.yaml`, or `source`
+//! naming a file of the repository such as a sample) and what the translation must give:
+//! `expected.yaml` (the CRs, as `render` prints them) and `notes.txt` (fields not translated), or
+//! `error.txt` (the one-line input error). `UPDATE_GOLDEN=1 cargo test -p strata-translator`
+//! rewrites the expected files after a deliberate change; review the diff.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../crds/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use strata_translator::render::{Inputs, to_yaml};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn cases() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The input text of a case and the name it goes by in errors.
+pub fn input_of(case: &Path) -> (String, String) {
+    let source = case.join("source");
+    if source.is_file() {
+        let rel = std::fs::read_to_string(&source).unwrap().trim().to_owned();
+        (
+            std::fs::read_to_string(support::repo().join(&rel)).unwrap(),
+            rel,
+        )
+    } else {
+        (
+            std::fs::read_to_string(case.join("input.yaml")).unwrap(),
+            "input.yaml".to_owned(),
+        )
+    }
+}
+
+/// (expected.yaml, notes.txt) or error.txt contents for a case.
+fn translate(case: &Path) -> Result<(String, String), String> {
+    let (text, name) = input_of(case);
+    let mut inputs = Inputs::default();
+    inputs
+        .add_yaml(&name, &text)
+        .map_err(|e| format!("{e}\n"))?;
+    let t = inputs.translate().map_err(|e| format!("{e}\n"))?;
+    let notes: String = t.notes.iter().map(|n| format!("{n}\n")).collect();
+    Ok((to_yaml(&t.resources), notes))
+}
+
+#[test]
+fn golden_cases() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut failures = Vec::new();
+    let cases = cases();
+    assert!(cases.len() >= 12, "only {} golden cases", cases.len());
+    for case in cases {
+        let files: Vec<(&str, String)> = match translate(&case) {
+            Ok((yaml, notes)) => vec![("expected.yaml", yaml), ("notes.txt", notes)],
+            Err(e) => vec![("error.txt", e)],
+        };
+        for stale in ["expected.yaml", "notes.txt", "error.txt"] {
+            if update && !files.iter().any(|(f, _)| *f == stale) {
+                let _ = std::fs::remove_file(case.join(stale));
+            }
+        }
+        for (file, actual) in files {
+            let path = case.join(file);
+            if update {
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_default();
+            if expected != actual {
+                failures.push(format!(
+                    "{}: differs (UPDATE_GOLDEN=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every CR of every golden file passes the generated CRD schemas (OpenAPI + CEL), and every
+/// by-name reference resolves to a CR of the same file (Secrets excepted: the controller makes
+/// them).
+#[test]
+fn golden_crs_are_valid_and_self_contained() {
+    let mut checked = 0;
+    for case in cases() {
+        let Ok((yaml, _)) = translate(&case) else {
+            continue;
+        };
+        let docs: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        for doc in &docs {
+            let errors = support::violations(doc, None);
+            assert!(
+                errors.is_empty(),
+                "{} {} {}: {errors:#?}",
+                case.display(),
+                doc["kind"],
+                doc["metadata"]["name"]
+            );
+            checked += 1;
+        }
+        let (text, name) = input_of(&case);
+        let mut inputs = Inputs::default();
+        inputs.add_yaml(&name, &text).unwrap();
+        let t = inputs.translate().unwrap();
+        for r in &t.resources {
+            for reference in r.references() {
+                if reference.kind == "Secret" {
+                    continue;
+                }
+                assert!(
+                    t.resources
+                        .iter()
+                        .any(|o| o.kind() == reference.kind && o.name() == reference.name),
+                    "{}: {} {} {} names a missing {} {}",
+                    case.display(),
+                    r.kind(),
+                    r.name(),
+                    reference.field,
+                    reference.kind,
+                    reference.name
+                );
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} CRs checked");
+}
+
+/// Each sample cluster in samples/capi has a golden case rendering it.
+#[test]
+fn every_capi_sample_has_a_golden_case() {
+    for file in support::yaml_files("samples/capi") {
+        let stem = file.file_stem().unwrap().to_str().unwrap();
+        let case = golden_dir().join(format!("sample-{}", stem.trim_end_matches("-cluster")));
+        let source = std::fs::read_to_string(case.join("source"))
+            .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        assert_eq!(source.trim(), format!("samples/capi/{stem}.yaml"));
+    }
+}
