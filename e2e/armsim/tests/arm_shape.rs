@@ -1111,9 +1111,42 @@ async fn data_disks_get_managed_disks() {
         sim.get(&empty_id, "api-version=2024-03-02").await.status,
         StatusCode::NOT_FOUND
     );
+    let freed = sim.get(&existing, "api-version=2024-03-02").await.body;
+    assert!(freed.get("managedBy").is_none(), "{freed}");
+    assert_eq!(freed["properties"]["diskState"], "Unattached");
+}
+
+#[tokio::test]
+async fn a_disk_held_by_one_vm_cannot_be_attached_to_another() {
+    let sim = Sim::start().await;
+    let g = "shared";
+    sim.network(g).await;
+    sim.nic(g, "a").await;
+    sim.nic(g, "b").await;
+    let disk = compute(g, "disks/d");
+    sim.create(
+        &disk,
+        "api-version=2024-03-02",
+        json!({ "location": "westeurope",
+        "properties": { "creationData": { "createOption": "Empty" }, "diskSizeGB": 8 } }),
+    )
+    .await;
+    let with_disk = |nic: &str| {
+        let mut body = sim.vm_body(g, nic);
+        body["properties"]["storageProfile"]["dataDisks"] =
+            json!([{ "lun": 0, "createOption": "Attach", "managedDisk": { "id": disk } }]);
+        body
+    };
+    sim.create(&compute(g, "virtualMachines/a"), COMPUTE, with_disk("a"))
+        .await;
+    let r = sim
+        .put(&compute(g, "virtualMachines/b"), COMPUTE, with_disk("b"))
+        .await;
     assert_eq!(
-        sim.get(&existing, "api-version=2024-03-02").await.status,
-        StatusCode::OK
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "OperationNotAllowed"),
+        "{}",
+        r.body
     );
 }
 

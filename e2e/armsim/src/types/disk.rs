@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{Fill, Put, Spec, fill};
+use super::{BackRef, Fill, Put, Spec, fill, str_at};
 use crate::error::ArmError;
 
 /// Microsoft.Compute 2024-03-02 documents 200 and 202 for `Disks_CreateOrUpdate`: a create
@@ -13,6 +13,13 @@ pub static SPEC: Spec = Spec {
     creating_state: "Updating",
     create_status: StatusCode::ACCEPTED,
     defaults: DEFAULTS,
+    // Who holds the disk is a back-reference: the VM whose storage profile names it. `view`
+    // turns it into ARM's `managedBy` and `diskState`, so a detached or deleted VM frees it.
+    back_refs: &[BackRef {
+        property: "managedBy",
+        from_type: "Microsoft.Compute/virtualMachines",
+        many: false,
+    }],
     prepare,
     view,
     ..Spec::network("Microsoft.Compute/disks", 2.0, "OperationNotAllowed")
@@ -29,7 +36,6 @@ const DEFAULTS: &[Fill] = &[
     ),
     fill("/properties/networkAccessPolicy", "\"AllowAll\""),
     fill("/properties/publicNetworkAccess", "\"Enabled\""),
-    fill("/properties/diskState", "\"Unattached\""),
 ];
 
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
@@ -49,34 +55,32 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     put.keep_or("/properties/timeCreated", || {
         json!(chrono::Utc::now().to_rfc3339())
     });
-    // Read-only: who holds the disk is the server's business, not the client's.
-    match put.existing.and_then(|e| e.get("managedBy")).cloned() {
-        Some(v) => put.body["managedBy"] = v,
-        None => {
-            put.body.as_object_mut().map(|b| b.remove("managedBy"));
-        }
-    }
-    match put
-        .existing
-        .and_then(|e| e.pointer("/properties/diskState"))
-        .cloned()
-    {
-        Some(v) => {
-            put.props().insert("diskState".into(), v);
-        }
-        None => {
-            put.props().remove("diskState");
-        }
-    }
+    // Read-only, computed on GET from the VMs that hold the disk.
+    put.body.as_object_mut().map(|b| b.remove("managedBy"));
+    put.props().remove("diskState");
     Ok(())
 }
 
-/// `diskSizeBytes` (read-only) follows the size in GiB, for explicit and implicit disks alike.
+/// Read-only views: `diskSizeBytes` follows the size in GiB; `managedBy` (the VM holding the
+/// disk, found as a back-reference) and `diskState` follow the VMs.
 fn view(body: &mut Value, _expand: Option<&str>) {
     if let Some(gb) = body
         .pointer("/properties/diskSizeGB")
         .and_then(Value::as_i64)
     {
         super::set_pointer(body, "/properties/diskSizeBytes", json!(gb * (1 << 30)));
+    }
+    let holder = str_at(body, "/properties/managedBy/id").map(str::to_string);
+    if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+        props.remove("managedBy");
+        let state = if holder.is_some() {
+            "Attached"
+        } else {
+            "Unattached"
+        };
+        props.insert("diskState".into(), json!(state));
+    }
+    if let (Some(vm), Some(root)) = (holder, body.as_object_mut()) {
+        root.insert("managedBy".into(), json!(vm));
     }
 }

@@ -222,12 +222,12 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     put.keep_or("/properties/timeCreated", || {
         json!(chrono::Utc::now().to_rfc3339())
     });
-    os_disk(put, &vm)?;
+    os_disk(put)?;
     data_disks(put, &vm)
 }
 
 /// Fills `storageProfile.osDisk` and creates the managed disk on first PUT.
-fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
+fn os_disk(put: &mut Put<'_>) -> Result<(), ArmError> {
     let old_disk = put
         .existing
         .and_then(|e| e.pointer("/properties/storageProfile/osDisk"))
@@ -271,7 +271,6 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
             "name": name,
             "type": "Microsoft.Compute/disks",
             "location": put.body.get("location").cloned().unwrap_or(Value::Null),
-            "managedBy": vm,
             "sku": { "name": storage },
             "properties": {
                 "osType": disk["osType"],
@@ -279,7 +278,6 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
                 "creationData": { "createOption": "FromImage" },
                 "uniqueId": uuid::Uuid::new_v4().to_string(),
                 "provisioningState": "Succeeded",
-                "diskState": "Attached",
                 "timeCreated": chrono::Utc::now().to_rfc3339(),
             },
         });
@@ -290,8 +288,8 @@ fn os_disk(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
 }
 
 /// Data disks: `Empty` creates a managed disk (its `id` is server-allocated and kept for the
-/// LUN), `Attach` takes the storage type and size of the existing disk; either way the disk
-/// records the VM in `managedBy`.
+/// LUN), `Attach` takes the storage type and size of the existing disk; either way the disk shows
+/// the VM in `managedBy` (a back-reference, see the disk kind).
 fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
     let Some(disks) = put
         .body
@@ -368,14 +366,12 @@ fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
                 "name": name,
                 "type": "Microsoft.Compute/disks",
                 "location": location,
-                "managedBy": vm,
                 "sku": { "name": storage },
                 "properties": {
                     "diskSizeGB": size,
                     "creationData": { "createOption": "Empty" },
                     "uniqueId": uuid::Uuid::new_v4().to_string(),
                     "provisioningState": "Succeeded",
-                    "diskState": "Attached",
                     "timeCreated": chrono::Utc::now().to_rfc3339(),
                 },
             });
@@ -388,25 +384,20 @@ fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
             };
             // The reference check has already made sure the disk exists.
             if let Some(existing) = put.store.get_key(&id) {
-                let mut attached = existing.body.clone();
-                if let Some(other) =
-                    str_at(&attached, "/managedBy").filter(|m| !m.eq_ignore_ascii_case(vm))
-                {
+                let holders = put.store.referring_objects(&id, SPEC.type_name);
+                if let Some(other) = holders.iter().find(|h| !h.eq_ignore_ascii_case(vm)) {
                     return Err(ArmError::conflict(
                         "OperationNotAllowed",
                         format!("Disk {} is already attached to VM {other}.", existing.id),
                     ));
                 }
-                if let Some(sku) = str_at(&attached, "/sku/name") {
+                if let Some(sku) = str_at(&existing.body, "/sku/name") {
                     super::set_pointer(&mut disk, "/managedDisk/storageAccountType", json!(sku));
                 }
-                if let Some(size) = attached.pointer("/properties/diskSizeGB").cloned() {
+                if let Some(size) = existing.body.pointer("/properties/diskSizeGB").cloned() {
                     disk["diskSizeGB"] = size;
                 }
                 disk["name"] = json!(existing.id.name());
-                attached["managedBy"] = json!(vm);
-                super::set_pointer(&mut attached, "/properties/diskState", json!("Attached"));
-                put.implicit.push((existing.id.clone(), attached));
             }
         }
         out.push(disk);
