@@ -1,0 +1,174 @@
+//! Per-kind adapters: the only code that knows a kind's ARM body. Each one builds the desired
+//! body from the spec and the resolved references, names its references, and maps an observed
+//! body to status outputs. Everything else (finalizer, ownership tag, adoption, policies,
+//! credentials, operations, throttling, status) lives in the generic loop (`reconcile.rs`).
+
+mod availability_set;
+mod load_balancer;
+mod nat_gateway;
+mod network_interface;
+mod network_security_group;
+mod public_ip_address;
+mod resource_group;
+mod route_table;
+mod subnet;
+mod virtual_machine;
+mod virtual_network;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use kube::Resource;
+use kube::core::NamespaceResourceScope;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use strata_crds::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+
+use crate::arm_id::ArmId;
+use crate::kind::Kind;
+
+/// A cloud CR type the generic loop can reconcile.
+pub trait AzureResource:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: Kind;
+
+    /// `spec.azureName`.
+    fn azure_name(&self) -> Option<&str>;
+    /// `spec.owner` (none for a resource group).
+    fn owner(&self) -> Option<&ResourceRef>;
+    /// The common part of the status.
+    fn base_status(&self) -> Option<&AzureStatus>;
+
+    /// The CRs or ARM IDs this resource refers to besides its owner; each must be Ready before
+    /// the first PUT.
+    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
+        Vec::new()
+    }
+
+    /// Bootstrap data to read from a Secret and send as `customData` (virtual machines).
+    fn custom_data(&self) -> Option<&SecretKeyRef> {
+        None
+    }
+
+    /// The ARM body the spec asks for (tags without the ownership tag: the loop adds it).
+    fn desired(&self, r: &Resolved) -> Value;
+
+    /// Kind-specific status fields read from the observed body (`ipAddress`, `vmId` …).
+    fn outputs(_observed: &Value) -> Map<String, Value> {
+        Map::new()
+    }
+
+    /// Before a PUT: keep what Azure holds that a PUT of this kind would otherwise remove and that
+    /// other CRs manage (a virtual network's subnets).
+    fn preserve(_observed: &Value, _desired: &mut Value) {}
+}
+
+/// The ARM IDs of everything a desired body refers to.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    /// The resource's own ID (load balancer rules refer to their own frontends and pools).
+    pub id: Option<ArmId>,
+    /// ARM IDs of referenced CRs by kind and name.
+    pub refs: BTreeMap<(Kind, String), String>,
+    /// Base64 bootstrap data, when the kind has any.
+    pub custom_data: Option<String>,
+}
+
+impl Resolved {
+    /// The ARM ID a reference stands for. References by name that the loop did not resolve give
+    /// an empty ID; the loop resolves every reference `references()` names before calling
+    /// `desired`, so that only happens for a reference an adapter forgot to list.
+    pub fn id(&self, kind: Kind, r: &ResourceRef) -> String {
+        match (&r.arm_id, &r.name) {
+            (Some(id), _) => id.clone(),
+            (None, Some(name)) => self
+                .refs
+                .get(&(kind, name.clone()))
+                .cloned()
+                .unwrap_or_default(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// `{"id": …}` for a reference.
+    pub fn reference(&self, kind: Kind, r: &ResourceRef) -> Value {
+        json!({ "id": self.id(kind, r) })
+    }
+
+    /// `{"id": "<own id>/<segment>/<name>"}`: a child of this very resource (a load balancer's
+    /// frontend, pool or probe).
+    pub fn own_child(&self, segment: &str, name: &str) -> Value {
+        let own = self
+            .id
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        json!({ "id": format!("{own}/{segment}/{name}") })
+    }
+}
+
+/// A top-level ARM body: `location`, `tags`, `properties`, and whatever else is given.
+pub(crate) fn body(location: &str, tags: &Tags, properties: Value) -> Value {
+    json!({ "location": location, "tags": tags, "properties": properties })
+}
+
+/// Removes `null` members recursively, so that an unset optional spec field is left to Azure's
+/// default rather than compared or sent.
+pub(crate) fn prune(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|_, x| !x.is_null());
+                m.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+/// `spec.azureName`, `spec.owner` and the status for kinds whose status is `AzureStatus` itself
+/// (`status: plain`) or flattens it under `resource` (`status: flattened`).
+macro_rules! common_accessors {
+    (status: plain) => {
+        fn azure_name(&self) -> Option<&str> {
+            self.spec.azure_name.as_deref()
+        }
+        fn owner(&self) -> Option<&strata_crds::common::ResourceRef> {
+            Some(&self.spec.owner)
+        }
+        fn base_status(&self) -> Option<&strata_crds::common::AzureStatus> {
+            self.status.as_ref()
+        }
+    };
+    (status: flattened) => {
+        fn azure_name(&self) -> Option<&str> {
+            self.spec.azure_name.as_deref()
+        }
+        fn owner(&self) -> Option<&strata_crds::common::ResourceRef> {
+            Some(&self.spec.owner)
+        }
+        fn base_status(&self) -> Option<&strata_crds::common::AzureStatus> {
+            self.status.as_ref().map(|s| &s.resource)
+        }
+    };
+}
+pub(crate) use common_accessors;
+
+/// A string at a JSON pointer of an observed body, as a status output.
+pub(crate) fn output(observed: &Value, pointer: &str, key: &str, out: &mut Map<String, Value>) {
+    if let Some(s) = observed.pointer(pointer).and_then(Value::as_str) {
+        out.insert(key.to_owned(), Value::String(s.to_owned()));
+    }
+}

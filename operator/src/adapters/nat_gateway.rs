@@ -1,0 +1,40 @@
+//! `NatGateway` → `Microsoft.Network/natGateways` (Standard SKU, the only one ARM offers).
+
+use serde_json::{Value, json};
+use strata_crds::azure::NatGateway;
+use strata_crds::common::ResourceRef;
+
+use super::{AzureResource, Resolved, body, common_accessors, prune};
+use crate::kind::Kind;
+
+impl AzureResource for NatGateway {
+    const KIND: Kind = Kind::NatGateway;
+    common_accessors!(status: plain);
+
+    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
+        self.spec
+            .public_ip_addresses
+            .iter()
+            .map(|r| (Kind::PublicIPAddress, r))
+            .collect()
+    }
+
+    fn desired(&self, r: &Resolved) -> Value {
+        let s = &self.spec;
+        let ips: Vec<Value> = s
+            .public_ip_addresses
+            .iter()
+            .map(|p| r.reference(Kind::PublicIPAddress, p))
+            .collect();
+        let mut b = body(
+            &s.location,
+            &s.tags,
+            json!({ "idleTimeoutInMinutes": s.idle_timeout_in_minutes, "publicIpAddresses": ips }),
+        );
+        b["sku"] = json!({ "name": "Standard" });
+        if !s.zones.is_empty() {
+            b["zones"] = json!(s.zones);
+        }
+        prune(b)
+    }
+}

@@ -1,0 +1,92 @@
+//! `NetworkInterface` → `Microsoft.Network/networkInterfaces`; reports the primary private IP and
+//! the MAC address.
+
+use serde_json::{Map, Value, json};
+use strata_crds::azure::NetworkInterface;
+use strata_crds::common::ResourceRef;
+
+use super::{AzureResource, Resolved, body, common_accessors, output, prune};
+use crate::kind::Kind;
+
+impl AzureResource for NetworkInterface {
+    const KIND: Kind = Kind::NetworkInterface;
+    common_accessors!(status: flattened);
+
+    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
+        let s = &self.spec;
+        let mut refs: Vec<(Kind, &ResourceRef)> = s
+            .network_security_group
+            .iter()
+            .map(|r| (Kind::NetworkSecurityGroup, r))
+            .collect();
+        for ip in &s.ip_configurations {
+            refs.push((Kind::Subnet, &ip.subnet));
+            refs.extend(
+                ip.public_ip_address
+                    .iter()
+                    .map(|r| (Kind::PublicIPAddress, r)),
+            );
+            refs.extend(
+                ip.load_balancer_backend_address_pools
+                    .iter()
+                    .map(|p| (Kind::LoadBalancer, &p.load_balancer)),
+            );
+        }
+        refs
+    }
+
+    fn desired(&self, r: &Resolved) -> Value {
+        let s = &self.spec;
+        let configs: Vec<Value> = s
+            .ip_configurations
+            .iter()
+            .map(|ip| {
+                let pools: Vec<Value> = ip
+                    .load_balancer_backend_address_pools
+                    .iter()
+                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(Kind::LoadBalancer, &p.load_balancer), p.pool) }))
+                    .collect();
+                json!({ "name": ip.name, "properties": {
+                    "subnet": r.reference(Kind::Subnet, &ip.subnet),
+                    "primary": ip.primary,
+                    "privateIPAllocationMethod": ip.private_ip_allocation_method,
+                    "privateIPAddress": ip.private_ip_address,
+                    "publicIPAddress": ip.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
+                    "loadBalancerBackendAddressPools": pools,
+                }})
+            })
+            .collect();
+        prune(body(
+            &s.location,
+            &s.tags,
+            json!({
+                "ipConfigurations": configs,
+                "networkSecurityGroup": s.network_security_group.as_ref().map(|n| r.reference(Kind::NetworkSecurityGroup, n)),
+                "enableAcceleratedNetworking": s.enable_accelerated_networking,
+                "enableIPForwarding": s.enable_ip_forwarding,
+            }),
+        ))
+    }
+
+    fn outputs(observed: &Value) -> Map<String, Value> {
+        let mut out = Map::new();
+        let configs = observed
+            .pointer("/properties/ipConfigurations")
+            .and_then(Value::as_array);
+        let primary = configs.and_then(|c| {
+            c.iter()
+                .find(|ip| ip.pointer("/properties/primary") == Some(&Value::Bool(true)))
+                .or(c.first())
+        });
+        if let Some(ip) = primary {
+            output(
+                ip,
+                "/properties/privateIPAddress",
+                "privateIPAddress",
+                &mut out,
+            );
+        }
+        output(observed, "/properties/macAddress", "macAddress", &mut out);
+        out
+    }
+}

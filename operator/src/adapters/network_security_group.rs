@@ -1,0 +1,39 @@
+//! `NetworkSecurityGroup` → `Microsoft.Network/networkSecurityGroups` with its rules inline. The
+//! rules in the spec are the whole set: a rule added or removed in Azure is drift.
+
+use serde_json::{Value, json};
+use strata_crds::azure::NetworkSecurityGroup;
+
+use super::{AzureResource, Resolved, body, common_accessors, prune};
+use crate::kind::Kind;
+
+impl AzureResource for NetworkSecurityGroup {
+    const KIND: Kind = Kind::NetworkSecurityGroup;
+    common_accessors!(status: plain);
+
+    fn desired(&self, _: &Resolved) -> Value {
+        let s = &self.spec;
+        let rules: Vec<Value> = s
+            .security_rules
+            .iter()
+            .map(|r| {
+                json!({ "name": r.name, "properties": {
+                    "description": r.description,
+                    "protocol": r.protocol,
+                    "sourcePortRange": r.source_port_range,
+                    "destinationPortRange": r.destination_port_range,
+                    "sourceAddressPrefix": r.source_address_prefix,
+                    "destinationAddressPrefix": r.destination_address_prefix,
+                    "access": r.access,
+                    "priority": r.priority,
+                    "direction": r.direction,
+                }})
+            })
+            .collect();
+        prune(body(
+            &s.location,
+            &s.tags,
+            json!({ "securityRules": rules }),
+        ))
+    }
+}

@@ -1,0 +1,39 @@
+//! `PublicIPAddress` → `Microsoft.Network/publicIPAddresses`; reports the allocated address and
+//! FQDN.
+
+use serde_json::{Map, Value, json};
+use strata_crds::azure::PublicIPAddress;
+
+use super::{AzureResource, Resolved, body, common_accessors, output, prune};
+use crate::kind::Kind;
+
+impl AzureResource for PublicIPAddress {
+    const KIND: Kind = Kind::PublicIPAddress;
+    common_accessors!(status: flattened);
+
+    fn desired(&self, _: &Resolved) -> Value {
+        let s = &self.spec;
+        let mut b = body(
+            &s.location,
+            &s.tags,
+            json!({
+                "publicIPAllocationMethod": s.allocation_method,
+                "publicIPAddressVersion": s.ip_version,
+                "idleTimeoutInMinutes": s.idle_timeout_in_minutes,
+                "dnsSettings": s.dns_label.as_ref().map(|l| json!({ "domainNameLabel": l })),
+            }),
+        );
+        b["sku"] = json!({ "name": s.sku });
+        if !s.zones.is_empty() {
+            b["zones"] = json!(s.zones);
+        }
+        prune(b)
+    }
+
+    fn outputs(observed: &Value) -> Map<String, Value> {
+        let mut out = Map::new();
+        output(observed, "/properties/ipAddress", "ipAddress", &mut out);
+        output(observed, "/properties/dnsSettings/fqdn", "fqdn", &mut out);
+        out
+    }
+}

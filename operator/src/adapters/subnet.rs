@@ -1,0 +1,51 @@
+//! `Subnet` → `Microsoft.Network/virtualNetworks/subnets`. Its NSG, route table and NAT gateway
+//! are references; one that the spec leaves out must be absent in Azure too (`null`), so that
+//! removing it from the spec detaches it.
+
+use serde_json::{Value, json};
+use strata_crds::azure::Subnet;
+use strata_crds::common::ResourceRef;
+
+use super::{AzureResource, Resolved, common_accessors};
+use crate::kind::Kind;
+
+impl AzureResource for Subnet {
+    const KIND: Kind = Kind::Subnet;
+    common_accessors!(status: plain);
+
+    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
+        let s = &self.spec;
+        [
+            (Kind::NetworkSecurityGroup, &s.network_security_group),
+            (Kind::RouteTable, &s.route_table),
+            (Kind::NatGateway, &s.nat_gateway),
+        ]
+        .into_iter()
+        .filter_map(|(k, r)| r.as_ref().map(|r| (k, r)))
+        .collect()
+    }
+
+    fn desired(&self, r: &Resolved) -> Value {
+        let s = &self.spec;
+        let reference = |kind, x: &Option<ResourceRef>| {
+            x.as_ref().map_or(Value::Null, |x| r.reference(kind, x))
+        };
+        let mut properties = json!({
+            "addressPrefix": s.address_prefix,
+            "networkSecurityGroup": reference(Kind::NetworkSecurityGroup, &s.network_security_group),
+            "routeTable": reference(Kind::RouteTable, &s.route_table),
+            "natGateway": reference(Kind::NatGateway, &s.nat_gateway),
+        });
+        if !s.service_endpoints.is_empty() {
+            properties["serviceEndpoints"] = s
+                .service_endpoints
+                .iter()
+                .map(|e| json!({ "service": e }))
+                .collect();
+        }
+        if let Some(p) = s.private_endpoint_network_policies {
+            properties["privateEndpointNetworkPolicies"] = json!(p);
+        }
+        json!({ "properties": properties })
+    }
+}

@@ -1,0 +1,125 @@
+//! `VirtualMachine` → `Microsoft.Compute/virtualMachines` (Linux, SSH key only), with managed
+//! disks that go with the VM when it is deleted; reports `vmId` and the power state.
+
+use serde_json::{Map, Value, json};
+use strata_crds::azure::VirtualMachine;
+use strata_crds::common::{ResourceRef, SecretKeyRef};
+
+use super::{AzureResource, Resolved, body, common_accessors, output, prune};
+use crate::kind::Kind;
+
+impl AzureResource for VirtualMachine {
+    const KIND: Kind = Kind::VirtualMachine;
+    common_accessors!(status: flattened);
+
+    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
+        let s = &self.spec;
+        let nics = s
+            .network_interfaces
+            .iter()
+            .map(|r| (Kind::NetworkInterface, r));
+        nics.chain(
+            s.availability_set
+                .iter()
+                .map(|r| (Kind::AvailabilitySet, r)),
+        )
+        .collect()
+    }
+
+    fn custom_data(&self) -> Option<&SecretKeyRef> {
+        self.spec.custom_data.as_ref()
+    }
+
+    fn desired(&self, r: &Resolved) -> Value {
+        let s = &self.spec;
+        let name =
+            r.id.as_ref()
+                .map(|id| id.name().to_owned())
+                .unwrap_or_default();
+        let image = match (&s.image.marketplace, &s.image.id, &s.image.compute_gallery) {
+            (Some(m), _, _) => {
+                json!({ "publisher": m.publisher, "offer": m.offer, "sku": m.sku, "version": m.version })
+            }
+            (None, Some(id), _) => json!({ "id": id }),
+            (None, None, Some(g)) => {
+                let own = r.id.as_ref();
+                let sub = g
+                    .subscription_id
+                    .clone()
+                    .or_else(|| own.map(|i| i.subscription.clone()))
+                    .unwrap_or_default();
+                let rg = g
+                    .resource_group
+                    .clone()
+                    .or_else(|| own.map(|i| i.resource_group.clone()))
+                    .unwrap_or_default();
+                json!({ "id": format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{}/images/{}/versions/{}", g.gallery, g.name, g.version) })
+            }
+            (None, None, None) => Value::Null,
+        };
+        let data_disks: Vec<Value> = s
+            .data_disks
+            .iter()
+            .map(|d| {
+                json!({ "lun": d.lun, "name": format!("{name}_{}", d.name_suffix), "createOption": "Empty",
+                    "diskSizeGB": d.disk_size_gb, "caching": d.caching, "deleteOption": "Delete",
+                    "managedDisk": { "storageAccountType": d.storage_account_type } })
+            })
+            .collect();
+        let nics: Vec<Value> = s
+            .network_interfaces
+            .iter()
+            .enumerate()
+            .map(|(i, n)| json!({ "id": r.id(Kind::NetworkInterface, n), "properties": { "primary": i == 0 } }))
+            .collect();
+        let properties = json!({
+            "hardwareProfile": { "vmSize": s.vm_size },
+            "storageProfile": {
+                "imageReference": image,
+                "osDisk": { "createOption": "FromImage", "diskSizeGB": s.os_disk.disk_size_gb, "caching": s.os_disk.caching,
+                    "deleteOption": "Delete", "managedDisk": { "storageAccountType": s.os_disk.storage_account_type } },
+                "dataDisks": data_disks,
+            },
+            "osProfile": {
+                "computerName": name,
+                "adminUsername": s.admin_username,
+                "customData": r.custom_data,
+                "linuxConfiguration": { "disablePasswordAuthentication": true, "ssh": { "publicKeys": [{
+                    "path": format!("/home/{}/.ssh/authorized_keys", s.admin_username), "keyData": s.ssh_public_key }] } },
+            },
+            "networkProfile": { "networkInterfaces": nics },
+            "availabilitySet": s.availability_set.as_ref().map(|a| r.reference(Kind::AvailabilitySet, a)),
+            "diagnosticsProfile": s.boot_diagnostics.map(|on| json!({ "bootDiagnostics": { "enabled": on } })),
+        });
+        let mut b = body(&s.location, &s.tags, properties);
+        if let Some(zone) = &s.zone {
+            b["zones"] = json!([zone]);
+        }
+        if let Some(identity) = &s.identity {
+            let users: Map<String, Value> = identity
+                .user_assigned_identities
+                .iter()
+                .map(|id| (id.clone(), json!({})))
+                .collect();
+            b["identity"] = json!({ "type": identity.type_, "userAssignedIdentities": (!users.is_empty()).then_some(users) });
+        }
+        prune(b)
+    }
+
+    fn outputs(observed: &Value) -> Map<String, Value> {
+        let mut out = Map::new();
+        output(observed, "/properties/vmId", "vmId", &mut out);
+        let statuses = observed
+            .pointer("/properties/instanceView/statuses")
+            .and_then(Value::as_array);
+        let power = statuses
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("code").and_then(Value::as_str))
+            .find_map(|c| c.strip_prefix("PowerState/"));
+        if let Some(p) = power {
+            out.insert("powerState".to_owned(), Value::String(p.to_owned()));
+        }
+        out
+    }
+}

@@ -1,0 +1,28 @@
+//! `VirtualNetwork` → `Microsoft.Network/virtualNetworks`. Subnets are separate `Subnet` CRs, but
+//! ARM's VNet PUT replaces the subnet list, so a PUT carries the subnets Azure holds.
+
+use serde_json::{Value, json};
+use strata_crds::azure::VirtualNetwork;
+
+use super::{AzureResource, Resolved, body, common_accessors};
+use crate::kind::Kind;
+
+impl AzureResource for VirtualNetwork {
+    const KIND: Kind = Kind::VirtualNetwork;
+    common_accessors!(status: plain);
+
+    fn desired(&self, _: &Resolved) -> Value {
+        let s = &self.spec;
+        let mut properties = json!({ "addressSpace": { "addressPrefixes": s.address_prefixes } });
+        if !s.dns_servers.is_empty() {
+            properties["dhcpOptions"] = json!({ "dnsServers": s.dns_servers });
+        }
+        body(&s.location, &s.tags, properties)
+    }
+
+    fn preserve(observed: &Value, desired: &mut Value) {
+        if let Some(subnets) = observed.pointer("/properties/subnets") {
+            desired["properties"]["subnets"] = subnets.clone();
+        }
+    }
+}

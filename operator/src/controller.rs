@@ -1,0 +1,149 @@
+//! Wiring: one kube-runtime `Controller` per kind, each fed by one watch that also keeps the
+//! readiness index up to date, and woken through that index when something it waits for changes.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, future};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use strata_crds::azure::*;
+use tokio_stream::wrappers::BroadcastStream;
+use tracing::warn;
+
+use crate::adapters::AzureResource;
+use crate::error::Error;
+use crate::index::{Change, entry_of};
+use crate::reconcile::{Context, object_key, reconcile};
+
+/// Which objects the operator watches and how many it reconciles at once.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// Watch one namespace only (`None`: all).
+    pub namespace: Option<String>,
+    /// Concurrent reconciles per kind (0: unbounded).
+    pub concurrency: u16,
+}
+
+/// Runs the eleven controllers until the process is asked to stop.
+pub async fn run(ctx: Arc<Context>, scope: Scope) {
+    future::join_all([
+        controller::<ResourceGroup>(ctx.clone(), scope.clone()).boxed(),
+        controller::<VirtualNetwork>(ctx.clone(), scope.clone()).boxed(),
+        controller::<Subnet>(ctx.clone(), scope.clone()).boxed(),
+        controller::<NetworkSecurityGroup>(ctx.clone(), scope.clone()).boxed(),
+        controller::<RouteTable>(ctx.clone(), scope.clone()).boxed(),
+        controller::<NatGateway>(ctx.clone(), scope.clone()).boxed(),
+        controller::<PublicIPAddress>(ctx.clone(), scope.clone()).boxed(),
+        controller::<LoadBalancer>(ctx.clone(), scope.clone()).boxed(),
+        controller::<NetworkInterface>(ctx.clone(), scope.clone()).boxed(),
+        controller::<AvailabilitySet>(ctx.clone(), scope.clone()).boxed(),
+        controller::<VirtualMachine>(ctx, scope).boxed(),
+    ])
+    .await;
+}
+
+/// The parts of an object whose change needs a reconcile: the spec (generation), the policy
+/// annotations, finalizers and deletion. Status changes — most of them our own writes — do not.
+fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
+    let mut h = DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
+    let api: Api<K> = match &scope.namespace {
+        Some(ns) => Api::namespaced(ctx.kube.clone(), ns),
+        None => Api::all(ctx.kube.clone()),
+    };
+    let (reader, writer) = reflector::store();
+    let index = ctx.index.clone();
+    let objects = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect(move |event| {
+            // Keep the readiness index in step with the watch, before the controller sees it.
+            match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => index.apply(
+                    K::KIND,
+                    &o.namespace().unwrap_or_default(),
+                    &o.name_any(),
+                    entry_of(o.meta().generation, o.base_status()),
+                ),
+                Ok(watcher::Event::Delete(o)) => {
+                    index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
+                }
+                Ok(_) => {}
+                Err(e) => warn!(kind = %K::KIND, error = %e, "watch error"),
+            }
+        })
+        .touched_objects()
+        .predicate_filter(changes_that_matter::<K>, Default::default());
+    let wake = waiters::<K>(reader.clone(), BroadcastStream::new(ctx.index.subscribe()));
+    Controller::for_stream(objects, reader)
+        .with_config(ControllerConfig::default().concurrency(scope.concurrency))
+        .reconcile_on(wake)
+        .shutdown_on_signal()
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+/// The objects of kind `K` to wake for each change in the index: those waiting for the changed
+/// CR as owner or reference, and — when a CR is deleted — those whose deletion Azure refused
+/// because something still used them.
+fn waiters<K: AzureResource>(
+    store: Store<K>,
+    changes: BroadcastStream<Change>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    changes
+        .filter_map(|c| future::ready(c.ok()))
+        .flat_map(move |change| {
+            let woken: Vec<ObjectRef<K>> = store
+                .state()
+                .into_iter()
+                .filter(|o| o.namespace().as_deref() == Some(change.namespace.as_str()))
+                .filter(|o| waits_for(o.as_ref(), &change))
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect();
+            futures::stream::iter(woken)
+        })
+}
+
+fn waits_for<K: AzureResource>(obj: &K, change: &Change) -> bool {
+    let reason = obj
+        .base_status()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.reason.as_str());
+    match reason {
+        Some("Deleting") => change.deleted,
+        Some("WaitingForOwner" | "WaitingForReference") if change.ready => {
+            let named = |r: &strata_crds::common::ResourceRef| {
+                r.name.as_deref() == Some(change.name.as_str())
+            };
+            obj.owner().is_some_and(named)
+                || obj
+                    .references()
+                    .iter()
+                    .any(|(kind, r)| *kind == change.kind && named(r))
+        }
+        _ => false,
+    }
+}
+
+fn error_policy<K: AzureResource>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = object_key(obj.as_ref());
+    let delay = ctx.backoff(&key);
+    warn!(object = %key, error = %error, class = error.metric_label(), retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay.max(Duration::from_millis(100)))
+}

@@ -1,0 +1,277 @@
+//! The reconcile decision: a pure function from what the loop observed (the CR, its policies and
+//! dependencies, and — once fetched — the Azure resource) to the one step to take now.
+//!
+//! Order, as in Crossplane's managed reconciler: paused → deletion → policy → dependencies →
+//! observe → create if absent → refuse or adopt what is not ours → wait for a running operation →
+//! update if drifted → ready. Nothing here does I/O; `reconcile.rs` carries the step out.
+
+/// `strata.dev/reconcile-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    #[default]
+    Manage,
+    /// Read only: GET, never PUT or DELETE.
+    Observe,
+    /// Deleting the CR leaves the Azure resource.
+    DetachOnDelete,
+}
+
+impl Policy {
+    /// Reads the annotation value; `None` for a value that is not a policy.
+    pub fn parse(value: Option<&str>) -> Option<Policy> {
+        match value {
+            None | Some("manage") => Some(Policy::Manage),
+            Some("observe") => Some(Policy::Observe),
+            Some("detach-on-delete") => Some(Policy::DetachOnDelete),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Whether the owner and the references of a CR are usable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dependencies {
+    Ready,
+    /// The owner CR is missing or not Ready (its description).
+    WaitingForOwner(String),
+    /// A referenced CR is missing or not Ready (its description).
+    WaitingForReference(String),
+}
+
+/// Who the Azure resource belongs to, read from its `strata-owner` tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// Tagged with this CR's own `<namespace>/<Kind>/<name>`.
+    Ours,
+    /// No `strata-owner` tag: created outside Strata.
+    Untagged,
+    /// Tagged by another CR (the tag's value).
+    Other(String),
+}
+
+/// What a GET of the Azure resource showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Azure {
+    Absent,
+    Present {
+        ownership: Ownership,
+        /// `provisioningState` is not terminal (Creating, Updating, Deleting …): an operation runs.
+        busy: bool,
+        /// `provisioningState` is `Failed`: the last operation failed, a PUT retries it.
+        failed: bool,
+        /// The first field where Azure differs from the spec (`None`: up to date; not computed
+        /// while deleting).
+        drift: Option<String>,
+    },
+}
+
+/// Everything `decide` looks at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    pub deleting: bool,
+    pub has_finalizer: bool,
+    pub policy: Policy,
+    pub paused: bool,
+    pub adopt: bool,
+    pub dependencies: Dependencies,
+    /// The ARM ID is known (from status or from a Ready owner). Without it nothing was ever
+    /// created, so a deletion has nothing to remove.
+    pub id_known: bool,
+    /// The last attempt failed in a way only a spec change can fix, for this generation.
+    pub held: bool,
+    /// `None` until the loop has fetched the resource.
+    pub azure: Option<Azure>,
+}
+
+/// The one thing to do now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `strata.dev/paused`: no Azure call at all.
+    Paused,
+    /// Nothing left to do for a CR that is gone from our point of view.
+    Done,
+    AddFinalizer,
+    RemoveFinalizer,
+    /// An owner or reference is not usable: no Azure call, woken when it becomes Ready.
+    Wait(Dependencies),
+    /// GET the resource, then decide again.
+    Observe,
+    Create,
+    /// PUT over the existing resource: drift (its path), a failed operation, or adoption.
+    Update(String),
+    Delete,
+    /// An operation runs in Azure: check again shortly, send nothing.
+    InProgress,
+    /// Up to date.
+    Ready,
+    /// Observe policy and the resource does not exist: a stable state.
+    NotFound,
+    /// The resource exists and is not ours, and `adopt` is not set.
+    AdoptionRefused(String),
+    /// A spec error or a non-retryable ARM error for this generation: wait for a new spec.
+    Hold,
+}
+
+pub fn decide(o: &Observation) -> Step {
+    if o.paused {
+        return Step::Paused;
+    }
+    if o.deleting {
+        return decide_delete(o);
+    }
+    let manage = o.policy != Policy::Observe;
+    if manage && !o.has_finalizer {
+        return Step::AddFinalizer;
+    }
+    if o.dependencies != Dependencies::Ready {
+        return Step::Wait(o.dependencies.clone());
+    }
+    if manage && o.held {
+        return Step::Hold;
+    }
+    let Some(azure) = &o.azure else {
+        return Step::Observe;
+    };
+    match azure {
+        Azure::Absent if manage => Step::Create,
+        Azure::Absent => Step::NotFound,
+        Azure::Present { busy: true, .. } => Step::InProgress,
+        Azure::Present { .. } if !manage => Step::Ready,
+        Azure::Present {
+            ownership,
+            failed,
+            drift,
+            ..
+        } => match ownership {
+            Ownership::Untagged | Ownership::Other(_) if !o.adopt => {
+                Step::AdoptionRefused(match ownership {
+                    Ownership::Other(owner) => format!("the resource belongs to {owner}"),
+                    _ => "the resource exists and was not created by Strata".to_owned(),
+                })
+            }
+            Ownership::Untagged | Ownership::Other(_) => Step::Update("adoption".to_owned()),
+            Ownership::Ours if *failed => Step::Update("provisioningState Failed".to_owned()),
+            Ownership::Ours => match drift {
+                Some(path) => Step::Update(path.clone()),
+                None => Step::Ready,
+            },
+        },
+    }
+}
+
+fn decide_delete(o: &Observation) -> Step {
+    if !o.has_finalizer {
+        return Step::Done;
+    }
+    if o.policy != Policy::Manage || !o.id_known {
+        return Step::RemoveFinalizer;
+    }
+    match &o.azure {
+        None => Step::Observe,
+        Some(Azure::Absent) => Step::RemoveFinalizer,
+        // Never delete what Strata did not create (or what another CR owns).
+        Some(Azure::Present {
+            ownership: Ownership::Untagged | Ownership::Other(_),
+            ..
+        }) => Step::RemoveFinalizer,
+        Some(Azure::Present { busy: true, .. }) => Step::InProgress,
+        Some(Azure::Present { .. }) => Step::Delete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A managed CR with its finalizer, dependencies Ready, not yet observed.
+    fn base() -> Observation {
+        Observation {
+            deleting: false,
+            has_finalizer: true,
+            policy: Policy::Manage,
+            paused: false,
+            adopt: false,
+            dependencies: Dependencies::Ready,
+            id_known: true,
+            held: false,
+            azure: None,
+        }
+    }
+
+    fn present(ownership: Ownership) -> Option<Azure> {
+        Some(Azure::Present {
+            ownership,
+            busy: false,
+            failed: false,
+            drift: None,
+        })
+    }
+
+    #[test]
+    fn decision_table() {
+        let waiting = Dependencies::WaitingForOwner("ResourceGroup rg".into());
+        let drifted = Some(Azure::Present {
+            ownership: Ownership::Ours,
+            busy: false,
+            failed: false,
+            drift: Some("tags.env".into()),
+        });
+        let busy = Some(Azure::Present {
+            ownership: Ownership::Ours,
+            busy: true,
+            failed: false,
+            drift: None,
+        });
+        let failed = Some(Azure::Present {
+            ownership: Ownership::Ours,
+            busy: false,
+            failed: true,
+            drift: None,
+        });
+        let other = Ownership::Other("ns/VirtualNetwork/x".into());
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Observation, Step)> = vec![
+            ("paused wins over everything", Observation { paused: true, deleting: true, ..base() }, Step::Paused),
+            ("finalizer before any write", Observation { has_finalizer: false, ..base() }, Step::AddFinalizer),
+            ("observe needs no finalizer", Observation { has_finalizer: false, policy: Policy::Observe, ..base() }, Step::Observe),
+            ("waiting: no Azure call", Observation { dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
+            ("held until the spec changes", Observation { held: true, ..base() }, Step::Hold),
+            ("observe first", base(), Step::Observe),
+            ("absent → create", Observation { azure: Some(Azure::Absent), ..base() }, Step::Create),
+            ("observe policy, absent → NotFound", Observation { policy: Policy::Observe, azure: Some(Azure::Absent), ..base() }, Step::NotFound),
+            ("observe policy never writes", Observation { policy: Policy::Observe, azure: drifted.clone(), ..base() }, Step::Ready),
+            ("up to date → ready", Observation { azure: present(Ownership::Ours), ..base() }, Step::Ready),
+            ("drift → one update", Observation { azure: drifted.clone(), ..base() }, Step::Update("tags.env".into())),
+            ("operation running → wait", Observation { azure: busy.clone(), ..base() }, Step::InProgress),
+            ("failed operation → retry with a PUT", Observation { azure: failed, ..base() }, Step::Update("provisioningState Failed".into())),
+            ("untagged → refused", Observation { azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
+            ("other owner → refused", Observation { azure: present(other.clone()), ..base() }, Step::AdoptionRefused("the resource belongs to ns/VirtualNetwork/x".into())),
+            ("adopt → update", Observation { adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
+            // Deletion
+            ("deleted, finalizer gone", Observation { deleting: true, has_finalizer: false, ..base() }, Step::Done),
+            ("delete: observe first", Observation { deleting: true, ..base() }, Step::Observe),
+            ("delete: waiting does not block", Observation { deleting: true, dependencies: waiting, azure: present(Ownership::Ours), ..base() }, Step::Delete),
+            ("delete: absent → done", Observation { deleting: true, azure: Some(Azure::Absent), ..base() }, Step::RemoveFinalizer),
+            ("delete: never created", Observation { deleting: true, id_known: false, ..base() }, Step::RemoveFinalizer),
+            ("delete: running operation", Observation { deleting: true, azure: busy, ..base() }, Step::InProgress),
+            ("delete: never what is not ours", Observation { deleting: true, azure: present(Ownership::Untagged), ..base() }, Step::RemoveFinalizer),
+            ("delete: nor another CR's", Observation { deleting: true, azure: present(other), ..base() }, Step::RemoveFinalizer),
+            ("detach-on-delete", Observation { deleting: true, policy: Policy::DetachOnDelete, ..base() }, Step::RemoveFinalizer),
+            ("observe never deletes", Observation { deleting: true, policy: Policy::Observe, ..base() }, Step::RemoveFinalizer),
+        ];
+        for (name, obs, want) in cases {
+            assert_eq!(decide(&obs), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn policy_annotation() {
+        assert_eq!(Policy::parse(None), Some(Policy::Manage));
+        assert_eq!(Policy::parse(Some("observe")), Some(Policy::Observe));
+        assert_eq!(
+            Policy::parse(Some("detach-on-delete")),
+            Some(Policy::DetachOnDelete)
+        );
+        assert_eq!(Policy::parse(Some("Observe")), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! The operator's errors, and the classes of ARM errors that decide what happens next.
+
+use crate::arm::ArmError;
+
+/// What can make a reconcile fail (the controller's error policy backs off and retries).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("Azure: {0}")]
+    Arm(ArmError),
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("internal error: {0}")]
+    Invariant(&'static str),
+}
+
+impl Error {
+    /// A bounded label for logs and metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Arm(_) => "arm",
+            Error::Json(_) => "json",
+            Error::Invariant(_) => "invariant",
+        }
+    }
+}
+
+/// What a failed ARM call means for the next attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// A retry cannot fix it (bad parameters, forbidden, immutable property): hold until the spec
+    /// changes (or a sync period passes).
+    Fatal,
+    /// The resource is still used by another (subnet, NSG, NIC, public IP in use): retry when a
+    /// user goes.
+    InUse,
+    /// 429: wait, then retry.
+    Throttled,
+    /// 5xx, 408, a concurrent operation, a network error: exponential backoff.
+    Transient,
+}
+
+/// ARM error codes that mean "something still uses this resource".
+const IN_USE: &[&str] = &[
+    "InUseSubnetCannotBeDeleted",
+    "InUseNetworkSecurityGroupCannotBeDeleted",
+    "InUseRouteTableCannotBeDeleted",
+    "InUseNatGatewayCannotBeDeleted",
+    "NicInUse",
+    "PublicIPAddressInUse",
+    "InUseAvailabilitySetCannotBeDeleted",
+];
+
+/// ARM error codes that a retry can fix although their status is 4xx.
+const RETRYABLE: &[&str] = &[
+    "AnotherOperationInProgress",
+    "ResourceGroupBeingDeleted",
+    "RetryableError",
+    "PreconditionFailed",
+    "ResourceGroupNotFound",
+    "ParentResourceNotFound",
+    "ResourceNotFound",
+    "InvalidResourceReference",
+];
+
+pub fn classify(e: &ArmError) -> ErrorClass {
+    match e {
+        ArmError::Transport(_) => ErrorClass::Transient,
+        ArmError::Body(_) => ErrorClass::Fatal,
+        ArmError::Http { status, code, .. } => {
+            if IN_USE.iter().any(|c| c.eq_ignore_ascii_case(code)) {
+                ErrorClass::InUse
+            } else if *status == 429 {
+                ErrorClass::Throttled
+            } else if *status >= 500
+                || *status == 408
+                || RETRYABLE.iter().any(|c| c.eq_ignore_ascii_case(code))
+            {
+                ErrorClass::Transient
+            } else {
+                ErrorClass::Fatal
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, code: &str) -> ArmError {
+        ArmError::Http {
+            status,
+            code: code.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(classify(&http(400, "InvalidParameter")), ErrorClass::Fatal);
+        assert_eq!(
+            classify(&http(400, "InvalidResourceName")),
+            ErrorClass::Fatal
+        );
+        assert_eq!(
+            classify(&http(409, "PropertyChangeNotAllowed")),
+            ErrorClass::Fatal
+        );
+        assert_eq!(
+            classify(&http(403, "AuthorizationFailed")),
+            ErrorClass::Fatal
+        );
+        assert_eq!(
+            classify(&http(409, "AnotherOperationInProgress")),
+            ErrorClass::Transient
+        );
+        assert_eq!(
+            classify(&http(404, "ResourceGroupNotFound")),
+            ErrorClass::Transient
+        );
+        assert_eq!(
+            classify(&http(503, "ServiceUnavailable")),
+            ErrorClass::Transient
+        );
+        assert_eq!(
+            classify(&http(429, "TooManyRequests")),
+            ErrorClass::Throttled
+        );
+        assert_eq!(
+            classify(&http(400, "InUseSubnetCannotBeDeleted")),
+            ErrorClass::InUse
+        );
+        assert_eq!(
+            classify(&ArmError::Transport("reset".into())),
+            ErrorClass::Transient
+        );
+    }
+}

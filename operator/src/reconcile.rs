@@ -1,0 +1,806 @@
+//! The generic reconcile loop, one for all eleven kinds: observe → decide → act → report.
+//!
+//! - observe: the CR's policies and deletion state, its owner and references from the readiness
+//!   index (no API call), and — only when `decide` asks — one GET of the Azure resource;
+//! - decide: `decide::decide`, a pure function, picks one step;
+//! - act: at most one PUT or DELETE per reconcile;
+//! - report: status (`id`, `provisioningState`, outputs, `observedGeneration`, the `Ready`
+//!   condition with its reason), written only when it changed, and the requeue.
+//!
+//! Operations are followed by GETting the resource until its `provisioningState` is terminal, so
+//! an operator restarted in the middle of a VM creation finds it `Creating` and waits: it never
+//! sends a second PUT for it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::BackoffBuilder;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use rand::Rng;
+use serde_json::{Map, Value, json};
+use strata_crds::common::ResourceRef;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::adapters::{AzureResource, Resolved};
+use crate::arm::ArmError;
+use crate::arm_id::ArmId;
+use crate::credentials::{Azure, Credentials};
+use crate::decide::{self, Dependencies, Observation, Ownership, Policy, Step};
+use crate::drift;
+use crate::error::{Error, ErrorClass, classify};
+use crate::index::Index;
+use crate::kind::Kind;
+
+/// The finalizer (DESIGN.md).
+pub const FINALIZER: &str = "azure.strata.dev/finalizer";
+/// The ownership tag every resource Strata creates carries.
+pub const OWNER_TAG: &str = "strata-owner";
+pub const POLICY: &str = "strata.dev/reconcile-policy";
+pub const PAUSED: &str = "strata.dev/paused";
+pub const ADOPT: &str = "strata.dev/adopt";
+/// The field manager of the operator's writes.
+pub const MANAGER: &str = "strata-operator";
+
+/// How the loop paces itself.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// How often a converged resource is checked for drift (jittered ±10 %).
+    pub sync_period: Duration,
+    /// How often a running operation is checked.
+    pub poll_interval: Duration,
+    /// Delay before retrying after a 429 (the SDK does not expose `Retry-After` on errors).
+    pub throttled_retry: Duration,
+    /// Bounds of the jittered exponential backoff after transient errors.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            sync_period: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(5),
+            throttled_retry: Duration::from_secs(10),
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub kube: kube::Client,
+    pub credentials: Credentials,
+    pub index: Arc<Index>,
+    pub timing: Timing,
+    /// Consecutive failures per object, for the backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
+    /// when Azure normalises a value in a way the comparison does not know.
+    repeats: Mutex<HashMap<String, (i64, String, u32)>>,
+}
+
+impl Context {
+    pub fn new(
+        kube: kube::Client,
+        credentials: Credentials,
+        index: Arc<Index>,
+        timing: Timing,
+    ) -> Context {
+        Context {
+            kube,
+            credentials,
+            index,
+            timing,
+            failures: Mutex::default(),
+            repeats: Mutex::default(),
+        }
+    }
+
+    fn jittered(&self, d: Duration) -> Duration {
+        d.mul_f64(rand::rng().random_range(0.9..1.1))
+    }
+
+    /// The next backoff delay for an object after a transient failure.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = failures.entry(key.to_owned()).or_default();
+        *n = n.saturating_add(1);
+        backon::ExponentialBuilder::default()
+            .with_min_delay(self.timing.backoff_min)
+            .with_max_delay(self.timing.backoff_max)
+            .with_jitter()
+            .without_max_times()
+            .build()
+            .nth((*n - 1) as usize)
+            .unwrap_or(self.timing.backoff_max)
+    }
+
+    fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// `<namespace>/<Kind>/<name>`: the value of the ownership tag, and the object's key in logs.
+pub fn object_key<K: AzureResource>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        obj.namespace().unwrap_or_default(),
+        K::KIND,
+        obj.name_any()
+    )
+}
+
+/// The kind of a CR's owner: a subnet's is its virtual network, every other's a resource group.
+fn owner_kind(kind: Kind) -> Kind {
+    if kind == Kind::Subnet {
+        Kind::VirtualNetwork
+    } else {
+        Kind::ResourceGroup
+    }
+}
+
+/// The state the `Ready` condition and status should show.
+struct Report {
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+    id: Option<String>,
+    provisioning_state: Option<String>,
+    outputs: Map<String, Value>,
+}
+
+impl Report {
+    fn new(status: &'static str, reason: &'static str, message: impl Into<String>) -> Report {
+        Report {
+            status,
+            reason,
+            message: message.into(),
+            id: None,
+            provisioning_state: None,
+            outputs: Map::new(),
+        }
+    }
+
+    fn observed(mut self, id: &ArmId, body: Option<&Value>) -> Report {
+        self.id = Some(id.to_string());
+        if let Some(state) = body.and_then(provisioning_state) {
+            self.provisioning_state = Some(state.to_owned());
+        }
+        self
+    }
+}
+
+fn provisioning_state(body: &Value) -> Option<&str> {
+    body.pointer("/properties/provisioningState")
+        .and_then(Value::as_str)
+}
+
+/// Azure's view of a resource, as `decide` needs it.
+fn azure_state(
+    body: &Value,
+    tag: &str,
+    ownership_by_status: bool,
+    drift: Option<String>,
+) -> decide::Azure {
+    let state = provisioning_state(body).unwrap_or("Succeeded");
+    let ownership = match body
+        .pointer(&format!("/tags/{OWNER_TAG}"))
+        .and_then(Value::as_str)
+    {
+        Some(t) if t == tag => Ownership::Ours,
+        Some(other) => Ownership::Other(other.to_owned()),
+        None if ownership_by_status => Ownership::Ours,
+        None => Ownership::Untagged,
+    };
+    decide::Azure::Present {
+        ownership,
+        busy: !["Succeeded", "Failed", "Canceled"]
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(state)),
+        failed: state.eq_ignore_ascii_case("Failed"),
+        drift,
+    }
+}
+
+/// Owner and references, from the readiness index.
+struct Resolution {
+    state: Dependencies,
+    parent: Option<ArmId>,
+    resolved: Resolved,
+}
+
+fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolution {
+    let mut out = Resolution {
+        state: Dependencies::Ready,
+        parent: None,
+        resolved: Resolved::default(),
+    };
+    let describe = |kind: Kind, r: &ResourceRef, index: &Index| -> Result<String, String> {
+        if let Some(id) = &r.arm_id {
+            return Ok(id.clone());
+        }
+        let name = r.name.clone().unwrap_or_default();
+        match index.get(kind, namespace, &name) {
+            None => Err(format!("{kind} {name} does not exist")),
+            Some(e) => match e.id {
+                Some(id) if e.ready => Ok(id),
+                _ => Err(format!("{kind} {name} is not Ready yet")),
+            },
+        }
+    };
+    if let Some(owner) = obj.owner() {
+        match describe(owner_kind(K::KIND), owner, index) {
+            Ok(id) => match ArmId::parse(&id) {
+                Ok(id) => out.parent = Some(id),
+                Err(e) => out.state = Dependencies::WaitingForOwner(e.to_string()),
+            },
+            Err(why) => out.state = Dependencies::WaitingForOwner(why),
+        }
+    }
+    for (kind, r) in obj.references() {
+        match describe(kind, r, index) {
+            Ok(id) => {
+                if let Some(name) = &r.name {
+                    out.resolved.refs.insert((kind, name.clone()), id);
+                }
+            }
+            Err(why) if out.state == Dependencies::Ready => {
+                out.state = Dependencies::WaitingForReference(why)
+            }
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let span = info_span!(
+        "reconcile",
+        kind = %K::KIND,
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        generation = obj.meta().generation.unwrap_or_default(),
+        arm_id = tracing::field::Empty,
+        step = tracing::field::Empty,
+    );
+    reconcile_inner(obj, ctx).instrument(span).await
+}
+
+async fn reconcile_inner<K: AzureResource>(
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let namespace = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
+    let key = object_key(obj.as_ref());
+    let meta = obj.meta();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let generation = meta.generation.unwrap_or_default();
+    let status = obj.base_status().cloned().unwrap_or_default();
+    let flag = |name: &str| annotations.get(name).is_some_and(|v| v == "true");
+
+    let Some(policy) = Policy::parse(annotations.get(POLICY).map(String::as_str)) else {
+        let message = format!("{POLICY} must be manage, observe or detach-on-delete");
+        report(
+            &api,
+            obj.as_ref(),
+            Report::new("False", "InvalidSpec", message),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    };
+    let deps = resolve(obj.as_ref(), &ctx.index, &namespace);
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+    let held = ready.is_some_and(|c| {
+        let age = Duration::from_secs(
+            Timestamp::now()
+                .as_second()
+                .saturating_sub(c.last_transition_time.0.as_second())
+                .max(0) as u64,
+        );
+        matches!(c.reason.as_str(), "AzureError" | "InvalidSpec")
+            && status.observed_generation == Some(generation)
+            && age < ctx.timing.sync_period
+    });
+    let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
+    let mut obs = Observation {
+        deleting: meta.deletion_timestamp.is_some(),
+        has_finalizer: meta
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+        policy,
+        paused: flag(PAUSED),
+        adopt: flag(ADOPT),
+        dependencies: deps.state.clone(),
+        id_known: known_id.is_some() || deps.parent.is_some() || K::KIND == Kind::ResourceGroup,
+        held,
+        azure: None,
+    };
+    // A subnet cannot carry tags: it is ours when its virtual network is one of our CRs, or when
+    // we created it (its ID is in our status).
+    let ownership_by_status = K::KIND == Kind::Subnet
+        && (obj.owner().is_some_and(|o| o.name.is_some()) || known_id.is_some());
+
+    // Filled by the Observe step.
+    let mut azure: Option<Arc<Azure>> = None;
+    let mut id: Option<ArmId> = known_id.clone();
+    let mut observed: Option<Value> = None;
+    let mut desired: Option<Value> = None;
+    let mut wrote = false;
+
+    for _ in 0..4 {
+        let step = decide::decide(&obs);
+        tracing::Span::current().record("step", tracing::field::debug(&step));
+        match step {
+            Step::Paused => {
+                report(
+                    &api,
+                    obj.as_ref(),
+                    Report::new(
+                        "False",
+                        "Paused",
+                        format!("{PAUSED} is set: no Azure calls"),
+                    ),
+                )
+                .await?;
+                return Ok(Action::await_change());
+            }
+            Step::Done => return Ok(Action::await_change()),
+            Step::AddFinalizer => {
+                let mut finalizers = meta.finalizers.clone().unwrap_or_default();
+                finalizers.push(FINALIZER.to_owned());
+                patch_finalizers(&api, obj.as_ref(), finalizers).await?;
+                obs.has_finalizer = true;
+            }
+            Step::RemoveFinalizer => {
+                let finalizers = meta
+                    .finalizers
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|f| f != FINALIZER)
+                    .collect();
+                patch_finalizers(&api, obj.as_ref(), finalizers).await?;
+                info!("finalizer removed");
+                ctx.succeeded(&key);
+                return Ok(Action::await_change());
+            }
+            Step::Wait(dependencies) => {
+                let (reason, message) = match dependencies {
+                    Dependencies::WaitingForOwner(m) => ("WaitingForOwner", m),
+                    Dependencies::WaitingForReference(m) => ("WaitingForReference", m),
+                    Dependencies::Ready => ("Reconciling", String::new()),
+                };
+                report(&api, obj.as_ref(), Report::new("False", reason, message)).await?;
+                // Woken by the readiness index when the dependency changes; the sync period is
+                // only a safety net.
+                return Ok(Action::requeue(ctx.timing.sync_period));
+            }
+            Step::Hold => {
+                debug!("held until the spec changes");
+                return Ok(Action::requeue(ctx.timing.sync_period));
+            }
+            Step::Observe => {
+                let client = match ctx
+                    .credentials
+                    .for_object(&ctx.kube, &namespace, &annotations)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        report(
+                            &api,
+                            obj.as_ref(),
+                            Report::new("False", "CredentialError", e.0),
+                        )
+                        .await?;
+                        return Ok(Action::requeue(
+                            ctx.backoff(&key).max(Duration::from_secs(30)),
+                        ));
+                    }
+                };
+                let own = match (&id, &deps.parent) {
+                    (Some(id), _) => id.clone(),
+                    (None, Some(parent)) => parent.child(K::KIND, azure_name(obj.as_ref())),
+                    (None, None) => {
+                        ArmId::resource_group(&client.subscription, azure_name(obj.as_ref()))
+                    }
+                };
+                tracing::Span::current().record("arm_id", tracing::field::display(&own));
+                let body = match client.arm.get(K::KIND, &own).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, obs.deleting)
+                            .await;
+                    }
+                };
+                let mut resolved = deps.resolved.clone();
+                resolved.id = Some(own.clone());
+                if let Some(secret) = obj.custom_data().filter(|_| !obs.deleting) {
+                    match read_custom_data(&ctx.kube, &namespace, &secret.name, &secret.key).await {
+                        Ok(data) => resolved.custom_data = Some(data),
+                        Err(message) => {
+                            report(
+                                &api,
+                                obj.as_ref(),
+                                Report::new("False", "WaitingForReference", message),
+                            )
+                            .await?;
+                            return Ok(Action::requeue(
+                                ctx.timing.poll_interval.max(Duration::from_secs(10)),
+                            ));
+                        }
+                    }
+                }
+                let mut want = obj.desired(&resolved);
+                if K::KIND != Kind::Subnet {
+                    want["tags"][OWNER_TAG] = Value::String(key.clone());
+                }
+                obs.azure = Some(match &body {
+                    None => decide::Azure::Absent,
+                    Some(b) => {
+                        let drift = (!obs.deleting && obs.dependencies == Dependencies::Ready)
+                            .then(|| drift::first_difference(&want, b))
+                            .flatten();
+                        azure_state(b, &key, ownership_by_status, drift)
+                    }
+                });
+                azure = Some(client);
+                id = Some(own);
+                observed = body;
+                desired = Some(want);
+            }
+            Step::Create | Step::Update(_) if wrote => {
+                // One write per reconcile: look again after the poll interval.
+                return Ok(Action::requeue(ctx.timing.poll_interval));
+            }
+            Step::Create | Step::Update(_) => {
+                let (Some(client), Some(own), Some(mut body)) =
+                    (azure.clone(), id.clone(), desired.clone())
+                else {
+                    return Err(Error::Invariant(
+                        "a write step before the resource was observed",
+                    ));
+                };
+                if let Step::Update(path) = &step {
+                    if repeated_drift(&ctx, &key, generation, path) {
+                        let message = format!(
+                            "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
+                        );
+                        warn!(%path, "drift persists after PUT");
+                        report(
+                            &api,
+                            obj.as_ref(),
+                            Report::new("False", "AzureError", message)
+                                .observed(&own, observed.as_ref()),
+                        )
+                        .await?;
+                        return Ok(Action::requeue(ctx.timing.sync_period));
+                    }
+                    info!(%path, "updating");
+                } else if let Some(parent) = deps
+                    .parent
+                    .as_ref()
+                    .filter(|_| obj.owner().is_some_and(|o| o.arm_id.is_some()))
+                {
+                    // An owner given by ARM ID is managed elsewhere: no event tells us when it
+                    // appears, so check it exists rather than send a PUT that ARM refuses.
+                    match client.arm.get(owner_kind(K::KIND), parent).await {
+                        Ok(Some(_)) => info!("creating"),
+                        Ok(None) => {
+                            let message = format!("the owner {parent} does not exist in Azure");
+                            report(
+                                &api,
+                                obj.as_ref(),
+                                Report::new("False", "WaitingForOwner", message),
+                            )
+                            .await?;
+                            return Ok(Action::requeue(ctx.backoff(&key)));
+                        }
+                        Err(e) => {
+                            return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, false)
+                                .await;
+                        }
+                    }
+                } else {
+                    info!("creating");
+                }
+                if let Some(current) = &observed {
+                    K::preserve(current, &mut body);
+                }
+                let answer = match client.arm.put(K::KIND, &own, &body).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, false).await;
+                    }
+                };
+                wrote = true;
+                let message = if matches!(step, Step::Create) {
+                    "creating".to_owned()
+                } else {
+                    "updating".to_owned()
+                };
+                report(
+                    &api,
+                    obj.as_ref(),
+                    Report::new("Unknown", "Reconciling", message).observed(&own, Some(&answer)),
+                )
+                .await?;
+                let drift = desired
+                    .as_ref()
+                    .and_then(|want| drift::first_difference(want, &answer));
+                obs.azure = Some(azure_state(&answer, &key, true, drift));
+                observed = Some(answer);
+            }
+            Step::Delete => {
+                let (Some(client), Some(own)) = (azure.clone(), id.clone()) else {
+                    return Err(Error::Invariant(
+                        "a delete step before the resource was observed",
+                    ));
+                };
+                info!("deleting");
+                if let Err(e) = client.arm.delete(K::KIND, &own).await {
+                    return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, true).await;
+                }
+                report(
+                    &api,
+                    obj.as_ref(),
+                    Report::new("False", "Deleting", "deleting in Azure").observed(&own, None),
+                )
+                .await?;
+                return Ok(Action::requeue(ctx.timing.poll_interval));
+            }
+            Step::InProgress => {
+                let (reason, status) = if obs.deleting {
+                    ("Deleting", "False")
+                } else {
+                    ("Reconciling", "Unknown")
+                };
+                let state = observed
+                    .as_ref()
+                    .and_then(provisioning_state)
+                    .unwrap_or("InProgress")
+                    .to_owned();
+                let mut r = Report::new(status, reason, format!("provisioningState {state}"));
+                if let Some(own) = &id {
+                    r = r.observed(own, observed.as_ref());
+                }
+                report(&api, obj.as_ref(), r).await?;
+                return Ok(Action::requeue(ctx.timing.poll_interval));
+            }
+            Step::Ready => {
+                let (Some(own), Some(body)) = (id.clone(), observed.clone()) else {
+                    return Err(Error::Invariant("Ready before the resource was observed"));
+                };
+                let mut r = Report::new("True", "Succeeded", "").observed(&own, Some(&body));
+                r.outputs = K::outputs(&body);
+                report(&api, obj.as_ref(), r).await?;
+                ctx.succeeded(&key);
+                return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
+            }
+            Step::NotFound => {
+                let message =
+                    "the resource does not exist in Azure (observe policy: nothing is created)";
+                let r = match &id {
+                    Some(own) => Report::new("False", "NotFound", message).observed(own, None),
+                    None => Report::new("False", "NotFound", message),
+                };
+                report(&api, obj.as_ref(), r).await?;
+                return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
+            }
+            Step::AdoptionRefused(why) => {
+                let message =
+                    format!("{why}; set the annotation {ADOPT}: \"true\" to take it over");
+                report(
+                    &api,
+                    obj.as_ref(),
+                    Report::new("False", "AdoptionRefused", message),
+                )
+                .await?;
+                return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
+            }
+        }
+    }
+    Ok(Action::requeue(ctx.timing.poll_interval))
+}
+
+fn azure_name<K: AzureResource>(obj: &K) -> &str {
+    obj.azure_name()
+        .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
+}
+
+/// Counts how often the same drift was found for the same generation after our own PUTs.
+fn repeated_drift(ctx: &Context, key: &str, generation: i64, path: &str) -> bool {
+    let mut repeats = ctx
+        .repeats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let entry = repeats
+        .entry(key.to_owned())
+        .or_insert((generation, String::new(), 0));
+    if entry.0 != generation || entry.1 != path {
+        *entry = (generation, path.to_owned(), 0);
+    }
+    entry.2 += 1;
+    entry.2 > 3
+}
+
+/// Turns an ARM error into status and a requeue: errors a retry cannot fix hold until the spec
+/// changes, "in use" during deletion waits for the user to go, throttling waits, and the rest backs
+/// off (through the controller's error policy).
+async fn arm_failure<K: AzureResource>(
+    ctx: &Context,
+    api: &Api<K>,
+    obj: &K,
+    key: &str,
+    id: &ArmId,
+    e: ArmError,
+    deleting: bool,
+) -> Result<Action, Error> {
+    let message = e.to_string();
+    match classify(&e) {
+        ErrorClass::Fatal => {
+            warn!(error = %message, "Azure refused the request");
+            let reason = if matches!(e, ArmError::Body(_)) {
+                "InvalidSpec"
+            } else {
+                "AzureError"
+            };
+            report(
+                api,
+                obj,
+                Report::new("False", reason, message).observed(id, None),
+            )
+            .await?;
+            Ok(Action::requeue(ctx.timing.sync_period))
+        }
+        ErrorClass::InUse if deleting => {
+            info!(error = %message, "still in use; waiting for its users to go");
+            report(
+                api,
+                obj,
+                Report::new("False", "Deleting", message).observed(id, None),
+            )
+            .await?;
+            // Woken as soon as any CR in the namespace is deleted; this is the safety net.
+            Ok(Action::requeue(
+                ctx.backoff(key).max(Duration::from_secs(30)),
+            ))
+        }
+        ErrorClass::Throttled => {
+            report(
+                api,
+                obj,
+                Report::new("False", "Throttled", message).observed(id, None),
+            )
+            .await?;
+            Ok(Action::requeue(ctx.jittered(ctx.timing.throttled_retry)))
+        }
+        ErrorClass::InUse | ErrorClass::Transient => {
+            let reason = if deleting { "Deleting" } else { "Reconciling" };
+            report(
+                api,
+                obj,
+                Report::new("False", reason, format!("retrying: {message}")).observed(id, None),
+            )
+            .await?;
+            Err(Error::Arm(e))
+        }
+    }
+}
+
+async fn read_custom_data(
+    kube: &kube::Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<String, String> {
+    use base64::Engine;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(kube.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("cannot read Secret {name}: {e}"))?;
+    let secret = secret.ok_or_else(|| format!("customData Secret {name} does not exist"))?;
+    let data = secret.data.unwrap_or_default();
+    let value = data
+        .get(key)
+        .ok_or_else(|| format!("customData Secret {name} has no key {key}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(&value.0))
+}
+
+async fn patch_finalizers<K: AzureResource>(
+    api: &Api<K>,
+    obj: &K,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    // The resourceVersion makes this a compare-and-swap: a concurrent change to the list fails
+    // (409) and the reconcile retries with the fresh object instead of dropping a finalizer.
+    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the status when it differs from what the CR shows.
+async fn report<K: AzureResource>(api: &Api<K>, obj: &K, r: Report) -> Result<(), Error> {
+    let current = obj.base_status().cloned().unwrap_or_default();
+    let generation = obj.meta().generation;
+    let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
+    let unchanged_condition = previous
+        .is_some_and(|c| c.status == r.status && c.reason == r.reason && c.message == r.message);
+    let transition = match previous {
+        Some(c) if c.status == r.status => c.last_transition_time.clone(),
+        _ => Time(Timestamp::now()),
+    };
+    let id = r.id.clone().or(current.id.clone());
+    let provisioning_state = r
+        .provisioning_state
+        .clone()
+        .or(current.provisioning_state.clone());
+    let current_json = serde_json::to_value(obj)?;
+    let outputs_unchanged = r
+        .outputs
+        .iter()
+        .all(|(k, v)| current_json.pointer(&format!("/status/{k}")) == Some(v));
+    if unchanged_condition
+        && current.observed_generation == generation
+        && id == current.id
+        && provisioning_state == current.provisioning_state
+        && outputs_unchanged
+    {
+        return Ok(());
+    }
+    let condition = Condition {
+        type_: "Ready".to_owned(),
+        status: r.status.to_owned(),
+        reason: r.reason.to_owned(),
+        message: r.message.clone(),
+        observed_generation: generation,
+        last_transition_time: transition,
+    };
+    let mut conditions: Vec<Condition> = current
+        .conditions
+        .into_iter()
+        .filter(|c| c.type_ != "Ready")
+        .collect();
+    conditions.push(condition);
+    let mut status: BTreeMap<String, Value> = r.outputs.into_iter().collect();
+    status.insert("conditions".into(), serde_json::to_value(conditions)?);
+    status.insert("observedGeneration".into(), json!(generation));
+    if let Some(id) = id {
+        status.insert("id".into(), json!(id));
+    }
+    if let Some(state) = provisioning_state {
+        status.insert("provisioningState".into(), json!(state));
+    }
+    if r.status == "True" {
+        info!(reason = r.reason, "Ready");
+    } else {
+        debug!(reason = r.reason, message = %r.message, "status");
+    }
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,377 @@
+//! A Kubernetes API test server with Strata's CRDs, an ARM emulator, and the operator running
+//! in-process against both, for the convergence tests. Each test gets its own namespace, so the
+//! suite also runs against a separately started server (`USE_EXISTING_CLUSTER=true`).
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use strata_armsim::{Options, Server};
+use strata_envtest::TestEnv;
+use strata_operator::credentials::Credential;
+use strata_operator::throttle::Limits;
+use strata_operator::{Scope, Settings, Timing};
+use tokio::task::JoinHandle;
+
+/// The samples' subscription (`samples/azure` refers to a resource group in it by ARM ID).
+pub const SUB: &str = "00000000-0000-0000-0000-000000000000";
+/// The emulator's clock: a 60 s VM creation takes 0.6 s.
+pub const TIME_SCALE: f64 = 0.01;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub struct World {
+    pub env: TestEnv,
+    pub sim: Server,
+    pub ns: String,
+    pub http: reqwest::Client,
+    operator: Option<JoinHandle<()>>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.abort();
+        }
+    }
+}
+
+pub fn settings(sim_url: &str, namespace: &str) -> Settings {
+    let url = azure_core::Url::parse(sim_url).unwrap();
+    Settings {
+        endpoint: url.clone(),
+        authority: url,
+        global: Some(Credential {
+            subscription: SUB.into(),
+            tenant: "tenant".into(),
+            client_id: "operator".into(),
+            client_secret: Some("operator-secret".into()),
+            federated_token_file: None,
+        }),
+        limits: Limits::default().scaled(TIME_SCALE),
+        timing: Timing {
+            sync_period: Duration::from_secs(3600),
+            poll_interval: Duration::from_millis(100),
+            throttled_retry: Duration::from_millis(200),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+        },
+        scope: Scope {
+            namespace: Some(namespace.into()),
+            concurrency: 16,
+        },
+    }
+}
+
+impl World {
+    pub async fn start(test: &str) -> World {
+        Self::start_with(
+            test,
+            Options {
+                time_scale: TIME_SCALE,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    pub async fn start_with(test: &str, options: Options) -> World {
+        // RUST_LOG=strata_operator=debug shows the operator's logs with a failing test's output.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let env = TestEnv::builder()
+            .crd_dir(repo_root().join("crds/generated"))
+            .garbage_collection(false)
+            .start()
+            .await
+            .expect("API test server");
+        let sim = Server::start(options, 0).await.expect("ARM emulator");
+        let ns = format!("{test}-{}", &uuid_suffix());
+        let body = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+        let mut world = World {
+            env,
+            sim,
+            ns,
+            http: reqwest::Client::new(),
+            operator: None,
+        };
+        world.start_operator();
+        world
+    }
+
+    /// Starts (or restarts, with fresh in-memory state) the operator.
+    pub fn start_operator(&mut self) {
+        self.stop_operator();
+        let settings = settings(&self.sim.url, &self.ns);
+        let client = self.env.client();
+        self.operator = Some(tokio::spawn(strata_operator::run(client, settings)));
+    }
+
+    pub fn stop_operator(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.abort();
+        }
+    }
+
+    /// Applies every document of a YAML file (server-side apply, in the test's namespace).
+    pub async fn apply_file(&self, path: &Path) -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut applied = Vec::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+            let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if v.is_null() {
+                continue;
+            }
+            applied.push(self.apply(v).await);
+        }
+        applied
+    }
+
+    pub async fn apply(&self, mut v: Value) -> (String, String) {
+        v["metadata"]["namespace"] = json!(self.ns);
+        let kind = v["kind"].as_str().unwrap().to_owned();
+        let name = v["metadata"]["name"].as_str().unwrap().to_owned();
+        self.api(&kind)
+            .patch(
+                &name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&v),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+        (kind, name)
+    }
+
+    pub fn api(&self, kind: &str) -> Api<DynamicObject> {
+        let plural = match kind {
+            "PublicIPAddress" => "publicipaddresses".to_owned(),
+            k => format!("{}s", k.to_ascii_lowercase()),
+        };
+        let gvk = GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind);
+        Api::namespaced_with(
+            self.env.client(),
+            &self.ns,
+            &ApiResource::from_gvk_with_plural(&gvk, &plural),
+        )
+    }
+
+    pub async fn get(&self, kind: &str, name: &str) -> Option<DynamicObject> {
+        self.api(kind).get_opt(name).await.unwrap()
+    }
+
+    /// The Ready condition's (status, reason, message).
+    pub async fn ready(&self, kind: &str, name: &str) -> Option<(String, String, String)> {
+        let obj = self.get(kind, name).await?;
+        let conditions = obj.data.pointer("/status/conditions")?.as_array()?.clone();
+        let c = conditions.iter().find(|c| c["type"] == "Ready")?;
+        Some((
+            c["status"].as_str()?.to_owned(),
+            c["reason"].as_str()?.to_owned(),
+            c["message"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+
+    /// Waits until every listed CR is Ready=True for its current generation.
+    pub async fn wait_all_ready(&self, objects: &[(String, String)], timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let mut blocking = Vec::new();
+            for (kind, name) in objects {
+                let obj = self.get(kind, name).await;
+                let ok = obj.as_ref().is_some_and(|o| {
+                    let generation = o.metadata.generation;
+                    let observed = o
+                        .data
+                        .pointer("/status/observedGeneration")
+                        .and_then(Value::as_i64);
+                    let ready = o
+                        .data
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        });
+                    ready && observed == generation
+                });
+                if !ok {
+                    blocking.push(format!("{kind}/{name}: {:?}", self.ready(kind, name).await));
+                }
+            }
+            if blocking.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "not Ready after {timeout:?}: {blocking:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Polls a condition with a bound.
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut f: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !f().await {
+            assert!(
+                start.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The emulator's request log (ARM calls only, token requests left out).
+    pub async fn arm_requests(&self) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!("{}/_sim/requests", self.sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/subscriptions/"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    pub async fn clear_requests(&self) {
+        self.http
+            .delete(format!("{}/_sim/requests", self.sim.url))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Every resource the emulator holds.
+    pub async fn sim_resources(&self) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!("{}/_sim/resources", self.sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["value"].as_array().unwrap().clone()
+    }
+
+    pub async fn sim_patch(&self, id: &str, patch: Value) {
+        let r = self
+            .http
+            .patch(format!("{}/_sim/resources{id}", self.sim.url))
+            .json(&patch)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "PATCH /_sim/resources{id}: {}",
+            r.status()
+        );
+    }
+
+    /// A PUT straight to ARM, as another tool would make it (not through the operator).
+    pub async fn arm_put(&self, path: &str, body: Value) {
+        let token: Value = self
+            .http
+            .post(format!("{}/tenant/oauth2/v2.0/token", self.sim.url))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", "someone-else"),
+                ("client_secret", "x"),
+                ("scope", &format!("{}/.default", self.sim.url)),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let bearer = token["access_token"].as_str().expect("a token").to_owned();
+        let r = self
+            .http
+            .put(format!("{}{path}", self.sim.url))
+            .bearer_auth(bearer)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "PUT {path}: {} {}",
+            r.status(),
+            r.text().await.unwrap_or_default()
+        );
+    }
+
+    /// Removes a resource (or a child such as a security rule) behind the operator's back.
+    pub async fn sim_delete(&self, id: &str) {
+        let r = self
+            .http
+            .delete(format!("{}/_sim/resources{id}", self.sim.url))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "DELETE /_sim/resources{id}: {}",
+            r.status()
+        );
+    }
+
+    pub async fn sim_post(&self, path: &str, body: Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.sim.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "POST {path}: {}", r.status());
+    }
+}
+
+/// Counts requests by method for paths (operations polls excluded).
+pub fn count(requests: &[Value], method: &str) -> usize {
+    requests.iter().filter(|r| r["method"] == method).count()
+}
+
+fn uuid_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{}-{}",
+        std::process::id() % 100_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,187 @@
+//! Convergence on the Kubernetes API test server + the ARM emulator: `samples/azure/` applied in
+//! one go, in reverse dependency order, becomes Ready with exactly one PUT per resource; a full
+//! resync afterwards only reads; drift made behind the operator's back is repaired with one PUT;
+//! deleting everything (resource group first) empties the emulator and leaves no finalizer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+async fn apply_samples(w: &World) -> Vec<(String, String)> {
+    let mut objects = Vec::new();
+    for file in ["cluster-resources.yaml", "load-balancer-and-outbound.yaml"] {
+        objects.extend(
+            w.apply_file(&repo_root().join("samples/azure").join(file))
+                .await,
+        );
+    }
+    objects
+}
+
+/// PUTs per ARM resource path (lower-cased: ARM paths are case-insensitive).
+fn puts_per_resource(requests: &[Value]) -> BTreeMap<String, usize> {
+    let mut puts = BTreeMap::new();
+    for r in requests.iter().filter(|r| r["method"] == "PUT") {
+        *puts
+            .entry(r["path"].as_str().unwrap().to_ascii_lowercase())
+            .or_default() += 1;
+    }
+    puts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_converge_with_one_put_each_then_resync_only_reads() {
+    let mut w = World::start("converge").await;
+    let objects = apply_samples(&w).await;
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+
+    let requests = w.arm_requests().await;
+    let puts = puts_per_resource(&requests);
+    assert_eq!(
+        puts.len(),
+        objects.len(),
+        "one PUT target per CR: {puts:#?}"
+    );
+    assert!(
+        puts.values().all(|n| *n == 1),
+        "exactly one PUT per resource: {puts:#?}"
+    );
+    assert_eq!(count(&requests, "DELETE"), 0);
+
+    // Status outputs come from what ARM returned.
+    let vm = w.get("VirtualMachine", "web-0").await.unwrap();
+    assert!(
+        vm.data
+            .pointer("/status/vmId")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    );
+    assert_eq!(
+        vm.data.pointer("/status/powerState"),
+        Some(&json!("running"))
+    );
+    let nic = w.get("NetworkInterface", "web-0-nic").await.unwrap();
+    assert!(
+        nic.data.pointer("/status/privateIPAddress").is_some(),
+        "{:?}",
+        nic.data
+    );
+    let pip = w.get("PublicIPAddress", "web-0-pip").await.unwrap();
+    assert!(pip.data.pointer("/status/ipAddress").is_some());
+
+    // A full resync: a fresh operator reconciles every CR again and finds nothing to change.
+    w.clear_requests().await;
+    w.start_operator();
+    let n = objects.len();
+    w.eventually(
+        "every resource read once more",
+        Duration::from_secs(30),
+        || async { count(&w.arm_requests().await, "GET") >= n },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requests = w.arm_requests().await;
+    let writes: Vec<&Value> = requests.iter().filter(|r| r["method"] != "GET").collect();
+    assert!(
+        writes.is_empty(),
+        "a resync of converged resources writes nothing: {writes:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
+    let mut w = World::start("drift").await;
+    let objects = apply_samples(&w).await;
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+
+    let nsg = w.get("NetworkSecurityGroup", "web-nsg").await.unwrap();
+    let nsg_id = nsg
+        .data
+        .pointer("/status/id")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    let vm = w.get("VirtualMachine", "web-0").await.unwrap();
+    let vm_id = vm
+        .data
+        .pointer("/status/id")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    // Drift behind the operator's back: the NSG loses a rule, the VM's `app` tag changes.
+    w.sim_delete(&format!("{nsg_id}/securityRules/allow_ssh"))
+        .await;
+    w.sim_patch(&vm_id, json!({"tags": {"app": "tampered"}}))
+        .await;
+
+    w.clear_requests().await;
+    w.start_operator(); // the next sync
+    let ns = w.ns.clone();
+    w.eventually("both repaired", Duration::from_secs(30), || async {
+        let resources = w.sim_resources().await;
+        let find = |id: &str| {
+            resources
+                .iter()
+                .find(|r| r["id"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(id)))
+                .cloned()
+        };
+        let rule = find(&format!("{nsg_id}/securityRules/allow_ssh"));
+        let vm = find(&vm_id);
+        rule.is_some() && vm.is_some_and(|v| v.pointer("/tags/app").is_some_and(|a| a == "web"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let puts = puts_per_resource(&w.arm_requests().await);
+    let expected: BTreeMap<String, usize> = [
+        (nsg_id.to_ascii_lowercase(), 1),
+        (vm_id.to_ascii_lowercase(), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        puts, expected,
+        "one PUT for each drifted resource, none for the others (namespace {ns})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_everything_resource_group_first_empties_azure() {
+    let w = World::start("delete").await;
+    let objects = apply_samples(&w).await;
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+    assert!(!w.sim_resources().await.is_empty());
+
+    // The resource group first, then the rest in file order.
+    let (rg_kind, rg_name) = objects
+        .iter()
+        .find(|(k, _)| k == "ResourceGroup")
+        .unwrap()
+        .clone();
+    w.api(&rg_kind)
+        .delete(&rg_name, &Default::default())
+        .await
+        .unwrap();
+    for (kind, name) in objects.iter().filter(|(k, _)| k != "ResourceGroup") {
+        w.api(kind).delete(name, &Default::default()).await.unwrap();
+    }
+    w.eventually(
+        "every CR gone (finalizers removed)",
+        Duration::from_secs(60),
+        || async {
+            for (kind, name) in &objects {
+                if w.get(kind, name).await.is_some() {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
+    let left = w.sim_resources().await;
+    assert!(left.is_empty(), "the emulator is empty: {left:#?}");
+}
