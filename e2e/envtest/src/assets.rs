@@ -87,6 +87,12 @@ pub struct EtcdFlags {
     pub peer_port: u16,
     /// `--unsafe-no-fsync` (etcd ≥ 3.5 knows it; 3.4 refuses unknown flags).
     pub no_fsync: bool,
+    /// The name under which this etcd takes the watch progress-notify interval
+    /// (`--experimental-watch-progress-notify-interval` up to 3.5, `--watch-progress-notify-interval`
+    /// from 3.6), or `None` when it knows neither. Without progress notifications etcd 3.4 never
+    /// tells kube-apiserver's watch cache how far it is, so watches from a recent
+    /// resourceVersion get 504 "Too large resource version" and bookmarks do not arrive.
+    pub progress_notify_flag: Option<String>,
 }
 
 impl EtcdFlags {
@@ -113,8 +119,14 @@ pub fn etcd_args(f: &EtcdFlags) -> Vec<String> {
     if f.no_fsync {
         args.push("--unsafe-no-fsync=true".into());
     }
+    if let Some(flag) = &f.progress_notify_flag {
+        args.push(format!("{flag}={ETCD_PROGRESS_NOTIFY_INTERVAL}"));
+    }
     args
 }
+
+/// How often etcd reports watch progress (what kube-apiserver's own test setups use).
+const ETCD_PROGRESS_NOTIFY_INTERVAL: &str = "100ms";
 
 /// Files the kube-apiserver reads (written by [`Certs::write`]).
 #[derive(Debug, Clone)]
@@ -361,14 +373,37 @@ impl Drop for Process {
     }
 }
 
-/// Whether this etcd knows `--unsafe-no-fsync` (3.5+; Debian's 3.4 does not).
-pub async fn etcd_supports_no_fsync(binary: &Path) -> bool {
+/// etcd's `--help` text (etcd 3.4 prints it on stderr, later ones on stdout).
+pub async fn etcd_help(binary: &Path) -> String {
     match Command::new(binary).arg("--help").output().await {
-        Ok(o) => {
-            String::from_utf8_lossy(&o.stdout).contains("--unsafe-no-fsync")
-                || String::from_utf8_lossy(&o.stderr).contains("--unsafe-no-fsync")
-        }
-        Err(_) => false,
+        Ok(o) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) => String::new(),
+    }
+}
+
+/// Whether this etcd knows `--unsafe-no-fsync` (3.5+; Debian's 3.4 does not).
+pub fn etcd_supports_no_fsync(help: &str) -> bool {
+    help.contains("--unsafe-no-fsync")
+}
+
+/// The progress-notify flag this etcd knows (see [`EtcdFlags::progress_notify_flag`]).
+pub fn etcd_progress_notify_flag(help: &str) -> Option<String> {
+    const EXPERIMENTAL: &str = "--experimental-watch-progress-notify-interval";
+    const STABLE: &str = "--watch-progress-notify-interval";
+    // The stable name is a suffix of the experimental one: look for it at a word start.
+    let stable = help
+        .split_whitespace()
+        .any(|w| w.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '-') == STABLE);
+    if stable {
+        Some(STABLE.into())
+    } else if help.contains(EXPERIMENTAL) {
+        Some(EXPERIMENTAL.into())
+    } else {
+        None
     }
 }
 
@@ -401,7 +436,14 @@ impl Etcd {
             data_dir: dir.join("etcd"),
             client_port: ports[0],
             peer_port: ports[1],
-            no_fsync: etcd_supports_no_fsync(binary).await,
+            no_fsync: false,
+            progress_notify_flag: None,
+        };
+        let help = etcd_help(binary).await;
+        let flags = EtcdFlags {
+            no_fsync: etcd_supports_no_fsync(&help),
+            progress_notify_flag: etcd_progress_notify_flag(&help),
+            ..flags
         };
         let mut process = Process::spawn(ETCD, binary, &etcd_args(&flags), dir)?;
         let start = Instant::now();

@@ -193,10 +193,8 @@ fn perform(store: &mut Store, action: Action) {
                 return;
             }
             if rest.is_empty() {
-                if let Some(m) = o["metadata"].as_object_mut() {
-                    m.remove("finalizers");
-                }
-                if let Some(gone) = store.remove_as(&key, o)
+                // The DELETED event carries the last stored state, as on kube-apiserver.
+                if let Some(gone) = store.remove(&key, &ns, &name)
                     && let Some(rt) = store.types.get(&key).cloned()
                 {
                     lifecycle::after_removal(store, &rt, &gone);

@@ -516,8 +516,18 @@ fn server_side_apply(
     mut opts: WriteOptions,
 ) -> Result<Response, ApiError> {
     if req.query.get("fieldManager").is_none_or(|m| m.is_empty()) {
-        return Err(ApiError::BadRequest(
-            "PATCH requests with apply content type must have a fieldManager".into(),
+        // kube-apiserver validates the PatchOptions: 422 on meta.k8s.io/PatchOptions "".
+        return Err(ApiError::Invalid(
+            crate::error::Target {
+                group: "meta.k8s.io".into(),
+                kind: "PatchOptions".into(),
+                name: String::new(),
+            },
+            vec![crate::error::Cause::new(
+                "FieldValueRequired",
+                "fieldManager",
+                "Required value: is required for apply patch",
+            )],
         ));
     }
     if !applied.is_object() {
@@ -526,6 +536,14 @@ fn server_side_apply(
         ));
     }
     let body_name = meta_str(&applied, "name");
+    // Creating through apply takes the name from the body only (as kube-apiserver's checkName);
+    // on an existing object the live name stays.
+    if body_name.is_empty() && current.is_none() {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+            req.name()
+        )));
+    }
     if !body_name.is_empty() && body_name != req.name() {
         return Err(ApiError::BadRequest(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({})",

@@ -140,7 +140,37 @@ fn process_schema(
     }
     let mut causes = Vec::new();
     schema::validate(&schema, obj, "", &mut causes);
-    if v.has_cel {
+    // A built-in kind is decoded into its Go struct before any validation: a wrong JSON type is
+    // a 400 from the decoder, not a 422.
+    if rt.builtin
+        && let Some(c) = causes.iter().find(|c| c.reason == "FieldValueTypeInvalid")
+    {
+        return Err(ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {}",
+            schema::go_decode_error(&schema, obj, &c.field, &rt.kind),
+            kind = rt.kind,
+        )));
+    }
+    // kube-apiserver skips CEL rules after a "blocking" schema error (wrong type, required,
+    // enum, too long, too many) and says so in one more cause.
+    let blocking = causes.iter().any(|c| {
+        matches!(
+            c.reason.as_str(),
+            "FieldValueNotSupported"
+                | "FieldValueRequired"
+                | "FieldValueTooLong"
+                | "FieldValueTooMany"
+                | "FieldValueTypeInvalid"
+        )
+    });
+    if v.has_cel && blocking {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "<nil>",
+            "Invalid value: \"null\": some validation rules were not checked because the object \
+             was invalid; correct the existing errors to complete validation",
+        ));
+    } else if v.has_cel {
         causes.extend(schema::validate_cel(
             &schema,
             obj,
@@ -153,6 +183,55 @@ fn process_schema(
         return Err(invalid(rt, &name, causes));
     }
     Ok(())
+}
+
+/// kube-apiserver's Event validation, the part clients trip over. An Event without eventTime
+/// (the old core/v1 shape) lives in its involved object's namespace, or in "default" when that
+/// object is cluster-scoped; a newer one about a cluster-scoped object lives in "default" or
+/// "kube-system". Through events.k8s.io/v1 the type must be Normal or Warning.
+fn event_causes(obj: &Value, events_group: bool) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ns = meta_str(obj, "namespace");
+    let involved_field = if events_group {
+        "/regarding/namespace"
+    } else {
+        "/involvedObject/namespace"
+    };
+    let involved = obj
+        .pointer(involved_field)
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ok = if obj.get("eventTime").is_none_or(Value::is_null) {
+        if involved.is_empty() {
+            ns.is_empty() || ns == "default"
+        } else {
+            involved == ns
+        }
+    } else {
+        !involved.is_empty() || ns == "default" || ns == "kube-system"
+    };
+    if !ok {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "involvedObject.namespace",
+            format!(
+                "Invalid value: {}: does not match event.namespace",
+                json!(involved)
+            ),
+        ));
+    }
+    let type_ = obj.get("type").and_then(Value::as_str).unwrap_or("");
+    if events_group && type_ != "Normal" && type_ != "Warning" {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "type",
+            format!(
+                "Invalid value: {}: has invalid value: {type_}",
+                json!(type_)
+            ),
+        ));
+    }
+    causes
 }
 
 /// Built-in kind behaviour on create and update.
@@ -169,6 +248,12 @@ fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<()
             }
             if obj.get("type").is_none() {
                 obj["type"] = json!("Opaque");
+            }
+        }
+        (group @ ("" | "events.k8s.io"), "Event") => {
+            let causes = event_causes(obj, group == "events.k8s.io");
+            if !causes.is_empty() {
+                return Err(invalid(rt, meta_str(obj, "name"), causes));
             }
         }
         ("", "Namespace") => {
@@ -210,13 +295,27 @@ fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<()
             }
             let mut causes = Vec::new();
             if let Some(versions) = obj.pointer("/spec/versions").and_then(Value::as_array) {
-                for (i, v) in versions.iter().enumerate() {
-                    if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
-                        schema::validate_defaults(
-                            s,
-                            &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                            &mut causes,
-                        );
+                // kube-apiserver validates its internal form, where a schema shared by every
+                // version is `spec.validation`: errors are reported there.
+                let schemas: Vec<Option<&Value>> = versions
+                    .iter()
+                    .map(|v| v.pointer("/schema/openAPIV3Schema"))
+                    .collect();
+                let shared = schemas.windows(2).all(|w| w[0] == w[1]);
+                match schemas.first() {
+                    Some(Some(s)) if shared => {
+                        schema::validate_defaults(s, "spec.validation.openAPIV3Schema", &mut causes)
+                    }
+                    _ => {
+                        for (i, s) in schemas.iter().enumerate() {
+                            if let Some(s) = s {
+                                schema::validate_defaults(
+                                    s,
+                                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                                    &mut causes,
+                                );
+                            }
+                        }
                     }
                 }
             }
@@ -613,13 +712,21 @@ pub fn update(
         });
     }
     // Namespaces keep their finalizers in spec: the namespace controller removes them once empty.
+    // As kube-apiserver: the DELETED event carries the last stored state (finalizers included)
+    // with the deletion's resourceVersion; the response is the object as written, still at the
+    // stored resourceVersion.
     if deleting && finalizers(&obj).is_empty() && !is_namespace(rt) {
         let gone = store
-            .remove_as(&rt.key(), obj)
+            .remove(
+                &rt.key(),
+                meta_str(&old, "namespace"),
+                meta_str(&old, "name"),
+            )
             .ok_or_else(|| ApiError::Internal("object vanished".into()))?;
         after_removal(store, rt, &gone);
+        obj["metadata"]["resourceVersion"] = json!(meta_str(&old, "resourceVersion"));
         return Ok(Written {
-            object: gone,
+            object: Arc::new(obj),
             created: false,
             warnings,
         });

@@ -438,6 +438,57 @@ fn go_key_map(keys: &[String], item: &Value) -> String {
     format!("map[string]interface {{}}{{{}}}", fields.join(", "))
 }
 
+/// Go's `encoding/json` error for a value of the wrong type at `field` (a cause's dotted path),
+/// as kube-apiserver returns it for built-in kinds: `json: cannot unmarshal number into Go
+/// struct field ConfigMap.data of type string`. Go names the field by its JSON path without list
+/// indices or map keys, after the innermost struct (approximated by the kind).
+pub fn go_decode_error(schema: &Value, obj: &Value, field: &str, kind: &str) -> String {
+    let mut s = schema;
+    let mut v = obj;
+    let mut path: Vec<&str> = Vec::new();
+    for seg in field.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = seg.split_once('[').map_or((seg, ""), |(n, rest)| (n, rest));
+        let in_map = s.get("properties").is_none() && s.get("additionalProperties").is_some();
+        s = if in_map {
+            &s["additionalProperties"]
+        } else {
+            path.push(name);
+            &s["properties"][name]
+        };
+        v = &v[name];
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            s = &s["items"];
+            let i = index.trim_end_matches(']').parse::<usize>().unwrap_or(0);
+            v = v.get(i).unwrap_or(&Value::Null);
+        }
+    }
+    let json_type = match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    };
+    let go_type = match (
+        s.get("type").and_then(Value::as_str),
+        s.get("format").and_then(Value::as_str),
+    ) {
+        (Some("integer"), Some(f)) => f.to_string(),
+        (Some("integer"), None) => "int64".into(),
+        (Some("number"), _) => "float64".into(),
+        (Some("boolean"), _) => "bool".into(),
+        (Some("array"), _) => "[]interface {}".into(),
+        (Some("object"), _) => "map[string]interface {}".into(),
+        (Some(t), _) => t.to_string(),
+        (None, _) => "interface {}".into(),
+    };
+    format!(
+        "json: cannot unmarshal {json_type} into Go struct field {kind}.{} of type {go_type}",
+        path.join(".")
+    )
+}
+
 pub fn list_map_keys(schema: &Value) -> Vec<String> {
     schema
         .get("x-kubernetes-list-map-keys")
@@ -455,7 +506,19 @@ pub fn list_map_keys(schema: &Value) -> Vec<String> {
 pub fn validate_defaults(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(d) = schema.get("default") {
         let defaulted = apply_defaults(schema, d);
-        validate(schema, &defaulted, &format!("{path}.default"), causes);
+        // kube-apiserver validates the default on its own (an empty path, so its messages read
+        // "Invalid value: 0:  in body should be …") and reports it at `<path>.default`.
+        let mut found = Vec::new();
+        validate(schema, &defaulted, "", &mut found);
+        causes.extend(found.into_iter().map(|mut c| {
+            c.field = if c.field.is_empty() {
+                format!("{path}.default")
+            } else {
+                format!("{path}.default.{}", c.field)
+            };
+            c.message = c.message.replace("<root> in body", " in body");
+            c
+        }));
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, s) in props {

@@ -154,10 +154,10 @@ pub fn table(
             .iter()
             .map(|c| definition(&c.name, &c.type_, &c.format, &c.description, c.priority)),
     );
-    let has_age = columns
-        .iter()
-        .any(|c| c.json_path == ".metadata.creationTimestamp");
-    if !has_age {
+    // kube-apiserver adds Age only to CRD versions without printer columns: a CRD that defines
+    // its own columns gets exactly those (after Name).
+    let add_age = columns.is_empty();
+    if add_age {
         defs.push(definition("Age", "date", "", "CreationTimestamp is a timestamp representing the server time when this object was created.", 0));
     }
     let rows: Vec<Value> = objects
@@ -165,7 +165,7 @@ pub fn table(
         .map(|o| {
             let mut cells = vec![o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)];
             cells.extend(columns.iter().map(|c| cell(c, o)));
-            if !has_age {
+            if add_age {
                 cells.push(json!(human_age(
                     o.pointer("/metadata/creationTimestamp")
                         .and_then(Value::as_str)

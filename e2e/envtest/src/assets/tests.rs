@@ -35,6 +35,7 @@ fn etcd_flags_listen_on_loopback_ports_with_temp_data_dir() {
         client_port: 12379,
         peer_port: 12380,
         no_fsync: true,
+        progress_notify_flag: Some("--experimental-watch-progress-notify-interval".into()),
     };
     let args = etcd_args(&flags);
     for want in [
@@ -45,15 +46,36 @@ fn etcd_flags_listen_on_loopback_ports_with_temp_data_dir() {
         "--initial-advertise-peer-urls=http://127.0.0.1:12380",
         "--initial-cluster=default=http://127.0.0.1:12380",
         "--unsafe-no-fsync=true",
+        "--experimental-watch-progress-notify-interval=100ms",
     ] {
         assert!(args.iter().any(|a| a == want), "{want} missing in {args:?}");
     }
     // etcd 3.4 refuses the flag, so it is only passed when the binary knows it.
     let args = etcd_args(&EtcdFlags {
         no_fsync: false,
+        progress_notify_flag: None,
         ..flags
     });
     assert!(!args.iter().any(|a| a.contains("no-fsync")), "{args:?}");
+    assert!(!args.iter().any(|a| a.contains("progress")), "{args:?}");
+}
+
+#[test]
+fn etcd_flags_follow_what_its_help_lists() {
+    // Lines as etcd 3.4 and 3.6 print them in --help.
+    let v34 = "  --experimental-watch-progress-notify-interval '0'\n    Duration of periodical watch progress notification.\n";
+    let v36 = "  --watch-progress-notify-interval '10m'\n  --unsafe-no-fsync 'false'\n";
+    assert_eq!(
+        etcd_progress_notify_flag(v34).as_deref(),
+        Some("--experimental-watch-progress-notify-interval")
+    );
+    assert!(!etcd_supports_no_fsync(v34));
+    assert_eq!(
+        etcd_progress_notify_flag(v36).as_deref(),
+        Some("--watch-progress-notify-interval")
+    );
+    assert!(etcd_supports_no_fsync(v36));
+    assert_eq!(etcd_progress_notify_flag("--data-dir"), None);
 }
 
 #[test]

@@ -91,7 +91,7 @@ pub fn widget_crd() -> Value {
                             "properties": {
                                 "phase": {"type": "string"},
                                 "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
-                                    "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}, "reason": {"type": "string"}}}}
+                                    "items": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}, "status": {"type": "string"}, "reason": {"type": "string"}}}}
                             }
                         }
                     }
@@ -145,4 +145,81 @@ pub fn kube_assets() -> std::path::PathBuf {
         dir.display()
     );
     dir
+}
+
+/// Which server `TestEnv::start()` picks from the environment, as the tests need to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Server {
+    /// The in-memory server (no `USE_EXISTING_CLUSTER=true`, no `KUBEBUILDER_ASSETS`).
+    Embedded,
+    /// A bare control plane: `KUBEBUILDER_ASSETS`' kube-apiserver and etcd (no controller-manager).
+    Assets(std::path::PathBuf),
+    /// `USE_EXISTING_CLUSTER=true`: whatever the kubeconfig points at.
+    Existing,
+}
+
+pub fn server() -> Server {
+    if std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Server::Existing;
+    }
+    match std::env::var_os("KUBEBUILDER_ASSETS").filter(|d| !d.is_empty()) {
+        Some(d) => Server::Assets(d.into()),
+        None => Server::Embedded,
+    }
+}
+
+/// Skip a test on this server: prints why and appends `<test>: <reason>` to the file named by
+/// `STRATA_ENVTEST_SKIP_LOG` (how `make test` counts and lists the skips). Returns true when
+/// the caller must return.
+pub fn skip_if(cond: bool, test: &str, reason: &str) -> bool {
+    if cond {
+        eprintln!("SKIPPED {test}: {reason}");
+        if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
+            use std::io::Write;
+            let line = format!("{test}: {reason}\n");
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .and_then(|mut f| f.write_all(line.as_bytes()))
+                .unwrap();
+        }
+    }
+    cond
+}
+
+/// A bare control plane (`KUBEBUILDER_ASSETS`) has no kube-controller-manager: no garbage
+/// collector and no namespace controller.
+pub fn skip_without_controllers(test: &str, needs: &str) -> bool {
+    skip_if(
+        matches!(server(), Server::Assets(_)),
+        test,
+        &format!(
+            "needs the {needs} (kube-controller-manager), which a bare kube-apiserver + etcd lacks"
+        ),
+    )
+}
+
+/// The in-memory server's hooks (`TestEnv::state()`) or several servers per process.
+pub fn skip_unless_embedded(test: &str, needs: &str) -> bool {
+    skip_if(
+        server() != Server::Embedded,
+        test,
+        &format!("needs the in-memory server: {needs}"),
+    )
+}
+
+/// The etcd version (major, minor) of a `KUBEBUILDER_ASSETS` directory, from `etcd --version`.
+pub fn etcd_version(assets: &std::path::Path) -> Option<(u32, u32)> {
+    let out = std::process::Command::new(assets.join("etcd"))
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let v = text
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd Version: "))?
+        .trim();
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
 }
