@@ -34,6 +34,7 @@ pub struct World {
     pub ns: String,
     pub http: reqwest::Client,
     operator: Option<JoinHandle<()>>,
+    all_namespaces: bool,
 }
 
 impl Drop for World {
@@ -84,6 +85,11 @@ impl World {
     }
 
     pub async fn start_with(test: &str, options: Options) -> World {
+        Self::start_full(test, options, false).await
+    }
+
+    /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
+    pub async fn start_full(test: &str, options: Options, all_namespaces: bool) -> World {
         // RUST_LOG=strata_operator=debug shows the operator's logs with a failing test's output.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -108,6 +114,7 @@ impl World {
             ns,
             http: reqwest::Client::new(),
             operator: None,
+            all_namespaces,
         };
         world.start_operator();
         world
@@ -116,7 +123,10 @@ impl World {
     /// Starts (or restarts, with fresh in-memory state) the operator.
     pub fn start_operator(&mut self) {
         self.stop_operator();
-        let settings = settings(&self.sim.url, &self.ns);
+        let mut settings = settings(&self.sim.url, &self.ns);
+        if self.all_namespaces {
+            settings.scope.namespace = None;
+        }
         let client = self.env.client();
         self.operator = Some(tokio::spawn(strata_operator::run(client, settings)));
     }
@@ -125,6 +135,38 @@ impl World {
         if let Some(op) = self.operator.take() {
             op.abort();
         }
+    }
+
+    /// Creates another namespace for the test.
+    pub async fn namespace(&self, suffix: &str) -> String {
+        let name = format!("{}-{suffix}", self.ns);
+        let body = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(self.env.client())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+        name
+    }
+
+    /// A credential Secret (DESIGN.md keys) in a namespace.
+    pub async fn credential_secret(
+        &self,
+        ns: &str,
+        name: &str,
+        subscription: &str,
+        client: &str,
+        secret: &str,
+    ) {
+        let body = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "stringData": {"AZURE_SUBSCRIPTION_ID": subscription, "AZURE_TENANT_ID": "tenant",
+                "AZURE_CLIENT_ID": client, "AZURE_CLIENT_SECRET": secret}
+        }))
+        .unwrap();
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.env.client(), ns)
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
     }
 
     /// Applies every document of a YAML file (server-side apply, in the test's namespace).
@@ -141,11 +183,15 @@ impl World {
         applied
     }
 
-    pub async fn apply(&self, mut v: Value) -> (String, String) {
-        v["metadata"]["namespace"] = json!(self.ns);
+    pub async fn apply(&self, v: Value) -> (String, String) {
+        self.apply_in(&self.ns.clone(), v).await
+    }
+
+    pub async fn apply_in(&self, ns: &str, mut v: Value) -> (String, String) {
+        v["metadata"]["namespace"] = json!(ns);
         let kind = v["kind"].as_str().unwrap().to_owned();
         let name = v["metadata"]["name"].as_str().unwrap().to_owned();
-        self.api(&kind)
+        self.api_in(ns, &kind)
             .patch(
                 &name,
                 &PatchParams::apply("test").force(),
@@ -157,6 +203,10 @@ impl World {
     }
 
     pub fn api(&self, kind: &str) -> Api<DynamicObject> {
+        self.api_in(&self.ns, kind)
+    }
+
+    pub fn api_in(&self, ns: &str, kind: &str) -> Api<DynamicObject> {
         let plural = match kind {
             "PublicIPAddress" => "publicipaddresses".to_owned(),
             k => format!("{}s", k.to_ascii_lowercase()),
@@ -164,7 +214,7 @@ impl World {
         let gvk = GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind);
         Api::namespaced_with(
             self.env.client(),
-            &self.ns,
+            ns,
             &ApiResource::from_gvk_with_plural(&gvk, &plural),
         )
     }
@@ -175,7 +225,16 @@ impl World {
 
     /// The Ready condition's (status, reason, message).
     pub async fn ready(&self, kind: &str, name: &str) -> Option<(String, String, String)> {
-        let obj = self.get(kind, name).await?;
+        self.ready_in(&self.ns.clone(), kind, name).await
+    }
+
+    pub async fn ready_in(
+        &self,
+        ns: &str,
+        kind: &str,
+        name: &str,
+    ) -> Option<(String, String, String)> {
+        let obj = self.api_in(ns, kind).get_opt(name).await.unwrap()?;
         let conditions = obj.data.pointer("/status/conditions")?.as_array()?.clone();
         let c = conditions.iter().find(|c| c["type"] == "Ready")?;
         Some((
@@ -218,6 +277,31 @@ impl World {
             assert!(
                 start.elapsed() < timeout,
                 "not Ready after {timeout:?}: {blocking:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the Ready condition has this reason (and returns its message).
+    pub async fn wait_reason(
+        &self,
+        ns: &str,
+        kind: &str,
+        name: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> String {
+        let start = Instant::now();
+        loop {
+            let r = self.ready_in(ns, kind, name).await;
+            if let Some((_, got, message)) = &r {
+                if got == reason {
+                    return message.clone();
+                }
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "{kind}/{name} in {ns}: wanted {reason}, have {r:?}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
