@@ -5,10 +5,21 @@ CARGO ?= cargo
 
 .PHONY: test tools crds lint fmt demo
 
-## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing).
+## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing),
+## then the API test server's suite a second time against the real kube-apiserver + etcd that
+## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why.
+ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
+ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
 test: tools
 	$(CARGO) test --workspace --all-targets --locked
 	$(CARGO) test --workspace --doc --locked
+	@echo "== strata-envtest suite on kube-apiserver + etcd (KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS))"
+	@rm -f $(ENVTEST_SKIPS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) STRATA_ENVTEST_SKIP_LOG=$(ENVTEST_SKIPS) \
+		$(CARGO) test -p strata-envtest --all-targets --locked
+	@touch $(ENVTEST_SKIPS); \
+		echo "== strata-envtest on kube-apiserver: $$(wc -l < $(ENVTEST_SKIPS)) tests skipped:"; \
+		sort $(ENVTEST_SKIPS) | sed 's/^/  - /'
 
 ## Install the test tools when missing: kubectl (Debian's kubernetes-client when none is on the
 ## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server) and the
