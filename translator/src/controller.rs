@@ -1,5 +1,30 @@
-//! The controller: watches CAPI/CAPZ objects and the CRs it owns, applies the pure translations
-//! with server-side apply, prunes, and writes status back to CAPI.
+//! The controller: two kube-runtime controllers (AzureCluster, AzureMachine) fed by watches on
+//! the CAPI/CAPZ objects, the bootstrap Secrets and the cloud CRs they own. Each reconcile
+//! fetches, calls the pure translation, server-side applies the result (field manager
+//! `strata-translator`, controller-owned, labelled with the cluster name), deletes owned CRs that
+//! are no longer desired, and writes status back to CAPI. Deletion is driven by the translator's
+//! own finalizer, never by a garbage collector.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use strata_crds::azure;
+use strata_crds::capi::{self, Cluster, Machine};
+use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use tracing::{info, instrument, warn};
+
+use crate::model::{ClusterModel, Policy};
+use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 
 /// Controller settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -7,6 +32,52 @@ pub struct Settings {
     /// Only watch this namespace (all namespaces when unset).
     #[arg(long, env = "STRATA_TRANSLATOR_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Availability zones reported as the clusters' failure domains (empty: none, for regions
+    /// without zones).
+    #[arg(
+        long,
+        env = "STRATA_TRANSLATOR_ZONES",
+        value_delimiter = ',',
+        default_value = "1,2,3"
+    )]
+    pub zones: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            zones: vec!["1".into(), "2".into(), "3".into()],
+        }
+    }
+}
+
+/// Errors of a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Bounded label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Json(_) => "json",
+        }
+    }
+}
+
+/// Shared state of both controllers.
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
+    /// and the availability sets of a cluster.
+    pub machines: Store<Machine>,
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
@@ -16,7 +87,1152 @@ pub fn init_tracing() {
     tracing_subscriber::fmt().with_env_filter(filter).init();
 }
 
-/// Runs the controller until interrupted.
-pub async fn main(_settings: Settings) -> Result<(), kube::Error> {
+/// Runs the controller against the default kubeconfig until interrupted.
+pub async fn main(settings: Settings) -> Result<(), Error> {
+    let client = Client::try_default().await?;
+    tokio::select! {
+        _ = run(client, settings) => {}
+        _ = tokio::signal::ctrl_c() => info!("interrupted"),
+    }
     Ok(())
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs both controllers until their watches end.
+pub async fn run(client: Client, settings: Settings) {
+    let ns = settings.namespace.clone();
+    let ns = ns.as_deref();
+    let wc = watcher::Config::default();
+
+    let (machines, writer) = reflector::store::<Machine>();
+    let machine_reflector = reflector(writer, watcher(api::<Machine>(&client, ns), wc.clone()))
+        .applied_objects()
+        .for_each(|_| futures::future::ready(()));
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings: settings.clone(),
+        machines: machines.clone(),
+    });
+
+    // AzureCluster controller.
+    let clusters = Controller::new(api::<AzureCluster>(&client, ns), wc.clone());
+    let store = clusters.store();
+    let clusters = owns_cluster_crs(clusters, &client, ns, &wc)
+        .owns(api::<Secret>(&client, ns), label_config())
+        .watches(api::<Cluster>(&client, ns), wc.clone(), |c| {
+            c.spec
+                .infrastructure_ref
+                .as_ref()
+                .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
+                .and_then(|r| r.name.clone())
+                .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
+        })
+        .watches(api::<Machine>(&client, ns), wc.clone(), move |m| {
+            azure_cluster_of(
+                &store,
+                &m.namespace().unwrap_or_default(),
+                &m.spec.cluster_name,
+            )
+        })
+        .shutdown_on_signal()
+        .run(reconcile_cluster, error_policy, ctx.clone())
+        .for_each(|r| {
+            if let Err(e) = r {
+                warn!(error = %e, "AzureCluster reconcile");
+            }
+            futures::future::ready(())
+        });
+
+    // AzureMachine controller.
+    let ms = Controller::new(api::<AzureMachine>(&client, ns), wc.clone());
+    let by_machine = machines.clone();
+    let machines_for_cluster = machines.clone();
+    let ms = ms
+        .owns(api::<azure::NetworkInterface>(&client, ns), label_config())
+        .owns(api::<azure::PublicIPAddress>(&client, ns), label_config())
+        .owns(api::<azure::VirtualMachine>(&client, ns), label_config())
+        .owns(api::<Secret>(&client, ns), label_config())
+        .watches(api::<Machine>(&client, ns), wc.clone(), |m| {
+            (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
+                .then(|| m.spec.infrastructure_ref.name.clone())
+                .flatten()
+                .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
+        })
+        .watches(api::<Secret>(&client, ns), wc.clone(), move |s| {
+            // A bootstrap Secret wakes the AzureMachine of the Machine that names it.
+            let ns = s.namespace().unwrap_or_default();
+            let name = s.name_any();
+            by_machine
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.namespace().as_deref() == Some(&ns)
+                        && m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
+                })
+                .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                .map(|n| ObjectRef::new(&n).within(&ns))
+                .collect::<Vec<_>>()
+        })
+        .watches(api::<AzureCluster>(&client, ns), wc.clone(), move |azc| {
+            // Cluster infrastructure becoming ready lets VMs be made.
+            let ns = azc.namespace().unwrap_or_default();
+            let cluster = cluster_label(&azc).unwrap_or_else(|| azc.name_any());
+            machines_for_cluster
+                .state()
+                .into_iter()
+                .filter(|m| m.namespace().as_deref() == Some(&ns) && m.spec.cluster_name == cluster)
+                .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                .map(|n| ObjectRef::new(&n).within(&ns))
+                .collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .run(reconcile_machine, error_policy, ctx.clone())
+        .for_each(|r| {
+            if let Err(e) = r {
+                warn!(error = %e, "AzureMachine reconcile");
+            }
+            futures::future::ready(())
+        });
+
+    tokio::select! {
+        _ = machine_reflector => {}
+        _ = futures::future::join(clusters, ms) => {}
+    }
+}
+
+fn label_config() -> watcher::Config {
+    watcher::Config::default().labels(naming::CLUSTER_NAME_LABEL)
+}
+
+fn owns_cluster_crs(
+    c: Controller<AzureCluster>,
+    client: &Client,
+    ns: Option<&str>,
+    _wc: &watcher::Config,
+) -> Controller<AzureCluster> {
+    c.owns(api::<azure::ResourceGroup>(client, ns), label_config())
+        .owns(api::<azure::VirtualNetwork>(client, ns), label_config())
+        .owns(api::<azure::Subnet>(client, ns), label_config())
+        .owns(
+            api::<azure::NetworkSecurityGroup>(client, ns),
+            label_config(),
+        )
+        .owns(api::<azure::RouteTable>(client, ns), label_config())
+        .owns(api::<azure::NatGateway>(client, ns), label_config())
+        .owns(api::<azure::PublicIPAddress>(client, ns), label_config())
+        .owns(api::<azure::LoadBalancer>(client, ns), label_config())
+        .owns(api::<azure::AvailabilitySet>(client, ns), label_config())
+}
+
+fn cluster_label<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(naming::CLUSTER_NAME_LABEL).cloned())
+}
+
+fn azure_cluster_of(
+    store: &Store<AzureCluster>,
+    namespace: &str,
+    cluster: &str,
+) -> Option<ObjectRef<AzureCluster>> {
+    store
+        .state()
+        .into_iter()
+        .find(|a| {
+            a.namespace().as_deref() == Some(namespace)
+                && (cluster_label(a.as_ref()).as_deref() == Some(cluster)
+                    || a.name_any() == cluster)
+        })
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+}
+
+fn error_policy<K>(_obj: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
+    warn!(error = %error, kind = error.metric_label(), "requeue");
+    Action::requeue(Duration::from_secs(5))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cloud CRs: apply, list, delete, read status.
+
+/// The cloud CR kinds a cluster owns and a machine owns.
+const CLUSTER_KINDS: [&str; 9] = [
+    "ResourceGroup",
+    "VirtualNetwork",
+    "NetworkSecurityGroup",
+    "RouteTable",
+    "PublicIPAddress",
+    "NatGateway",
+    "Subnet",
+    "LoadBalancer",
+    "AvailabilitySet",
+];
+const MACHINE_KINDS: [&str; 3] = ["PublicIPAddress", "NetworkInterface", "VirtualMachine"];
+
+fn api_resource(kind: &str) -> ApiResource {
+    match kind {
+        "ResourceGroup" => ApiResource::erase::<azure::ResourceGroup>(&()),
+        "VirtualNetwork" => ApiResource::erase::<azure::VirtualNetwork>(&()),
+        "Subnet" => ApiResource::erase::<azure::Subnet>(&()),
+        "NetworkSecurityGroup" => ApiResource::erase::<azure::NetworkSecurityGroup>(&()),
+        "RouteTable" => ApiResource::erase::<azure::RouteTable>(&()),
+        "NatGateway" => ApiResource::erase::<azure::NatGateway>(&()),
+        "PublicIPAddress" => ApiResource::erase::<azure::PublicIPAddress>(&()),
+        "LoadBalancer" => ApiResource::erase::<azure::LoadBalancer>(&()),
+        "NetworkInterface" => ApiResource::erase::<azure::NetworkInterface>(&()),
+        "AvailabilitySet" => ApiResource::erase::<azure::AvailabilitySet>(&()),
+        _ => ApiResource::erase::<azure::VirtualMachine>(&()),
+    }
+}
+
+fn dyn_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &api_resource(kind))
+}
+
+/// A controller owner reference to `owner`.
+fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether `desired` is contained in `live`: every field it sets has the same value there
+/// (lists element by element). The live object carries more (status, defaults, other managers'
+/// fields).
+fn contained(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| contained(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| contained(a, b))
+        }
+        _ => desired == live,
+    }
+}
+
+/// Server-side applies `resources`, controller-owned by `owner`, skipping those whose live
+/// object already holds everything desired (no request, so nothing changes and the API server
+/// is spared a write per CR per reconcile).
+async fn apply_all(
+    client: &Client,
+    ns: &str,
+    owner: &OwnerReference,
+    resources: &[CloudResource],
+    existing: &[(String, DynamicObject)],
+) -> Result<(), Error> {
+    for r in resources {
+        let mut value = r.to_value();
+        value["metadata"]["ownerReferences"] = serde_json::to_value(vec![owner.clone()])?;
+        if let Some(m) = value["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        let live = existing
+            .iter()
+            .find(|(k, o)| k == r.kind() && o.name_any() == r.name())
+            .map(|(_, o)| serde_json::to_value(o))
+            .transpose()?;
+        // An annotation the translator no longer wants goes only through an apply.
+        let ours = |v: &Value| -> Vec<String> {
+            v["metadata"]["annotations"]
+                .as_object()
+                .map(|a| {
+                    a.keys()
+                        .filter(|k| k.starts_with("strata.dev/") && *k != annotations::PAUSED)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let annotations_same = live.as_ref().is_some_and(|l| ours(l) == ours(&value));
+        if let Some(live) = &live
+            && annotations_same
+            && contained(&value, live)
+        {
+            continue;
+        }
+        dyn_api(client, ns, r.kind())
+            .patch(
+                r.name(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(value),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The CRs of `kinds` in `ns` labelled with `cluster` and controller-owned by `owner_uid`.
+async fn owned(
+    client: &Client,
+    ns: &str,
+    kinds: &[&str],
+    cluster: &str,
+    owner_uid: &str,
+) -> Result<Vec<(String, DynamicObject)>, Error> {
+    let lp = ListParams::default().labels(&format!("{}={cluster}", naming::CLUSTER_NAME_LABEL));
+    let mut out = Vec::new();
+    for kind in kinds {
+        for o in dyn_api(client, ns, kind).list(&lp).await?.items {
+            let mine = o.metadata.owner_references.as_ref().is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r.uid == owner_uid && r.controller == Some(true))
+            });
+            if mine {
+                out.push((kind.to_string(), o));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes owned CRs that are not desired; returns how many remain undesired (still deleting).
+async fn prune(
+    client: &Client,
+    ns: &str,
+    existing: &[(String, DynamicObject)],
+    desired: &[CloudResource],
+) -> Result<usize, Error> {
+    let mut pending = 0;
+    for (kind, o) in existing {
+        let name = o.name_any();
+        if desired.iter().any(|d| d.kind() == kind && d.name() == name) {
+            continue;
+        }
+        pending += 1;
+        if o.metadata.deletion_timestamp.is_none() {
+            info!(kind, name, "deleting a CR no longer desired");
+            match dyn_api(client, ns, kind)
+                .delete(&name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Sets or clears `strata.dev/paused` on existing CRs, changing nothing else.
+async fn set_paused(
+    client: &Client,
+    ns: &str,
+    existing: &[(String, DynamicObject)],
+    paused: bool,
+) -> Result<(), Error> {
+    for (kind, o) in existing {
+        let has = o.annotations().contains_key(annotations::PAUSED);
+        if has == paused {
+            continue;
+        }
+        let value = if paused { json!("true") } else { Value::Null };
+        dyn_api(client, ns, kind)
+            .patch(
+                &o.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {annotations::PAUSED: value}}})),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// A CR's readiness as its Ready condition says.
+#[derive(Debug, Clone, PartialEq)]
+struct Readiness {
+    kind: String,
+    name: String,
+    ready: bool,
+    reason: String,
+    message: String,
+}
+
+fn readiness(kind: &str, o: Option<&DynamicObject>, name: &str) -> Readiness {
+    let cond = o.and_then(|o| {
+        o.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
+    });
+    let generation_ok = o.is_some_and(|o| {
+        o.data["status"]["observedGeneration"].as_i64().is_none()
+            || o.data["status"]["observedGeneration"].as_i64() == o.metadata.generation
+    });
+    Readiness {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        ready: generation_ok && cond.as_ref().is_some_and(|c| c["status"] == "True"),
+        reason: match (&o, &cond) {
+            (None, _) => "NotCreated".to_owned(),
+            (_, Some(c)) => c["reason"].as_str().unwrap_or("Unknown").to_owned(),
+            _ => "Reconciling".to_owned(),
+        },
+        message: cond
+            .as_ref()
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+async fn get_dyn(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Option<DynamicObject>, Error> {
+    Ok(dyn_api(client, ns, kind).get_opt(name).await?)
+}
+
+/// A CAPI condition, keeping the transition time when the status did not change.
+fn capi_condition(
+    previous: &[capi::Condition],
+    status: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+    severity: Option<&str>,
+) -> capi::Condition {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let last = previous
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    capi::Condition {
+        type_: "Ready".to_owned(),
+        status,
+        severity: severity.map(str::to_owned),
+        last_transition_time: Some(last),
+        reason: reason.map(str::to_owned),
+        message,
+    }
+}
+
+fn resources_status(list: &[Readiness]) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|r| json!({"kind": r.kind, "name": r.name, "ready": r.ready}))
+            .collect(),
+    )
+}
+
+fn first_blocking(list: &[Readiness]) -> Option<String> {
+    list.iter().find(|r| !r.ready).map(|r| {
+        let mut m = format!("{} {}: {}", r.kind, r.name, r.reason);
+        if !r.message.is_empty() {
+            m.push_str(": ");
+            m.push_str(&r.message);
+        }
+        m
+    })
+}
+
+async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if obj.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_owned());
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}})),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let finalizers: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if finalizers.len() == obj.finalizers().len() {
+        return Ok(());
+    }
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}})),
+    )
+    .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// AzureCluster.
+
+/// The Cluster an AzureCluster belongs to: its CAPI owner, else a Cluster whose infrastructureRef
+/// names it.
+async fn cluster_for(client: &Client, azc: &AzureCluster) -> Result<Option<Cluster>, Error> {
+    let ns = azc.namespace().unwrap_or_default();
+    let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+    if let Some(owner) = azc
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "Cluster" && r.api_version.starts_with(capi::GROUP))
+        && let Some(c) = api.get_opt(&owner.name).await?
+    {
+        return Ok(Some(c));
+    }
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|c| {
+            c.spec.infrastructure_ref.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("AzureCluster")
+                    && r.name.as_deref() == Some(&azc.name_any())
+            })
+        }))
+}
+
+/// Machines of a cluster with their AzureMachines (for availability sets).
+async fn machines_of(
+    ctx: &Context,
+    ns: &str,
+    cluster: &str,
+) -> Result<Vec<(Machine, AzureMachine)>, Error> {
+    let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
+    let mut out = Vec::new();
+    for m in ctx.machines.state() {
+        if m.namespace().as_deref() != Some(ns)
+            || m.spec.cluster_name != cluster
+            || m.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        if let Some(name) = &m.spec.infrastructure_ref.name
+            && let Some(azm) = azms.get_opt(name).await?
+            && azm.metadata.deletion_timestamp.is_none()
+        {
+            out.push((m.as_ref().clone(), azm));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `identity` may be used from namespace `ns` (CAPZ's rules: its own namespace always;
+/// otherwise `allowedNamespaces` must be set, and empty admits every namespace).
+async fn identity_allows(
+    client: &Client,
+    identity: &AzureClusterIdentity,
+    ns: &str,
+) -> Result<bool, Error> {
+    if identity.namespace().as_deref() == Some(ns) {
+        return Ok(true);
+    }
+    let Some(allowed) = &identity.spec.allowed_namespaces else {
+        return Ok(false);
+    };
+    if allowed.list.is_none() && allowed.selector.is_none() {
+        return Ok(true);
+    }
+    if allowed
+        .list
+        .as_ref()
+        .is_some_and(|l| l.iter().any(|n| n == ns))
+    {
+        return Ok(true);
+    }
+    if let Some(selector) = &allowed.selector {
+        let namespace = Api::<Namespace>::all(client.clone()).get_opt(ns).await?;
+        let labels = namespace
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
+        let labels_ok = selector
+            .match_labels
+            .as_ref()
+            .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+        let exprs_ok = selector.match_expressions.as_ref().is_none_or(|es| {
+            es.iter().all(|e| {
+                let values = e.values.clone().unwrap_or_default();
+                match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                }
+            })
+        });
+        return Ok(labels_ok && exprs_ok);
+    }
+    Ok(false)
+}
+
+/// Writes the credential Secret of a cluster's identity; `Err(message)` when the identity
+/// cannot be used.
+async fn ensure_credentials(
+    client: &Client,
+    azc: &AzureCluster,
+    cluster: &str,
+    owner: &OwnerReference,
+) -> Result<Result<(), String>, Error> {
+    let Some(r) = &azc.spec.identity_ref else {
+        return Ok(Ok(()));
+    };
+    let ns = azc.namespace().unwrap_or_default();
+    let id_ns = r.namespace.clone().unwrap_or_else(|| ns.clone());
+    let name = r.name.clone().unwrap_or_default();
+    let Some(identity) = Api::<AzureClusterIdentity>::namespaced(client.clone(), &id_ns)
+        .get_opt(&name)
+        .await?
+    else {
+        return Ok(Err(format!(
+            "AzureClusterIdentity {id_ns}/{name} not found"
+        )));
+    };
+    if !identity_allows(client, &identity, &ns).await? {
+        return Ok(Err(format!(
+            "AzureClusterIdentity {id_ns}/{name} does not allow namespace {ns} (allowedNamespaces)"
+        )));
+    }
+    let mut data = BTreeMap::from([
+        (
+            "AZURE_TENANT_ID".to_owned(),
+            identity.spec.tenant_id.clone(),
+        ),
+        (
+            "AZURE_CLIENT_ID".to_owned(),
+            identity.spec.client_id.clone(),
+        ),
+    ]);
+    if let Some(sub) = &azc.spec.subscription_id {
+        data.insert("AZURE_SUBSCRIPTION_ID".to_owned(), sub.clone());
+    }
+    if let Some(secret_ref) = &identity.spec.client_secret {
+        let sns = secret_ref
+            .namespace
+            .clone()
+            .unwrap_or_else(|| id_ns.clone());
+        let sname = secret_ref.name.clone().unwrap_or_default();
+        // CAPZ keeps the client secret under `clientSecret`.
+        let secret = Api::<Secret>::namespaced(client.clone(), &sns)
+            .get_opt(&sname)
+            .await?;
+        let Some(value) = secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("clientSecret").cloned())
+        else {
+            return Ok(Err(format!("Secret {sns}/{sname} has no clientSecret")));
+        };
+        data.insert(
+            "AZURE_CLIENT_SECRET".to_owned(),
+            String::from_utf8_lossy(&value.0).into_owned(),
+        );
+    }
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": naming::credential_secret(cluster),
+            "labels": {naming::CLUSTER_NAME_LABEL: cluster},
+            "ownerReferences": [owner],
+        },
+        "stringData": data,
+    });
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .patch(
+            &naming::credential_secret(cluster),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(secret),
+        )
+        .await?;
+    Ok(Ok(()))
+}
+
+async fn write_cluster_status(
+    client: &Client,
+    azc: &AzureCluster,
+    status: Value,
+) -> Result<(), Error> {
+    let api: Api<AzureCluster> =
+        Api::namespaced(client.clone(), &azc.namespace().unwrap_or_default());
+    api.patch_status(
+        &azc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+fn previous_conditions(azc: &AzureCluster) -> Vec<capi::Condition> {
+    azc.status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+#[instrument(skip_all, fields(kind = "AzureCluster", namespace = %azc.namespace().unwrap_or_default(), name = %azc.name_any()))]
+async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let client = &ctx.client;
+    let ns = azc.namespace().unwrap_or_default();
+    let azc_api: Api<AzureCluster> = Api::namespaced(client.clone(), &ns);
+    // Someone else manages this infrastructure: no writes at all.
+    if azc.annotations().contains_key(annotations::MANAGED_BY) {
+        return Ok(Action::await_change());
+    }
+    let Some(cluster) = cluster_for(client, &azc).await? else {
+        // CAPI sets the owner; until then there is nothing to translate.
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let cluster_name = cluster.name_any();
+    let uid = azc.uid().unwrap_or_default();
+    let owner = controller_ref(azc.as_ref());
+    let policy = Policy::of(&cluster, &azc);
+    let existing = owned(client, &ns, &CLUSTER_KINDS, &cluster_name, &uid).await?;
+
+    if policy.paused {
+        set_paused(client, &ns, &existing, true).await?;
+        return Ok(Action::await_change());
+    }
+
+    if azc.metadata.deletion_timestamp.is_some() {
+        let pending = prune(client, &ns, &existing, &[]).await?;
+        if pending == 0 {
+            let secret_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let _ = secret_api
+                .delete(
+                    &naming::credential_secret(&cluster_name),
+                    &DeleteParams::default(),
+                )
+                .await;
+            remove_finalizer(&azc_api, azc.as_ref()).await?;
+            info!("all cluster CRs gone; finalizer removed");
+            return Ok(Action::await_change());
+        }
+        write_cluster_status(
+            client,
+            &azc,
+            json!({"ready": false, "conditions": [capi_condition(
+            &previous_conditions(&azc), false, Some("Deleting"),
+            Some(format!("waiting for {pending} CRs to be deleted")), Some("Info"))]}),
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+
+    add_finalizer(&azc_api, azc.as_ref()).await?;
+    set_paused(client, &ns, &existing, false).await?;
+
+    if let Err(message) = ensure_credentials(client, &azc, &cluster_name, &owner).await? {
+        write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+            &previous_conditions(&azc), false, Some("IdentityNotAllowed"), Some(message), Some("Error"))]})).await?;
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+
+    let pairs = machines_of(&ctx, &ns, &cluster_name).await?;
+    let refs: Vec<(&Machine, &AzureMachine)> = pairs.iter().map(|(m, a)| (m, a)).collect();
+    let translation = match cluster::translate(&cluster, &azc, &refs) {
+        Ok(t) => t,
+        Err(e) => {
+            write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+                &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    apply_all(client, &ns, &owner, &translation.resources, &existing).await?;
+    prune(client, &ns, &existing, &translation.resources).await?;
+
+    // Status back to CAPI.
+    let find = |kind: &str, name: &str| {
+        existing
+            .iter()
+            .find(|(k, o)| k == kind && o.name_any() == name)
+            .map(|(_, o)| o)
+    };
+    let list: Vec<Readiness> = translation
+        .resources
+        .iter()
+        .map(|r| readiness(r.kind(), find(r.kind(), r.name()), r.name()))
+        .collect();
+    let mut notes = ClusterModel::new(&cluster, &azc, &mut Vec::new()).ok();
+    let endpoint = match notes.take() {
+        Some(model) => control_plane_endpoint(client, &ns, &model).await?,
+        None => None,
+    };
+    let ready = list.iter().all(|r| r.ready) && endpoint.is_some();
+    if let Some((host, port)) = &endpoint
+        && azc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_none_or(|e| &e.host != host || e.port != *port)
+    {
+        azc_api
+            .patch(
+                &azc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}}),
+                ),
+            )
+            .await?;
+    }
+    let blocking = first_blocking(&list)
+        .or_else(|| (!ready).then(|| "waiting for the API server address".to_owned()));
+    let note_text = (!translation.notes.is_empty()).then(|| {
+        translation
+            .notes
+            .iter()
+            .map(|n| format!("{}: {}", n.field, n.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    let condition = if ready {
+        capi_condition(
+            &previous_conditions(&azc),
+            true,
+            None,
+            note_text.map(|n| format!("not translated: {n}")),
+            None,
+        )
+    } else {
+        capi_condition(
+            &previous_conditions(&azc),
+            false,
+            Some("Reconciling"),
+            blocking,
+            Some("Info"),
+        )
+    };
+    let failure_domains: BTreeMap<String, Value> = ctx
+        .settings
+        .zones
+        .iter()
+        .map(|z| (z.clone(), json!({"controlPlane": true})))
+        .collect();
+    write_cluster_status(
+        client,
+        &azc,
+        json!({
+            "ready": ready,
+            "failureDomains": failure_domains,
+            "conditions": [condition],
+            "resources": resources_status(&list),
+        }),
+    )
+    .await?;
+    Ok(if ready {
+        Action::requeue(Duration::from_secs(600))
+    } else {
+        Action::requeue(Duration::from_secs(30))
+    })
+}
+
+/// The API server's address: the public IP's FQDN or address, or the internal frontend's IP.
+async fn control_plane_endpoint(
+    client: &Client,
+    ns: &str,
+    model: &ClusterModel,
+) -> Result<Option<(String, i32)>, Error> {
+    let Some(lb) = &model.api_server_lb else {
+        return Ok(None);
+    };
+    let Some(frontend) = lb.frontends.first() else {
+        return Ok(None);
+    };
+    if let Some((ip, _)) = &frontend.public_ip {
+        let pip = get_dyn(
+            client,
+            ns,
+            "PublicIPAddress",
+            &naming::cr_name(&model.name, ip),
+        )
+        .await?;
+        let host = pip.and_then(|p| {
+            p.data["status"]["fqdn"]
+                .as_str()
+                .or(p.data["status"]["ipAddress"].as_str())
+                .map(str::to_owned)
+        });
+        return Ok(host.map(|h| (h, model.api_server_port)));
+    }
+    Ok(frontend
+        .private_ip
+        .clone()
+        .map(|ip| (ip, model.api_server_port)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// AzureMachine.
+
+async fn machine_for(ctx: &Context, azm: &AzureMachine) -> Result<Option<Machine>, Error> {
+    let ns = azm.namespace().unwrap_or_default();
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Some(owner) = azm
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "Machine" && r.api_version.starts_with(capi::GROUP))
+    {
+        return Ok(api.get_opt(&owner.name).await?);
+    }
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|m| {
+            m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine")
+                && m.spec.infrastructure_ref.name.as_deref() == Some(&azm.name_any())
+        }))
+}
+
+async fn write_machine_status(
+    client: &Client,
+    azm: &AzureMachine,
+    status: Value,
+) -> Result<(), Error> {
+    let api: Api<AzureMachine> =
+        Api::namespaced(client.clone(), &azm.namespace().unwrap_or_default());
+    api.patch_status(
+        &azm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+fn previous_machine_conditions(azm: &AzureMachine) -> Vec<capi::Condition> {
+    azm.status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+#[instrument(skip_all, fields(kind = "AzureMachine", namespace = %azm.namespace().unwrap_or_default(), name = %azm.name_any()))]
+async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let client = &ctx.client;
+    let ns = azm.namespace().unwrap_or_default();
+    let azm_api: Api<AzureMachine> = Api::namespaced(client.clone(), &ns);
+    let uid = azm.uid().unwrap_or_default();
+    let owner = controller_ref(azm.as_ref());
+    let Some(machine) = machine_for(&ctx, &azm).await? else {
+        if azm.metadata.deletion_timestamp.is_some() {
+            // The Machine went first; still clean up what this AzureMachine owns.
+            let cluster = cluster_label(azm.as_ref()).unwrap_or_default();
+            let existing = owned(client, &ns, &MACHINE_KINDS, &cluster, &uid).await?;
+            if prune(client, &ns, &existing, &[]).await? == 0 {
+                remove_finalizer(&azm_api, azm.as_ref()).await?;
+            }
+        }
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let cluster_name = machine.spec.cluster_name.clone();
+    let existing = owned(client, &ns, &MACHINE_KINDS, &cluster_name, &uid).await?;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+    let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let azc_name = cluster
+        .spec
+        .infrastructure_ref
+        .as_ref()
+        .and_then(|r| r.name.clone())
+        .unwrap_or_else(|| cluster_name.clone());
+    let azcs: Api<AzureCluster> = Api::namespaced(client.clone(), &ns);
+    let Some(azc) = azcs.get_opt(&azc_name).await? else {
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let paused = Policy::of(&cluster, &azc).paused
+        || azm.annotations().contains_key(annotations::CAPI_PAUSED);
+    if paused {
+        set_paused(client, &ns, &existing, true).await?;
+        return Ok(Action::await_change());
+    }
+
+    if azm.metadata.deletion_timestamp.is_some() {
+        let pending = prune(client, &ns, &existing, &[]).await?;
+        if pending == 0 {
+            let _ = Api::<Secret>::namespaced(client.clone(), &ns)
+                .delete(
+                    &naming::custom_data_secret(&azm.name_any()),
+                    &DeleteParams::default(),
+                )
+                .await;
+            remove_finalizer(&azm_api, azm.as_ref()).await?;
+            return Ok(Action::await_change());
+        }
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    add_finalizer(&azm_api, azm.as_ref()).await?;
+    set_paused(client, &ns, &existing, false).await?;
+
+    let prev = previous_machine_conditions(&azm);
+    let model = match ClusterModel::new(&cluster, &azc, &mut Vec::new()) {
+        Ok(m) => m,
+        Err(e) => {
+            write_machine_status(
+                client,
+                &azm,
+                json!({"ready": false, "conditions": [capi_condition(
+                &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let mut translation = match machine::translate_with(&model, &machine, &azm) {
+        Ok(t) => t,
+        Err(e) => {
+            write_machine_status(
+                client,
+                &azm,
+                json!({"ready": false, "conditions": [capi_condition(
+                &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    // The VM waits for the cluster's infrastructure and the bootstrap data (CAPI contract).
+    let infra_ready = azc.status.as_ref().is_some_and(|s| s.ready);
+    let mut waiting = None;
+    if !infra_ready {
+        waiting = Some("WaitingForClusterInfrastructure");
+    } else if let Some(secret) = &machine.spec.bootstrap.data_secret_name {
+        let data = Api::<Secret>::namespaced(client.clone(), &ns)
+            .get_opt(secret)
+            .await?
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(naming::BOOTSTRAP_DATA_KEY).cloned());
+        match data {
+            Some(value) => {
+                // A copy owned by the AzureMachine: the VM's custom data is immutable and must
+                // outlive CAPI's rotation or deletion of its bootstrap Secret.
+                let copy = json!({
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": naming::custom_data_secret(&azm.name_any()),
+                        "labels": {naming::CLUSTER_NAME_LABEL: &cluster_name},
+                        "ownerReferences": [&owner],
+                    },
+                    "data": {naming::BOOTSTRAP_DATA_KEY: value},
+                });
+                Api::<Secret>::namespaced(client.clone(), &ns)
+                    .patch(
+                        &naming::custom_data_secret(&azm.name_any()),
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(copy),
+                    )
+                    .await?;
+            }
+            None => waiting = Some("WaitingForBootstrapData"),
+        }
+    } else {
+        waiting = Some("WaitingForBootstrapData");
+    }
+    let vm_exists = existing.iter().any(|(k, _)| k == "VirtualMachine");
+    if waiting.is_some() && !vm_exists {
+        translation
+            .resources
+            .retain(|r| r.kind() != "VirtualMachine");
+    }
+    apply_all(client, &ns, &owner, &translation.resources, &existing).await?;
+    prune(client, &ns, &existing, &translation.resources).await?;
+
+    let mut list = Vec::new();
+    let mut objects = BTreeMap::new();
+    for r in &translation.resources {
+        let o = existing
+            .iter()
+            .find(|(k, o)| k == r.kind() && o.name_any() == r.name())
+            .map(|(_, o)| o.clone());
+        list.push(readiness(r.kind(), o.as_ref(), r.name()));
+        if let Some(o) = o {
+            objects.insert(r.kind().to_owned(), o);
+        }
+    }
+    let vm = objects.get("VirtualMachine");
+    let vm_id = vm.and_then(|v| v.data["status"]["id"].as_str().map(str::to_owned));
+    if let Some(id) = &vm_id {
+        let provider_id = naming::provider_id(id);
+        if azm.spec.machine.provider_id.as_deref() != Some(&provider_id) {
+            azm_api
+                .patch(
+                    &azm.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"providerID": provider_id}})),
+                )
+                .await?;
+        }
+    }
+    let mut addresses = vec![json!({"type": "Hostname", "address": azm.name_any()})];
+    if let Some(ip) = objects
+        .get("NetworkInterface")
+        .and_then(|n| n.data["status"]["privateIPAddress"].as_str())
+    {
+        addresses.push(json!({"type": "InternalIP", "address": ip}));
+    }
+    if let Some(ip) = objects
+        .get("PublicIPAddress")
+        .and_then(|p| p.data["status"]["ipAddress"].as_str())
+    {
+        addresses.push(json!({"type": "ExternalIP", "address": ip}));
+    }
+    let ready =
+        waiting.is_none() && vm.is_some() && list.iter().all(|r| r.ready) && vm_id.is_some();
+    let vm_state = vm.and_then(|v| {
+        v.data["status"]["provisioningState"]
+            .as_str()
+            .map(str::to_owned)
+    });
+    let condition = if ready {
+        capi_condition(&prev, true, None, None, None)
+    } else if let Some(w) = waiting {
+        capi_condition(&prev, false, Some(w), None, Some("Info"))
+    } else {
+        capi_condition(
+            &prev,
+            false,
+            Some("Reconciling"),
+            first_blocking(&list),
+            Some("Info"),
+        )
+    };
+    let mut status = json!({
+        "ready": ready,
+        "addresses": addresses,
+        "conditions": [condition],
+        "resources": resources_status(&list),
+    });
+    if let Some(s) = vm_state {
+        status["vmState"] = json!(s);
+    }
+    write_machine_status(client, &azm, status).await?;
+    Ok(if ready {
+        Action::requeue(Duration::from_secs(600))
+    } else {
+        Action::requeue(Duration::from_secs(30))
+    })
 }

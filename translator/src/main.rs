@@ -32,7 +32,7 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Render { files }) => Ok(strata_translator::render::main(&files)),
         Some(Command::Run(settings)) => run(settings),
-        None => run(strata_translator::controller::Settings { namespace: None }),
+        None => run(strata_translator::controller::Settings::default()),
     }
 }
 

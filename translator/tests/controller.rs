@@ -1,0 +1,717 @@
+//! The controller against the Kubernetes API test server (no cloud, garbage collection off),
+//! each test in its own namespace with its own controller instance. What the reconciler would do
+//! (set `Ready` and outputs on the cloud CRs) is done here by hand where a test needs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use strata_crds::capi::{Cluster, Machine};
+use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use strata_translator::controller::{Settings, run};
+use strata_translator::render::Inputs;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+struct Env {
+    _env: strata_envtest::TestEnv,
+    client: Client,
+    ns: String,
+    controller: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.controller.abort();
+    }
+}
+
+async fn start(ns: &str) -> Env {
+    let env = strata_envtest::TestEnv::builder()
+        .crd_dir(repo().join("crds/generated"))
+        .garbage_collection(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns, "labels": {"team": ns}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let settings = Settings {
+        namespace: Some(ns.to_owned()),
+        ..Settings::default()
+    };
+    let controller = tokio::spawn(run(client.clone(), settings));
+    Env {
+        _env: env,
+        client,
+        ns: ns.to_owned(),
+        controller,
+    }
+}
+
+fn resource_of(kind: &str) -> Option<ApiResource> {
+    Some(match kind {
+        "Cluster" => ApiResource::erase::<Cluster>(&()),
+        "AzureCluster" => ApiResource::erase::<AzureCluster>(&()),
+        "Machine" => ApiResource::erase::<Machine>(&()),
+        "AzureMachine" => ApiResource::erase::<AzureMachine>(&()),
+        "AzureClusterIdentity" => ApiResource::erase::<AzureClusterIdentity>(&()),
+        "Secret" => ApiResource::erase::<Secret>(&()),
+        _ => return None,
+    })
+}
+
+/// The documents of a YAML text, moved to namespace `ns`.
+fn docs(text: &str, ns: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .map(|mut v: Value| {
+            v["metadata"]["namespace"] = json!(ns);
+            v
+        })
+        .collect()
+}
+
+/// Creates the objects of `text` that the translator reads (other kinds are skipped).
+async fn create_all(env: &Env, text: &str) {
+    for doc in docs(text, &env.ns) {
+        let Some(ar) = resource_of(doc["kind"].as_str().unwrap()) else {
+            continue;
+        };
+        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.ns, &ar)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+}
+
+/// What CAPI core would create for a cluster: a control-plane Machine and a worker, their
+/// AzureMachines and bootstrap Secrets.
+fn capi_machines(cluster: &str) -> String {
+    let mut out = String::new();
+    for (name, cp, zone) in [
+        (format!("{cluster}-control-plane-abc12"), true, None),
+        (format!("{cluster}-md-0-xyz98"), false, Some("2")),
+    ] {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+        if cp {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        } else {
+            labels["cluster.x-k8s.io/deployment-name"] = json!(format!("{cluster}-md-0"));
+        }
+        let docs = [
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"clusterName": cluster, "failureDomain": zone,
+                    "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine", "name": name}}}),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine",
+                "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "spec": {"vmSize": "Standard_D2s_v3", "osDisk": {"osType": "Linux", "diskSizeGB": 128}, "sshPublicKey": ""}}),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "stringData": {"value": format!("#cloud-config for {name}"), "format": "cloud-config"}}),
+        ];
+        for d in docs {
+            out.push_str("---\n");
+            out.push_str(&serde_yaml_ng::to_string(&d).unwrap());
+        }
+    }
+    out
+}
+
+fn dyn_api(env: &Env, kind: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind),
+        &match kind {
+            "PublicIPAddress" => "publicipaddresses".to_owned(),
+            k => format!("{}s", k.to_lowercase()),
+        },
+    );
+    Api::namespaced_with(env.client.clone(), &env.ns, &ar)
+}
+
+const KINDS: [&str; 11] = [
+    "ResourceGroup",
+    "VirtualNetwork",
+    "NetworkSecurityGroup",
+    "RouteTable",
+    "PublicIPAddress",
+    "NatGateway",
+    "Subnet",
+    "LoadBalancer",
+    "AvailabilitySet",
+    "NetworkInterface",
+    "VirtualMachine",
+];
+
+/// Every cloud CR in the namespace: (kind, name) → object.
+async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
+    let mut out = BTreeMap::new();
+    for kind in KINDS {
+        for o in dyn_api(env, kind)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            out.insert((kind.to_owned(), o.name_any()), o);
+        }
+    }
+    out
+}
+
+/// The (kind, name) set `render` gives for the same input.
+fn rendered(text: &str, ns: &str) -> Vec<(String, String)> {
+    let mut inputs = Inputs::default();
+    let moved: String = docs(text, ns)
+        .iter()
+        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+        .collect();
+    inputs.add_yaml("input", &moved).unwrap();
+    let t = inputs.translate().unwrap();
+    t.resources
+        .iter()
+        .map(|r| (r.kind().to_owned(), r.name().to_owned()))
+        .collect()
+}
+
+/// Polls `f` until it returns Some, for at most 20 s.
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Plays the reconciler: every cloud CR Ready with an ARM ID, IPs on public IPs and NICs.
+async fn make_all_ready(env: &Env) {
+    for ((kind, name), o) in cloud_crs(env).await {
+        let mut status = json!({
+            "id": format!("/subscriptions/s/resourceGroups/Strata-RG/providers/x/{kind}/{name}"),
+            "provisioningState": "Succeeded",
+            "observedGeneration": o.metadata.generation,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        });
+        match kind.as_str() {
+            "PublicIPAddress" => status["ipAddress"] = json!("20.1.2.3"),
+            "NetworkInterface" => status["privateIPAddress"] = json!("10.0.0.4"),
+            "VirtualMachine" => {
+                status["id"] = json!(format!(
+                    "/subscriptions/s/resourceGroups/Strata-RG/providers/Microsoft.Compute/virtualMachines/{name}"
+                ));
+                status["vmId"] = json!("0000-vm");
+                status["powerState"] = json!("running");
+            }
+            _ => {}
+        }
+        dyn_api(env, &kind)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+async fn azure_cluster(env: &Env, name: &str) -> AzureCluster {
+    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(repo().join("samples/capi").join(name)).unwrap()
+}
+
+#[tokio::test]
+async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled() {
+    let env = start("tr-default").await;
+    let input = format!(
+        "{}\n{}",
+        sample("default-cluster.yaml"),
+        capi_machines("strata-demo")
+    );
+    create_all(&env, &input).await;
+    let expected = rendered(&input, &env.ns);
+    assert!(expected.iter().any(|(k, _)| k == "VirtualMachine"));
+    let crs = eventually("every rendered CR", || async {
+        let crs = cloud_crs(&env).await;
+        // Cluster infrastructure is not ready yet, so VMs wait: everything else must exist.
+        let want: Vec<_> = expected
+            .iter()
+            .filter(|(k, _)| k != "VirtualMachine")
+            .cloned()
+            .collect();
+        want.iter().all(|k| crs.contains_key(k)).then_some(crs)
+    })
+    .await;
+    assert!(
+        !crs.keys().any(|(k, _)| k == "VirtualMachine"),
+        "VM made before the infrastructure was ready"
+    );
+    let azc = azure_cluster(&env, "strata-demo").await;
+    let azm_api = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns);
+    for ((kind, name), o) in &crs {
+        assert_eq!(
+            o.labels()
+                .get("cluster.x-k8s.io/cluster-name")
+                .map(String::as_str),
+            Some("strata-demo"),
+            "{kind} {name}"
+        );
+        let owner = o
+            .owner_references()
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .unwrap();
+        let owner_uid = match kind.as_str() {
+            "NetworkInterface" | "VirtualMachine" => azm_api.get(&owner.name).await.unwrap().uid(),
+            _ => azc.uid(),
+        };
+        assert_eq!(Some(owner.uid.clone()), owner_uid, "{kind} {name}");
+        let managers: Vec<_> = o
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert!(
+            managers.iter().any(|m| m == "strata-translator"),
+            "{kind} {name}: {managers:?}"
+        );
+    }
+    assert!(
+        azc.finalizers()
+            .iter()
+            .any(|f| f == strata_translator::FINALIZER)
+    );
+
+    // The reconciler makes everything Ready: the cluster reports its endpoint and readiness,
+    // the VMs are made with the bootstrap data in a copy, and the machines report providerID.
+    make_all_ready(&env).await;
+    let azc = eventually("cluster ready", || async {
+        let azc = azure_cluster(&env, "strata-demo").await;
+        azc.status.as_ref().is_some_and(|s| s.ready).then_some(azc)
+    })
+    .await;
+    assert_eq!(
+        azc.spec.control_plane_endpoint.as_ref().unwrap().host,
+        "20.1.2.3"
+    );
+    assert_eq!(azc.spec.control_plane_endpoint.as_ref().unwrap().port, 6443);
+    assert_eq!(azc.status.as_ref().unwrap().failure_domains.len(), 3);
+    eventually("VMs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(())
+    })
+    .await;
+    let copy = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .get("strata-demo-md-0-xyz98-customdata")
+        .await
+        .unwrap();
+    assert_eq!(
+        copy.data.unwrap()["value"].0,
+        b"#cloud-config for strata-demo-md-0-xyz98".to_vec()
+    );
+    make_all_ready(&env).await;
+    let azm = eventually("machine ready", || async {
+        let azm = azm_api.get("strata-demo-md-0-xyz98").await.unwrap();
+        azm.status.as_ref().is_some_and(|s| s.ready).then_some(azm)
+    })
+    .await;
+    assert_eq!(
+        azm.spec.machine.provider_id.as_deref(),
+        Some(
+            "azure:///subscriptions/s/resourceGroups/strata-rg/providers/Microsoft.Compute/virtualMachines/strata-demo-md-0-xyz98"
+        )
+    );
+    let addresses: Vec<_> = azm
+        .status
+        .unwrap()
+        .addresses
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert!(
+        addresses.contains(&("InternalIP".into(), "10.0.0.4".into())),
+        "{addresses:?}"
+    );
+}
+
+#[tokio::test]
+async fn editing_the_azure_cluster_changes_only_the_affected_crs_and_prunes_removed_ones() {
+    let env = start("tr-edit").await;
+    create_all(&env, &sample("default-cluster.yaml")).await;
+    let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
+    let before = eventually("cluster CRs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
+    })
+    .await;
+    // A new NSG rule on the control-plane subnet.
+    let api = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    let mut azc = api.get("strata-demo").await.unwrap();
+    azc.spec.network_spec.subnets[0].security_group = Some(
+        serde_json::from_value(json!({
+        "securityRules": [{"name": "allow_https", "protocol": "Tcp", "direction": "Inbound",
+            "priority": 2300, "destinationPorts": "443"}]}))
+        .unwrap(),
+    );
+    azc.metadata.managed_fields = None;
+    api.replace("strata-demo", &PostParams::default(), &azc)
+        .await
+        .unwrap();
+    let nsg_key = (
+        "NetworkSecurityGroup".to_owned(),
+        "strata-demo-controlplane-nsg".to_owned(),
+    );
+    let after = eventually("NSG rule", || async {
+        let crs = cloud_crs(&env).await;
+        let rules = crs[&nsg_key].data["spec"]["securityRules"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        rules
+            .iter()
+            .any(|r| r["name"] == "allow_https")
+            .then_some(crs)
+    })
+    .await;
+    // Give the controller a moment to do anything else it would (it must not).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after2 = cloud_crs(&env).await;
+    for (k, o) in &before {
+        let changed = o.resource_version() != after2[k].resource_version();
+        assert_eq!(changed, *k == nsg_key, "{k:?} changed={changed}");
+    }
+    assert_eq!(after.len(), after2.len());
+
+    // Remove the node subnet: its Subnet, NAT gateway, NAT IP and route table go, the node NSG
+    // too (no subnet names it).
+    let mut azc = api.get("strata-demo").await.unwrap();
+    azc.spec
+        .network_spec
+        .subnets
+        .retain(|s| s.name != "node-subnet");
+    azc.spec.network_spec.subnets.push(
+        serde_json::from_value(json!({"name": "other", "role": "node",
+        "cidrBlocks": ["10.2.0.0/16"]}))
+        .unwrap(),
+    );
+    azc.metadata.managed_fields = None;
+    api.replace("strata-demo", &PostParams::default(), &azc)
+        .await
+        .unwrap();
+    eventually("node subnet pruned", || async {
+        let crs = cloud_crs(&env).await;
+        (!crs.contains_key(&(
+            "Subnet".to_owned(),
+            "strata-demo-vnet-node-subnet".to_owned(),
+        )) && crs.contains_key(&("Subnet".to_owned(), "strata-demo-vnet-other".to_owned())))
+        .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn paused_marks_the_crs_and_unpausing_clears_it() {
+    let env = start("tr-paused").await;
+    create_all(&env, &sample("default-cluster.yaml")).await;
+    let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
+    eventually("cluster CRs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(())
+    })
+    .await;
+    let clusters = Api::<Cluster>::namespaced(env.client.clone(), &env.ns);
+    clusters
+        .patch(
+            "strata-demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    eventually("paused annotation", || async {
+        let crs = cloud_crs(&env).await;
+        crs.values()
+            .all(|o| o.annotations().get("strata.dev/paused").map(String::as_str) == Some("true"))
+            .then_some(())
+    })
+    .await;
+    clusters
+        .patch(
+            "strata-demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("unpaused", || async {
+        let crs = cloud_crs(&env).await;
+        crs.values()
+            .all(|o| !o.annotations().contains_key("strata.dev/paused"))
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn managed_by_is_left_alone_while_its_machines_are_translated() {
+    let env = start("tr-managed").await;
+    let input = std::fs::read_to_string(
+        repo().join("translator/tests/golden/managed-by-machine/input.yaml"),
+    )
+    .unwrap();
+    let cluster = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: byo\nspec:\n  infrastructureRef:\n    kind: AzureCluster\n    name: byo\n";
+    create_all(&env, &format!("{cluster}---\n{input}")).await;
+    // Someone else reports the infrastructure ready.
+    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+        .patch_status(
+            "byo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "byo-worker-0"}, "stringData": {"value": "x"}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let crs = eventually("machine CRs", || async {
+        let crs = cloud_crs(&env).await;
+        crs.contains_key(&("VirtualMachine".to_owned(), "byo-worker-0".to_owned()))
+            .then_some(crs)
+    })
+    .await;
+    assert_eq!(crs.len(), 2, "{:?}", crs.keys().collect::<Vec<_>>());
+    let nic = &crs[&("NetworkInterface".to_owned(), "byo-worker-0-nic".to_owned())];
+    assert!(
+        nic.data["spec"]["ipConfigurations"][0]["subnet"]["armId"]
+            .as_str()
+            .unwrap()
+            .ends_with("/virtualNetworks/corp-vnet/subnets/workers")
+    );
+    let azc = azure_cluster(&env, "byo").await;
+    assert!(
+        azc.finalizers().is_empty(),
+        "no writes to a managed-by AzureCluster"
+    );
+    assert!(azc.status.unwrap().conditions.is_empty());
+}
+
+#[tokio::test]
+async fn observe_import_and_capz_migration_annotate_the_crs() {
+    let env = start("tr-observe").await;
+    let observe =
+        std::fs::read_to_string(repo().join("translator/tests/golden/observe-import/input.yaml"))
+            .unwrap();
+    let migrate = std::fs::read_to_string(
+        repo().join("translator/tests/golden/observe-paused-adopt/input.yaml"),
+    )
+    .unwrap()
+    .replace("  paused: true\n", "");
+    let identity = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: AzureClusterIdentity\nmetadata:\n  name: cluster-identity\nspec:\n  type: WorkloadIdentity\n  clientID: c\n  tenantID: t\n";
+    let cluster = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: imported\nspec:\n  infrastructureRef:\n    kind: AzureCluster\n    name: imported\n";
+    create_all(
+        &env,
+        &format!("{cluster}---\n{observe}---\n{migrate}---\n{identity}"),
+    )
+    .await;
+    let crs = eventually("both clusters' CRs", || async {
+        let crs = cloud_crs(&env).await;
+        (crs.contains_key(&("LoadBalancer".to_owned(), "imported-public-lb".to_owned()))
+            && crs.contains_key(&("LoadBalancer".to_owned(), "legacy-public-lb".to_owned())))
+        .then_some(crs)
+    })
+    .await;
+    for ((kind, name), o) in &crs {
+        let ann = o.annotations();
+        let cluster = &o.labels()["cluster.x-k8s.io/cluster-name"];
+        if cluster == "imported" {
+            assert_eq!(
+                ann.get("strata.dev/reconcile-policy").map(String::as_str),
+                Some("observe"),
+                "{kind} {name}"
+            );
+            assert!(!ann.contains_key("strata.dev/adopt"));
+        } else {
+            let tagged = o.data["spec"]["tags"]["sigs.k8s.io_cluster-api-provider-azure_cluster_legacy"]
+                == "owned";
+            assert_eq!(
+                ann.contains_key("strata.dev/adopt"),
+                tagged,
+                "{kind} {name}"
+            );
+            assert_eq!(
+                ann.get("strata.dev/credential-from").map(String::as_str),
+                Some("legacy-azure-credential")
+            );
+        }
+    }
+    // The hub VNet and its resource group are someone else's: observed, never adopted.
+    let vnet = &crs[&("VirtualNetwork".to_owned(), "legacy-hub-vnet".to_owned())];
+    assert_eq!(
+        vnet.annotations()
+            .get("strata.dev/reconcile-policy")
+            .map(String::as_str),
+        Some("observe")
+    );
+    let secret = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .get("legacy-azure-credential")
+        .await
+        .unwrap();
+    assert_eq!(secret.data.unwrap()["AZURE_CLIENT_ID"].0, b"c".to_vec());
+}
+
+#[tokio::test]
+async fn an_identity_from_a_namespace_it_does_not_allow_blocks_the_cluster() {
+    let env = start("tr-identity").await;
+    Api::<Namespace>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "tr-identity-home"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let identity: AzureClusterIdentity = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
+        "metadata": {"name": "shared", "namespace": "tr-identity-home"},
+        "spec": {"type": "WorkloadIdentity", "clientID": "c", "tenantID": "t",
+            "allowedNamespaces": {"list": ["somewhere-else"]}}}))
+    .unwrap();
+    let ids = Api::<AzureClusterIdentity>::namespaced(env.client.clone(), "tr-identity-home");
+    ids.create(&PostParams::default(), &identity).await.unwrap();
+    let text = sample("default-cluster.yaml").replace(
+        "    name: cluster-identity\n  location",
+        "    name: shared\n    namespace: tr-identity-home\n  location",
+    );
+    create_all(&env, &text).await;
+    let azc = eventually("Ready=False", || async {
+        let azc = azure_cluster(&env, "strata-demo").await;
+        azc.status
+            .as_ref()
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.reason.as_deref() == Some("IdentityNotAllowed"))
+            })
+            .then_some(azc)
+    })
+    .await;
+    assert!(!azc.status.unwrap().ready);
+    assert!(cloud_crs(&env).await.is_empty(), "nothing generated");
+    // Allowing the namespace by label lets the cluster through.
+    ids.patch(
+        "shared",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"allowedNamespaces": {"list": null,
+        "selector": {"matchLabels": {"team": "tr-identity"}}}}})),
+    )
+    .await
+    .unwrap();
+    // The identity is read on each reconcile; touching the AzureCluster triggers one.
+    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+        .patch(
+            "strata-demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touch": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("CRs after allowing", || async {
+        (!cloud_crs(&env).await.is_empty()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc() {
+    let env = start("tr-delete").await;
+    create_all(&env, &sample("default-cluster.yaml")).await;
+    let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
+    eventually("cluster CRs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(())
+    })
+    .await;
+    // A stand-in for the reconciler's finalizer: the AzureCluster must wait for it.
+    dyn_api(&env, "ResourceGroup")
+        .patch(
+            "strata-demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["azure.strata.dev/finalizer"]}})),
+        )
+        .await
+        .unwrap();
+    let api = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    api.delete("strata-demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("other CRs gone", || async {
+        let crs = cloud_crs(&env).await;
+        (crs.len() == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        api.get_opt("strata-demo").await.unwrap().is_some(),
+        "released before its CRs were gone"
+    );
+    dyn_api(&env, "ResourceGroup")
+        .patch(
+            "strata-demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("AzureCluster gone", || async {
+        api.get_opt("strata-demo")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(cloud_crs(&env).await.is_empty());
+}
