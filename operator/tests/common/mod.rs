@@ -35,6 +35,8 @@ pub struct World {
     pub http: reqwest::Client,
     operator: Option<JoinHandle<()>>,
     all_namespaces: bool,
+    /// The operator's ARM rate limits (on the emulator's clock); ARM's own by default.
+    pub limits: Limits,
 }
 
 impl Drop for World {
@@ -115,6 +117,7 @@ impl World {
             http: reqwest::Client::new(),
             operator: None,
             all_namespaces,
+            limits: Limits::default(),
         };
         world.start_operator();
         world
@@ -124,6 +127,7 @@ impl World {
     pub fn start_operator(&mut self) {
         self.stop_operator();
         let mut settings = settings(&self.sim.url, &self.ns);
+        settings.limits = self.limits.scaled(TIME_SCALE);
         if self.all_namespaces {
             settings.scope.namespace = None;
         }
