@@ -423,4 +423,18 @@ pub struct AzureClusterStatus {
     /// Conditions, `Ready` among them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The cloud CRs the translator made for the cluster, each with its readiness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ResourceReadiness>,
+}
+
+/// A cloud CR owned by an AzureCluster or AzureMachine and whether it is Ready.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ResourceReadiness {
+    /// Kind, e.g. `VirtualNetwork`.
+    pub kind: String,
+    /// CR name in the same namespace.
+    pub name: String,
+    /// Its `Ready` condition is True.
+    pub ready: bool,
 }

@@ -340,6 +340,9 @@ pub struct AzureMachineStatus {
     /// Conditions, `Ready` among them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The cloud CRs the translator made for the machine, each with its readiness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<super::ResourceReadiness>,
 }
 
 /// A template of AzureMachines, used by KubeadmControlPlane and MachineDeployment.
