@@ -333,6 +333,15 @@ async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled(
     );
     assert_eq!(azc.spec.control_plane_endpoint.as_ref().unwrap().port, 6443);
     assert_eq!(azc.status.as_ref().unwrap().failure_domains.len(), 3);
+    let listed = &azc.status.as_ref().unwrap().resources;
+    assert_eq!(
+        listed.len(),
+        expected
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "VirtualMachine" | "NetworkInterface"))
+            .count()
+    );
+    assert!(listed.iter().all(|r| r.ready), "{listed:?}");
     eventually("VMs", || async {
         let crs = cloud_crs(&env).await;
         expected.iter().all(|k| crs.contains_key(k)).then_some(())
