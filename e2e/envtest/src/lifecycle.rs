@@ -302,21 +302,21 @@ fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<()
                     .map(|v| v.pointer("/schema/openAPIV3Schema"))
                     .collect();
                 let shared = schemas.windows(2).all(|w| w[0] == w[1]);
-                match schemas.first() {
+                let checked: Vec<(&Value, String)> = match schemas.first() {
                     Some(Some(s)) if shared => {
-                        schema::validate_defaults(s, "spec.validation.openAPIV3Schema", &mut causes)
+                        vec![(*s, "spec.validation.openAPIV3Schema".to_string())]
                     }
-                    _ => {
-                        for (i, s) in schemas.iter().enumerate() {
-                            if let Some(s) = s {
-                                schema::validate_defaults(
-                                    s,
-                                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                                    &mut causes,
-                                );
-                            }
-                        }
-                    }
+                    _ => schemas
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, s)| {
+                            s.map(|s| (s, format!("spec.versions[{i}].schema.openAPIV3Schema")))
+                        })
+                        .collect(),
+                };
+                for (s, path) in checked {
+                    schema::validate_crd_schema(s, &path, &mut causes);
+                    schema::validate_defaults(s, &path, &mut causes);
                 }
             }
             if !causes.is_empty() {

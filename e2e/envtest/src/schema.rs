@@ -533,6 +533,97 @@ pub fn validate_defaults(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The structural-schema and CEL checks kube-apiserver makes when a CRD is written, with its
+/// messages and field paths (`path` is e.g. `spec.validation.openAPIV3Schema`): list-map keys
+/// present and each required or defaulted, a `type` on every specified field, and every
+/// `x-kubernetes-validations` rule parsing. (kube-apiserver also type-checks rules and estimates
+/// their cost; cel-rust has neither, so those refusals are kube-apiserver's alone.)
+pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
+        let keys = list_map_keys(schema);
+        if keys.is_empty() {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{path}.x-kubernetes-list-map-keys"),
+                "Required value: must not be empty if x-kubernetes-list-type is map",
+            ));
+        }
+        let items = schema.get("items").unwrap_or(&Value::Null);
+        let required: Vec<&str> = items
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for k in &keys {
+            let defaulted = items.pointer(&format!("/properties/{k}/default")).is_some();
+            if !defaulted && !required.contains(&k.as_str()) {
+                causes.push(Cause::new(
+                    "FieldValueRequired",
+                    format!("{path}.items.properties[{k}].default"),
+                    "Required value: this property is in x-kubernetes-list-map-keys, so it must \
+                     have a default or be a required property",
+                ));
+            }
+        }
+    }
+    for (i, rule) in schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let text = rule.get("rule").and_then(Value::as_str).unwrap_or("");
+        if let Err(e) = kube_cel::cel::Program::compile(text) {
+            let field = |k: &str| rule.get(k).and_then(Value::as_str).unwrap_or("");
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("{path}.x-kubernetes-validations[{i}].rule"),
+                format!(
+                    "Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, \
+                     MessageExpression:{:?}, Reason:(*apiextensions.FieldValueErrorReason)(nil), \
+                     FieldPath:{:?}, OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: {e}",
+                    text,
+                    field("message"),
+                    field("messageExpression"),
+                    field("fieldPath"),
+                ),
+            ));
+        }
+    }
+    let untyped = |s: &Value| {
+        s.get("type").is_none()
+            && !flag(s, "x-kubernetes-preserve-unknown-fields")
+            && !flag(s, "x-kubernetes-int-or-string")
+    };
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, child) in props {
+            let child_path = format!("{path}.properties[{k}]");
+            if untyped(child) {
+                causes.push(Cause::new(
+                    "FieldValueRequired",
+                    format!("{child_path}.type"),
+                    "Required value: must not be empty for specified object fields",
+                ));
+            }
+            validate_crd_schema(child, &child_path, causes);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        if untyped(items) {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{path}.items.type"),
+                "Required value: must not be empty for specified array items",
+            ));
+        }
+        validate_crd_schema(items, &format!("{path}.items"), causes);
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        validate_crd_schema(ap, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
 /// Evaluate every `x-kubernetes-validations` rule (with `oldSelf` on updates).
 pub fn validate_cel(
     schema: &Value,

@@ -2026,3 +2026,56 @@ async fn removing_the_last_finalizer_emits_only_deleted() {
     assert!(gone.metadata.deletion_timestamp.is_some());
     assert!(gone.metadata.resource_version.as_deref() != Some(rv.as_str()));
 }
+
+// Identical on a real server: a CRD that is not a structural schema, or whose CEL rule does not
+// parse, is refused naming the schema field, with kube-apiserver's messages.
+#[tokio::test]
+async fn crd_with_structural_or_cel_errors_is_refused() {
+    let env = env().await;
+    let c = env.client();
+    let base = "spec.validation.openAPIV3Schema.properties[spec].properties[c]";
+    let cases = [
+        (
+            json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "properties": {"type": {"type": "string"}}}}),
+            format!("{base}.items.properties[type].default"),
+            "Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+        ),
+        (
+            json!({"type": "array", "x-kubernetes-list-type": "map",
+                "items": {"type": "object", "properties": {"type": {"type": "string"}}}}),
+            format!("{base}.x-kubernetes-list-map-keys"),
+            "Required value: must not be empty if x-kubernetes-list-type is map",
+        ),
+        (
+            json!({"properties": {"a": {"type": "string"}}}),
+            format!("{base}.type"),
+            "Required value: must not be empty for specified object fields",
+        ),
+        (
+            json!({"type": "string", "x-kubernetes-validations": [{"rule": "self.("}]}),
+            format!("{base}.x-kubernetes-validations[0].rule"),
+            "Invalid value: apiextensions.ValidationRule{Rule:\"self.(\", Message:\"\"",
+        ),
+    ];
+    for (prop, field, message) in cases {
+        let mut crd = gadget_crd();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["c"] = prop.clone();
+        let (code, s) = raw(
+            &c,
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "application/json",
+            Some(crd),
+        )
+        .await;
+        assert_eq!(code, 422, "{prop}: {s}");
+        let causes = s["details"]["causes"].as_array().unwrap();
+        assert!(
+            causes.iter().any(|c| c["field"] == field.as_str()
+                && c["message"].as_str().unwrap().starts_with(message)),
+            "{prop}: wanted {field}: {message}; got {s}"
+        );
+    }
+}
