@@ -524,6 +524,36 @@ fn capi_condition(
     }
 }
 
+/// Condition `UnsupportedFields` (True, severity Warning) naming every input field the
+/// translation could not honour; none when there are none.
+fn notes_condition(previous: &[capi::Condition], notes: &[crate::Note]) -> Option<capi::Condition> {
+    if notes.is_empty() {
+        return None;
+    }
+    let message = notes
+        .iter()
+        .map(|n| format!("{}: {}", n.field, n.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let last = previous
+        .iter()
+        .find(|c| c.type_ == "UnsupportedFields" && c.status == "True")
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    Some(capi::Condition {
+        type_: "UnsupportedFields".to_owned(),
+        status: "True".to_owned(),
+        severity: Some("Warning".to_owned()),
+        last_transition_time: Some(last),
+        reason: Some("NotTranslated".to_owned()),
+        message: Some(message),
+    })
+}
+
+fn conditions(ready: capi::Condition, notes: Option<capi::Condition>) -> Vec<capi::Condition> {
+    std::iter::once(ready).chain(notes).collect()
+}
+
 fn resources_status(list: &[Readiness]) -> Value {
     Value::Array(
         list.iter()
@@ -898,22 +928,8 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
     }
     let blocking = first_blocking(&list)
         .or_else(|| (!ready).then(|| "waiting for the API server address".to_owned()));
-    let note_text = (!translation.notes.is_empty()).then(|| {
-        translation
-            .notes
-            .iter()
-            .map(|n| format!("{}: {}", n.field, n.message))
-            .collect::<Vec<_>>()
-            .join("; ")
-    });
     let condition = if ready {
-        capi_condition(
-            &previous_conditions(&azc),
-            true,
-            None,
-            note_text.map(|n| format!("not translated: {n}")),
-            None,
-        )
+        capi_condition(&previous_conditions(&azc), true, None, None, None)
     } else {
         capi_condition(
             &previous_conditions(&azc),
@@ -935,7 +951,7 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
         json!({
             "ready": ready,
             "failureDomains": failure_domains,
-            "conditions": [condition],
+            "conditions": conditions(condition, notes_condition(&previous_conditions(&azc), &translation.notes)),
             "resources": resources_status(&list),
         }),
     )
@@ -1223,7 +1239,7 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
     let mut status = json!({
         "ready": ready,
         "addresses": addresses,
-        "conditions": [condition],
+        "conditions": conditions(condition, notes_condition(&prev, &translation.notes)),
         "resources": resources_status(&list),
     });
     if let Some(s) = vm_state {
