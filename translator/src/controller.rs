@@ -829,12 +829,22 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
     if azc.annotations().contains_key(annotations::MANAGED_BY) {
         return Ok(Action::await_change());
     }
+    let uid = azc.uid().unwrap_or_default();
     let Some(cluster) = cluster_for(client, &azc).await? else {
+        if azc.metadata.deletion_timestamp.is_some() {
+            // The Cluster went first: still delete what this AzureCluster owns.
+            let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
+            let existing = owned(client, &ns, &CLUSTER_KINDS, &name, &uid).await?;
+            if prune(client, &ns, &existing, &[]).await? == 0 {
+                remove_finalizer(&azc_api, azc.as_ref()).await?;
+                return Ok(Action::await_change());
+            }
+            return Ok(Action::requeue(Duration::from_secs(5)));
+        }
         // CAPI sets the owner; until then there is nothing to translate.
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let cluster_name = cluster.name_any();
-    let uid = azc.uid().unwrap_or_default();
     let owner = controller_ref(azc.as_ref());
     let policy = Policy::of(&cluster, &azc);
     let existing = owned(client, &ns, &CLUSTER_KINDS, &cluster_name, &uid).await?;

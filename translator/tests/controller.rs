@@ -724,3 +724,90 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
     .await;
     assert!(cloud_crs(&env).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_vm_waits_for_bootstrap_data_and_deleting_the_azure_machine_deletes_its_crs() {
+    let env = start("tr-machine").await;
+    let worker = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Machine\nmetadata:\n  name: w0\n  labels:\n    cluster.x-k8s.io/cluster-name: strata-demo\nspec:\n  clusterName: strata-demo\n  failureDomain: \"1\"\n  bootstrap: {}\n  infrastructureRef:\n    kind: AzureMachine\n    name: w0\n---\napiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: AzureMachine\nmetadata:\n  name: w0\nspec:\n  vmSize: Standard_D2s_v3\n  osDisk:\n    osType: Linux\n";
+    create_all(
+        &env,
+        &format!("{}\n---\n{worker}", sample("default-cluster.yaml")),
+    )
+    .await;
+    let nic = ("NetworkInterface".to_owned(), "w0-nic".to_owned());
+    eventually("NIC", || async {
+        cloud_crs(&env).await.contains_key(&nic).then_some(())
+    })
+    .await;
+    make_all_ready(&env).await;
+    eventually("cluster ready", || async {
+        azure_cluster(&env, "strata-demo")
+            .await
+            .status
+            .is_some_and(|s| s.ready)
+            .then_some(())
+    })
+    .await;
+    let azms = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns);
+    eventually("WaitingForBootstrapData", || async {
+        let azm = azms.get("w0").await.unwrap();
+        azm.status
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.reason.as_deref() == Some("WaitingForBootstrapData"))
+            })
+            .then_some(())
+    })
+    .await;
+    let vm = ("VirtualMachine".to_owned(), "w0".to_owned());
+    assert!(
+        !cloud_crs(&env).await.contains_key(&vm),
+        "VM made without bootstrap data"
+    );
+
+    // CAPI's bootstrap provider delivers the data.
+    Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "w0-boot"}, "stringData": {"value": "#cloud-config"}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<Machine>::namespaced(env.client.clone(), &env.ns)
+        .patch(
+            "w0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"bootstrap": {"dataSecretName": "w0-boot"}}})),
+        )
+        .await
+        .unwrap();
+    let crs = eventually("VM", || async {
+        let crs = cloud_crs(&env).await;
+        crs.contains_key(&vm).then_some(crs)
+    })
+    .await;
+    assert_eq!(
+        crs[&vm].data["spec"]["customData"],
+        json!({"name": "w0-customdata", "key": "value"})
+    );
+    assert_eq!(crs[&vm].data["spec"]["zone"], "1");
+
+    azms.delete("w0", &DeleteParams::default()).await.unwrap();
+    eventually("machine CRs and AzureMachine gone", || async {
+        let crs = cloud_crs(&env).await;
+        let gone = !crs.contains_key(&vm) && !crs.contains_key(&nic);
+        (gone && azms.get_opt("w0").await.unwrap().is_none()).then_some(())
+    })
+    .await;
+    assert!(
+        Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+            .get_opt("w0-customdata")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
