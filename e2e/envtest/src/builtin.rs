@@ -60,6 +60,7 @@ fn builtin(
                 .as_ref()
                 .is_some_and(|s| crate::resources::mentions(s, "default")),
             has_cel: false,
+            cel: None,
             schema: schema.map(std::sync::Arc::new),
             status_subresource: status,
             printer_columns: columns,

@@ -353,14 +353,14 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         None => (store.current_rv(), None),
     };
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
-    let mut items = Vec::new();
+    let mut items: Vec<std::sync::Arc<Value>> = Vec::new();
     let mut cont = None;
     for obj in store.list_after(&req.rt.key(), after) {
         if ns.is_some_and(|n| n != meta_str(obj, "namespace")) || !filter.matches(obj) {
             continue;
         }
         if items.len() == limit {
-            let last: &Value = items.last().unwrap_or(obj);
+            let last: &Value = items.last().map_or(&**obj, |l| &**l);
             cont = Some(encode_continue(
                 list_rv,
                 meta_str(last, "namespace"),
@@ -368,10 +368,14 @@ fn list(req: &Request) -> Result<Response, ApiError> {
             ));
             break;
         }
-        items.push(present(obj, &req.rt, &req.path.version));
+        items.push(obj.clone());
     }
     drop(store);
     if table::wants_table(req.accept()) {
+        let items: Vec<Value> = items
+            .iter()
+            .map(|o| present(o, &req.rt, &req.path.version))
+            .collect();
         let t = table::table(
             &req.rt,
             &req.path.version,
@@ -385,16 +389,37 @@ fn list(req: &Request) -> Result<Response, ApiError> {
     if let Some(c) = cont {
         metadata["continue"] = json!(c);
     }
-    for item in items.iter_mut() {
-        item["kind"] = json!(req.rt.kind);
+    // The list is written straight from the stored objects, outside the store lock: copying
+    // every object to rewrite apiVersion/kind made a list slower than kube-apiserver's.
+    let api_version = req.rt.api_version(&req.path.version);
+    let kind = &req.rt.kind;
+    let mut body = Vec::with_capacity(items.len() * 512 + 256);
+    let head = json!({"kind": req.rt.list_kind, "apiVersion": api_version, "metadata": metadata});
+    let head = head.to_string();
+    body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        let written = if item["apiVersion"] == api_version.as_str() && item["kind"] == kind.as_str()
+        {
+            serde_json::to_writer(&mut body, &**item)
+        } else {
+            let mut o = (**item).clone();
+            o["apiVersion"] = json!(api_version);
+            o["kind"] = json!(kind);
+            serde_json::to_writer(&mut body, &o)
+        };
+        written.map_err(|e| ApiError::Internal(e.to_string()))?;
     }
-    let body = json!({
-        "kind": req.rt.list_kind,
-        "apiVersion": req.rt.api_version(&req.path.version),
-        "metadata": metadata,
-        "items": items,
-    });
-    Ok(json_response(StatusCode::OK, &body, &[]))
+    body.extend_from_slice(b"]}");
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 fn start_watch(req: &Request) -> Result<Response, ApiError> {

@@ -170,9 +170,9 @@ fn process_schema(
             "Invalid value: \"null\": some validation rules were not checked because the object \
              was invalid; correct the existing errors to complete validation",
         ));
-    } else if v.has_cel {
+    } else if let Some(cel) = &v.cel {
         causes.extend(schema::validate_cel(
-            &schema,
+            cel,
             obj,
             old,
             &rt.kind,
