@@ -1,5 +1,5 @@
-//! `Microsoft.Compute/virtualMachines`: implicit managed OS disk, `vmId`, `instanceView` power
-//! state, properties that cannot change, secrets that are never returned.
+//! `Microsoft.Compute/virtualMachines`: implicit managed OS and data disks, `vmId`, `instanceView`
+//! power state, properties that cannot change, secrets that are never returned, ARM's defaults.
 
 use serde_json::{Value, json};
 
