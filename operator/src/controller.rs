@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, future};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use strata_crds::azure::*;
@@ -16,7 +16,7 @@ use tracing::warn;
 
 use crate::adapters::AzureResource;
 use crate::error::Error;
-use crate::index::{Change, entry_of};
+use crate::index::{Change, Index, entry_of};
 use crate::reconcile::{Context, object_key, reconcile};
 
 /// Which objects the operator watches and how many it reconciles at once.
@@ -89,7 +89,10 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         })
         .touched_objects()
         .predicate_filter(changes_that_matter::<K>, Default::default());
-    let wake = waiters::<K>(reader.clone(), BroadcastStream::new(ctx.index.subscribe()));
+    let wake = waiters::<K>(
+        ctx.index.clone(),
+        BroadcastStream::new(ctx.index.subscribe()),
+    );
     Controller::for_stream(objects, reader)
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .reconcile_on(wake)
@@ -99,46 +102,25 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         .await;
 }
 
-/// The objects of kind `K` to wake for each change in the index: those waiting for the changed
-/// CR as owner or reference, and — when a CR is deleted — those whose deletion Azure refused
-/// because something still used them.
+/// The objects of kind `K` to wake for each change in the index: those that registered as
+/// waiting for the changed CR (`Index::wait_for`), or for any deletion in its namespace.
 fn waiters<K: AzureResource>(
-    store: Store<K>,
+    index: Arc<Index>,
     changes: BroadcastStream<Change>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     changes
         .filter_map(|c| future::ready(c.ok()))
         .flat_map(move |change| {
-            let woken: Vec<ObjectRef<K>> = store
-                .state()
+            let names = index.take_waiters(&change, K::KIND);
+            if !names.is_empty() {
+                tracing::debug!(kind = %K::KIND, dependency = %change.name, ?names, "waking");
+            }
+            let woken: Vec<ObjectRef<K>> = names
                 .into_iter()
-                .filter(|o| o.namespace().as_deref() == Some(change.namespace.as_str()))
-                .filter(|o| waits_for(o.as_ref(), &change))
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .map(|name| ObjectRef::new(&name).within(&change.namespace))
                 .collect();
             futures::stream::iter(woken)
         })
-}
-
-fn waits_for<K: AzureResource>(obj: &K, change: &Change) -> bool {
-    let reason = obj
-        .base_status()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.reason.as_str());
-    match reason {
-        Some("Deleting") => change.deleted,
-        Some("WaitingForOwner" | "WaitingForReference") if change.ready => {
-            let named = |r: &strata_crds::common::ResourceRef| {
-                r.name.as_deref() == Some(change.name.as_str())
-            };
-            obj.owner().is_some_and(named)
-                || obj
-                    .references()
-                    .iter()
-                    .any(|(kind, r)| *kind == change.kind && named(r))
-        }
-        _ => false,
-    }
 }
 
 fn error_policy<K: AzureResource>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -3,8 +3,8 @@
 //! here without an API call, and every change is broadcast so that the CRs waiting on it are woken
 //! at once instead of polling (ASO waits up to a minute per dependency level).
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
 
 use strata_crds::common::AzureStatus;
 use tokio::sync::broadcast;
@@ -35,6 +35,13 @@ type Key = (Kind, String, String);
 pub struct Index {
     entries: RwLock<HashMap<Key, Entry>>,
     changes: broadcast::Sender<Change>,
+    /// Who waits on whom: a dependency → the CRs waiting for it. A CR whose deletion Azure
+    /// refused (in use) waits on `(kind, namespace, "")` entries of every kind: any deletion in
+    /// its namespace may free it.
+    waiters: Mutex<HashMap<Key, HashSet<Key>>>,
+    /// Kinds whose watch has listed every object once. Until all have, a missing owner may just
+    /// not be listed yet, so reconciles wait (`wait_synced`) instead of reporting it missing.
+    synced: tokio::sync::watch::Sender<HashSet<Kind>>,
 }
 
 impl Default for Index {
@@ -45,6 +52,8 @@ impl Default for Index {
         Index {
             entries: RwLock::new(HashMap::new()),
             changes,
+            waiters: Mutex::default(),
+            synced: tokio::sync::watch::Sender::new(HashSet::new()),
         }
     }
 }
@@ -108,6 +117,65 @@ impl Index {
         self.changes.subscribe()
     }
 
+    /// Records that `waiter` waits for `dependency` (both `(kind, namespace, name)`).
+    pub fn wait_for(&self, waiter: (Kind, &str, &str), dependency: (Kind, &str, &str)) {
+        let key = |(k, ns, n): (Kind, &str, &str)| (k, ns.to_owned(), n.to_owned());
+        self.lock_waiters()
+            .entry(key(dependency))
+            .or_default()
+            .insert(key(waiter));
+    }
+
+    /// Records that `waiter` waits for any deletion in its namespace.
+    pub fn wait_for_deletions(&self, waiter: (Kind, &str, &str)) {
+        for kind in Kind::ALL {
+            self.wait_for(waiter, (kind, waiter.1, ""));
+        }
+    }
+
+    /// The CRs of `kind` to wake for a change, forgotten once returned (a reconcile that still
+    /// waits registers again).
+    pub fn take_waiters(&self, change: &Change, kind: Kind) -> Vec<String> {
+        let mut waiters = self.lock_waiters();
+        let mut keys = vec![(change.kind, change.namespace.clone(), change.name.clone())];
+        if change.deleted {
+            keys.push((change.kind, change.namespace.clone(), String::new()));
+        }
+        let mut woken = Vec::new();
+        for key in keys {
+            if let Some(set) = waiters.get_mut(&key) {
+                let mine: Vec<Key> = set.iter().filter(|w| w.0 == kind).cloned().collect();
+                for w in mine {
+                    set.remove(&w);
+                    woken.push(w.2);
+                }
+                if set.is_empty() {
+                    waiters.remove(&key);
+                }
+            }
+        }
+        woken
+    }
+
+    /// Marks a kind's watch as having listed everything once.
+    pub fn mark_synced(&self, kind: Kind) {
+        self.synced.send_modify(|s| {
+            s.insert(kind);
+        });
+    }
+
+    /// Waits until the watches of all these kinds have listed everything once.
+    pub async fn wait_synced(&self, kinds: &[Kind]) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| kinds.iter().all(|k| s.contains(k))).await;
+    }
+
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<Key, HashSet<Key>>> {
+        self.waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, Entry>> {
         self.entries
             .write()
@@ -162,5 +230,43 @@ mod tests {
         );
         assert!(rx.try_recv().is_err());
         assert_eq!(index.get(Kind::Subnet, "ns", "a"), None);
+    }
+
+    #[test]
+    fn waiters_are_woken_once_by_their_dependency() {
+        let index = Index::default();
+        index.wait_for((Kind::Subnet, "ns", "s"), (Kind::VirtualNetwork, "ns", "v"));
+        index.wait_for(
+            (Kind::NetworkInterface, "ns", "n"),
+            (Kind::Subnet, "ns", "s"),
+        );
+        index.wait_for_deletions((Kind::NetworkSecurityGroup, "ns", "nsg"));
+        let change = |kind, name: &str, deleted: bool| Change {
+            kind,
+            namespace: "ns".into(),
+            name: name.into(),
+            ready: !deleted,
+            deleted,
+        };
+        assert_eq!(
+            index.take_waiters(
+                &change(Kind::VirtualNetwork, "v", false),
+                Kind::NetworkInterface
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            index.take_waiters(&change(Kind::VirtualNetwork, "v", false), Kind::Subnet),
+            vec!["s".to_owned()]
+        );
+        assert_eq!(
+            index.take_waiters(&change(Kind::VirtualNetwork, "v", false), Kind::Subnet),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            index.take_waiters(&change(Kind::Subnet, "s", true), Kind::NetworkSecurityGroup),
+            vec!["nsg".to_owned()],
+            "a deletion in the namespace wakes what waits to be deleted"
+        );
     }
 }

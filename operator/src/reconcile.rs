@@ -80,6 +80,10 @@ pub struct Context {
     pub timing: Timing,
     /// Consecutive failures per object, for the backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Generations that failed in a way only a spec change fixes, per object. The status says
+    /// so too (and survives a restart), but the watch may not have delivered that status yet when
+    /// the next reconcile runs.
+    held: Mutex<HashMap<String, (i64, std::time::Instant)>>,
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     repeats: Mutex<HashMap<String, (i64, String, u32)>>,
@@ -98,6 +102,7 @@ impl Context {
             index,
             timing,
             failures: Mutex::default(),
+            held: Mutex::default(),
             repeats: Mutex::default(),
         }
     }
@@ -122,6 +127,23 @@ impl Context {
             .build()
             .nth((*n - 1) as usize)
             .unwrap_or(self.timing.backoff_max)
+    }
+
+    fn hold(&self, key: &str, generation: i64) {
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.insert(key.to_owned(), (generation, std::time::Instant::now()));
+    }
+
+    fn is_held(&self, key: &str, generation: i64) -> bool {
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.get(key)
+            .is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
     }
 
     fn succeeded(&self, key: &str) {
@@ -217,6 +239,8 @@ fn azure_state(
 /// Owner and references, from the readiness index.
 struct Resolution {
     state: Dependencies,
+    /// The CRs (kind, name) not usable yet: the ones to be woken by.
+    blocking: Vec<(Kind, String)>,
     parent: Option<ArmId>,
     resolved: Resolved,
 }
@@ -224,6 +248,7 @@ struct Resolution {
 fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolution {
     let mut out = Resolution {
         state: Dependencies::Ready,
+        blocking: Vec::new(),
         parent: None,
         resolved: Resolved::default(),
     };
@@ -246,7 +271,11 @@ fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolut
                 Ok(id) => out.parent = Some(id),
                 Err(e) => out.state = Dependencies::WaitingForOwner(e.to_string()),
             },
-            Err(why) => out.state = Dependencies::WaitingForOwner(why),
+            Err(why) => {
+                out.state = Dependencies::WaitingForOwner(why);
+                out.blocking
+                    .push((owner_kind(K::KIND), owner.name.clone().unwrap_or_default()));
+            }
         }
     }
     for (kind, r) in obj.references() {
@@ -256,10 +285,13 @@ fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolut
                     out.resolved.refs.insert((kind, name.clone()), id);
                 }
             }
-            Err(why) if out.state == Dependencies::Ready => {
-                out.state = Dependencies::WaitingForReference(why)
+            Err(why) => {
+                if out.state == Dependencies::Ready {
+                    out.state = Dependencies::WaitingForReference(why);
+                }
+                out.blocking
+                    .push((kind, r.name.clone().unwrap_or_default()));
             }
-            Err(_) => {}
         }
     }
     out
@@ -313,7 +345,7 @@ async fn reconcile_inner<K: AzureResource>(
         matches!(c.reason.as_str(), "AzureError" | "InvalidSpec")
             && status.observed_generation == Some(generation)
             && age < ctx.timing.sync_period
-    });
+    }) || ctx.is_held(&key, generation);
     let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
     let mut obs = Observation {
         deleting: meta.deletion_timestamp.is_some(),
@@ -384,9 +416,19 @@ async fn reconcile_inner<K: AzureResource>(
                     Dependencies::WaitingForReference(m) => ("WaitingForReference", m),
                     Dependencies::Ready => ("Reconciling", String::new()),
                 };
+                // Register before reporting, then look again: a dependency that became Ready in
+                // between would otherwise wake nobody.
+                let me = obj.name_any();
+                for (kind, name) in &deps.blocking {
+                    ctx.index
+                        .wait_for((K::KIND, &namespace, &me), (*kind, &namespace, name));
+                }
+                if resolve(obj.as_ref(), &ctx.index, &namespace).state == Dependencies::Ready {
+                    return Ok(Action::requeue(Duration::ZERO));
+                }
                 report(&api, obj.as_ref(), Report::new("False", reason, message)).await?;
-                // Woken by the readiness index when the dependency changes; the sync period is
-                // only a safety net.
+                // Woken through the index when a dependency changes; the sync period is only a
+                // safety net.
                 return Ok(Action::requeue(ctx.timing.sync_period));
             }
             Step::Hold => {
@@ -481,6 +523,7 @@ async fn reconcile_inner<K: AzureResource>(
                             "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
                         );
                         warn!(%path, "drift persists after PUT");
+                        ctx.hold(&key, generation);
                         report(
                             &api,
                             obj.as_ref(),
@@ -654,6 +697,7 @@ async fn arm_failure<K: AzureResource>(
     match classify(&e) {
         ErrorClass::Fatal => {
             warn!(error = %message, "Azure refused the request");
+            ctx.hold(key, obj.meta().generation.unwrap_or_default());
             let reason = if matches!(e, ArmError::Body(_)) {
                 "InvalidSpec"
             } else {
@@ -669,6 +713,11 @@ async fn arm_failure<K: AzureResource>(
         }
         ErrorClass::InUse if deleting => {
             info!(error = %message, "still in use; waiting for its users to go");
+            ctx.index.wait_for_deletions((
+                K::KIND,
+                &obj.namespace().unwrap_or_default(),
+                &obj.name_any(),
+            ));
             report(
                 api,
                 obj,

@@ -125,18 +125,18 @@ mod tests {
     async fn burst_then_wait_per_subscription() {
         let t = Throttle::new(Limits {
             reads: Bucket {
-                burst: 3,
-                per_second: 1000.0,
+                burst: 10,
+                per_second: 20.0,
             },
             ..Limits::default()
         });
-        // 90 % of a burst of 4 is 3.
-        for _ in 0..3 {
+        // 90 % of a burst of 10 is 9.
+        for _ in 0..9 {
             t.acquire("sub-a", Class::Read).await;
         }
         assert_eq!(t.waits(), 0, "the burst needs no wait");
         t.acquire("sub-a", Class::Read).await;
-        assert_eq!(t.waits(), 1, "the fourth read waits for a refill");
+        assert_eq!(t.waits(), 1, "the tenth read waits for a refill");
         t.acquire("SUB-B", Class::Read).await;
         t.acquire("sub-a", Class::Write).await;
         assert_eq!(

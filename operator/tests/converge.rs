@@ -185,3 +185,46 @@ async fn deleting_everything_resource_group_first_empties_azure() {
     let left = w.sim_resources().await;
     assert!(left.is_empty(), "the emulator is empty: {left:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nsg_in_use_is_deleted_as_soon_as_its_subnet_is_gone() {
+    let w = World::start("inuse").await;
+    let cr = |kind: &str, name: &str, spec: Value| json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec});
+    let objects = vec![
+        w.apply(cr("ResourceGroup", "rg", json!({"location": "westeurope"}))).await,
+        w.apply(cr("VirtualNetwork", "vnet", json!({"owner": {"name": "rg"}, "location": "westeurope", "addressPrefixes": ["10.0.0.0/16"]}))).await,
+        w.apply(cr("NetworkSecurityGroup", "nsg", json!({"owner": {"name": "rg"}, "location": "westeurope"}))).await,
+        w.apply(cr("Subnet", "subnet", json!({"owner": {"name": "vnet"}, "addressPrefix": "10.0.1.0/24", "networkSecurityGroup": {"name": "nsg"}}))).await,
+    ];
+    w.wait_all_ready(&objects, Duration::from_secs(30)).await;
+
+    w.api("NetworkSecurityGroup")
+        .delete("nsg", &Default::default())
+        .await
+        .unwrap();
+    w.eventually("Azure refused: in use", Duration::from_secs(10), || async {
+        w.ready("NetworkSecurityGroup", "nsg")
+            .await
+            .is_some_and(|(_, _, m)| m.contains("InUse"))
+    })
+    .await;
+    w.api("Subnet")
+        .delete("subnet", &Default::default())
+        .await
+        .unwrap();
+    w.eventually("the subnet CR is gone", Duration::from_secs(10), || async {
+        w.get("Subnet", "subnet").await.is_none()
+    })
+    .await;
+    let subnet_gone = std::time::Instant::now();
+    w.eventually("the NSG CR is gone", Duration::from_secs(10), || async {
+        w.get("NetworkSecurityGroup", "nsg").await.is_none()
+    })
+    .await;
+    let after = subnet_gone.elapsed();
+    println!("NSG deleted {after:?} after its subnet");
+    assert!(
+        after < Duration::from_secs(3),
+        "not a long backoff: {after:?}"
+    );
+}

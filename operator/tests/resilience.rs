@@ -88,8 +88,7 @@ fn wakeup_gaps(requests: &[Value], prefix: &str) -> Vec<(String, Duration)> {
             .unwrap();
         let parent_seen_done = requests
             .iter()
-            .filter(|r| ends(r, pair[0]) && at(r) <= at(first_put))
-            .next_back()
+            .rfind(|r| ends(r, pair[0]) && at(r) <= at(first_put))
             .unwrap();
         gaps.push((
             pair[1].to_owned(),

@@ -298,10 +298,10 @@ impl World {
         let start = Instant::now();
         loop {
             let r = self.ready_in(ns, kind, name).await;
-            if let Some((_, got, message)) = &r {
-                if got == reason {
-                    return message.clone();
-                }
+            if let Some((_, got, message)) = &r
+                && got == reason
+            {
+                return message.clone();
             }
             assert!(
                 start.elapsed() < timeout,
