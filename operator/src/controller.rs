@@ -26,6 +26,8 @@ pub struct Scope {
     pub namespace: Option<String>,
     /// Concurrent reconciles per kind (0: unbounded).
     pub concurrency: u16,
+    /// Reconcile only CRs with these labels (a label selector, e.g. `team=a`).
+    pub selector: Option<String>,
 }
 
 /// Runs the eleven controllers until the process is asked to stop.
@@ -68,7 +70,11 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     };
     let (reader, writer) = reflector::store();
     let index = ctx.index.clone();
-    let objects = watcher(api, watcher::Config::default())
+    let mut config = watcher::Config::default();
+    if let Some(selector) = &scope.selector {
+        config = config.labels(selector);
+    }
+    let objects = watcher(api, config)
         .default_backoff()
         .reflect(writer)
         .inspect(move |event| {

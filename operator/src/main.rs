@@ -16,6 +16,9 @@ struct Args {
     /// Watch this namespace only (default: all namespaces).
     #[arg(long, env = "STRATA_NAMESPACE")]
     namespace: Option<String>,
+    /// Reconcile only the CRs that match this label selector (e.g. `team=a`).
+    #[arg(long, short = 'l')]
+    selector: Option<String>,
     /// How often a converged resource is checked for drift (one GET each), e.g. 1h, 10m.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     sync_period: Duration,
@@ -68,6 +71,7 @@ async fn main() -> anyhow::Result<()> {
         scope: Scope {
             namespace: args.namespace,
             concurrency: args.concurrency,
+            selector: args.selector,
         },
     };
     let kube = kube::Client::try_default()

@@ -70,6 +70,7 @@ pub fn settings(sim_url: &str, namespace: &str) -> Settings {
         scope: Scope {
             namespace: Some(namespace.into()),
             concurrency: 16,
+            selector: None,
         },
     }
 }
@@ -129,7 +130,10 @@ impl World {
         let mut settings = settings(&self.sim.url, &self.ns);
         settings.limits = self.limits.scaled(TIME_SCALE);
         if self.all_namespaces {
+            // Every namespace, but only this test's objects: a shared API server
+            // (USE_EXISTING_CLUSTER) holds other tests' CRs too.
             settings.scope.namespace = None;
+            settings.scope.selector = Some(format!("strata-test={}", self.ns));
         }
         let client = self.env.client();
         self.operator = Some(tokio::spawn(strata_operator::run(client, settings)));
@@ -193,6 +197,7 @@ impl World {
 
     pub async fn apply_in(&self, ns: &str, mut v: Value) -> (String, String) {
         v["metadata"]["namespace"] = json!(ns);
+        v["metadata"]["labels"]["strata-test"] = json!(self.ns);
         let kind = v["kind"].as_str().unwrap().to_owned();
         let name = v["metadata"]["name"].as_str().unwrap().to_owned();
         self.api_in(ns, &kind)
