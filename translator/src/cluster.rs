@@ -187,7 +187,7 @@ pub fn translate(
         push(
             &mut out,
             Subnet {
-                metadata: model.meta(&subnet.cr_name, subnet.existing, None),
+                metadata: subnet_meta(&model, subnet),
                 spec,
                 status: None,
             }
@@ -244,6 +244,21 @@ pub fn translate(
     crate::machine::check_names(&model.object, &out.resources)?;
     out.normalize();
     Ok(out)
+}
+
+/// A subnet's metadata. Subnets have no tags in Azure, so in a migration they are adopted when
+/// their VNet is (the VNet carries CAPZ's ownership tag).
+fn subnet_meta(
+    model: &ClusterModel,
+    subnet: &crate::model::SubnetModel,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    let mut meta = model.meta(&subnet.cr_name, subnet.existing, None);
+    if model.policy.adopt && !model.policy.observe && !subnet.existing && !model.vnet_existing {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(crate::annotations::ADOPT.to_owned(), "true".to_owned());
+    }
+    meta
 }
 
 /// A Standard, static public IP CR; returns its CR name.
