@@ -127,6 +127,7 @@ pub async fn run(client: Client, settings: Settings) {
     // AzureCluster controller.
     let clusters = Controller::new(api::<AzureCluster>(&client, ns), wc.clone());
     let store = clusters.store();
+    let by_identity = store.clone();
     let clusters = owns_cluster_crs(clusters, &client, ns, &wc)
         .owns(api::<Secret>(&client, ns), label_config())
         .watches(api::<Cluster>(&client, ns), wc.clone(), |c| {
@@ -144,6 +145,28 @@ pub async fn run(client: Client, settings: Settings) {
                 &m.spec.cluster_name,
             )
         })
+        // Identities may live in any namespace; a change (allowedNamespaces, client) wakes the
+        // AzureClusters that name it.
+        .watches(
+            Api::<AzureClusterIdentity>::all(client.clone()),
+            wc.clone(),
+            move |id| {
+                let id_ns = id.namespace().unwrap_or_default();
+                let id_name = id.name_any();
+                by_identity
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.spec.identity_ref.as_ref().is_some_and(|r| {
+                            r.name.as_deref() == Some(id_name.as_str())
+                                && r.namespace.clone().or_else(|| a.namespace()).as_deref()
+                                    == Some(id_ns.as_str())
+                        })
+                    })
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .shutdown_on_signal()
         .run(reconcile_cluster, error_policy, ctx.clone())
         .for_each(|r| {
