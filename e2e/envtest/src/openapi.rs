@@ -1,7 +1,7 @@
 //! `/openapi/v3`: the index and one document per group-version. PATCH and POST operations carry the
 //! `fieldValidation` parameter and `x-kubernetes-group-version-kind`, which is how kubectl decides to
-//! use server-side field validation. `/openapi/v2` is a small but valid document (protobuf or JSON)
-//! with no definitions, so older kubectl (1.20) skips client-side validation instead of failing.
+//! use server-side field validation. `/openapi/v2` (protobuf or JSON) carries the custom resources'
+//! schemas, so older kubectl (1.20) validates manifests client-side as against kube-apiserver.
 
 use std::hash::{Hash, Hasher};
 
@@ -212,50 +212,236 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
     })
 }
 
-fn proto_field(out: &mut Vec<u8>, field: u8, bytes: &[u8]) {
-    out.push((field << 3) | 2);
-    let mut len = bytes.len();
+fn varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
-        let b = (len & 0x7f) as u8;
-        len >>= 7;
-        if len == 0 {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
             out.push(b);
             break;
         }
         out.push(b | 0x80);
     }
+}
+
+/// A length-delimited protobuf field.
+fn proto_field(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    varint(out, (u64::from(field) << 3) | 2);
+    varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
 
-/// The gnostic `openapi.v2.Document` {swagger: "2.0", info: {title, version}, paths: {}, definitions: {}}.
-pub fn v2_protobuf() -> Vec<u8> {
+fn proto_bool(out: &mut Vec<u8>, field: u32, v: bool) {
+    varint(out, u64::from(field) << 3);
+    varint(out, u64::from(v));
+}
+
+/// gnostic `openapi.v2.Any` holding a value as YAML (JSON is YAML).
+fn proto_any(v: &Value) -> Vec<u8> {
+    let mut any = Vec::new();
+    proto_field(&mut any, 2, v.to_string().as_bytes());
+    any
+}
+
+/// gnostic `openapi.v2.NamedAny` / `NamedSchema`: {name = 1, value = 2}.
+fn proto_named(name: &str, value: &[u8]) -> Vec<u8> {
+    let mut named = Vec::new();
+    proto_field(&mut named, 1, name.as_bytes());
+    proto_field(&mut named, 2, value);
+    named
+}
+
+/// gnostic `openapi.v2.Schema` (field numbers from gnostic's OpenAPIv2.proto: `_ref` 1, format 2,
+/// description 4, required 19, enum 20, additional_properties 21, type 22, items 23,
+/// properties 25, vendor_extension 31), for the keywords kubectl's client-side validation reads.
+fn proto_schema(s: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    let text = |k: &str| s.get(k).and_then(Value::as_str);
+    if let Some(r) = text("$ref") {
+        proto_field(&mut out, 1, r.as_bytes());
+    }
+    if let Some(f) = text("format") {
+        proto_field(&mut out, 2, f.as_bytes());
+    }
+    if let Some(d) = text("description") {
+        proto_field(&mut out, 4, d.as_bytes());
+    }
+    for r in s
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(r) = r.as_str() {
+            proto_field(&mut out, 19, r.as_bytes());
+        }
+    }
+    for e in s
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        proto_field(&mut out, 20, &proto_any(e));
+    }
+    match s.get("additionalProperties") {
+        Some(Value::Bool(b)) => {
+            let mut item = Vec::new();
+            proto_bool(&mut item, 2, *b);
+            proto_field(&mut out, 21, &item);
+        }
+        Some(ap @ Value::Object(_)) => {
+            let mut item = Vec::new();
+            proto_field(&mut item, 1, &proto_schema(ap));
+            proto_field(&mut out, 21, &item);
+        }
+        _ => {}
+    }
+    if let Some(t) = text("type") {
+        let mut item = Vec::new();
+        proto_field(&mut item, 1, t.as_bytes());
+        proto_field(&mut out, 22, &item);
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        let mut item = Vec::new();
+        proto_field(&mut item, 1, &proto_schema(items));
+        proto_field(&mut out, 23, &item);
+    }
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        let mut p = Vec::new();
+        for (k, v) in props {
+            proto_field(&mut p, 1, &proto_named(k, &proto_schema(v)));
+        }
+        proto_field(&mut out, 25, &p);
+    }
+    if let Some(gvk) = s.get("x-kubernetes-group-version-kind") {
+        proto_field(
+            &mut out,
+            31,
+            &proto_named("x-kubernetes-group-version-kind", &proto_any(gvk)),
+        );
+    }
+    out
+}
+
+/// A CRD schema as kube-apiserver publishes it in OpenAPI v2: what v2 cannot say is dropped
+/// (`nullable`, `anyOf`/`oneOf`/`allOf`/`not`, CEL rules, defaults), and nodes that accept anything
+/// (`x-kubernetes-preserve-unknown-fields`, `x-kubernetes-int-or-string`, nullable ones) lose
+/// their type and fields, so that client-side validation never refuses what the server accepts.
+fn v2_schema(s: &Value) -> Value {
+    let Some(map) = s.as_object() else {
+        return s.clone();
+    };
+    let flag = |k: &str| map.get(k).and_then(Value::as_bool).unwrap_or(false);
+    if flag("x-kubernetes-preserve-unknown-fields")
+        || flag("x-kubernetes-int-or-string")
+        || flag("nullable")
+    {
+        let mut out = Map::new();
+        if let Some(d) = map.get("description") {
+            out.insert("description".into(), d.clone());
+        }
+        return Value::Object(out);
+    }
+    let mut out = Map::new();
+    for (k, v) in map {
+        match k.as_str() {
+            "type" | "format" | "description" | "required" | "enum" => {
+                out.insert(k.clone(), v.clone());
+            }
+            "items" => {
+                out.insert(k.clone(), v2_schema(v));
+            }
+            "additionalProperties" if v.is_object() => {
+                out.insert(k.clone(), v2_schema(v));
+            }
+            "properties" => {
+                let props: Map<String, Value> = v
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, p)| (name.clone(), v2_schema(p)))
+                    .collect();
+                out.insert(k.clone(), Value::Object(props));
+            }
+            _ => {}
+        }
+    }
+    Value::Object(out)
+}
+
+/// The `/openapi/v2` document: every custom resource version's schema under its definition name,
+/// with `apiVersion`, `kind` and `metadata` added and `x-kubernetes-group-version-kind`, which is
+/// how kubectl (1.20 and older) finds the schema to validate a manifest against client-side.
+fn v2_document(store: &Store) -> Value {
+    let mut definitions = Map::new();
+    for rt in store.types.values().filter(|t| !t.builtin) {
+        for v in &rt.versions {
+            let Some(schema) = v.schema.as_deref() else {
+                continue;
+            };
+            let mut def = v2_schema(schema);
+            if let Some(props) = def
+                .as_object_mut()
+                .map(|d| d.entry("properties").or_insert_with(|| json!({})))
+                .and_then(Value::as_object_mut)
+            {
+                props.insert("apiVersion".into(), json!({"type": "string"}));
+                props.insert("kind".into(), json!({"type": "string"}));
+                props.insert("metadata".into(), json!({"type": "object"}));
+            }
+            def["type"] = json!("object");
+            def["x-kubernetes-group-version-kind"] =
+                json!([{"group": rt.group, "kind": rt.kind, "version": v.name}]);
+            definitions.insert(schema_name(rt, &v.name), def);
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": {},
+        "definitions": definitions,
+    })
+}
+
+/// The gnostic `openapi.v2.Document`: swagger 1, info 2 {title 1, version 2}, paths 8,
+/// definitions 9 {additional_properties 1: NamedSchema}.
+pub fn v2_protobuf(doc: &Value) -> Vec<u8> {
     let mut info = Vec::new();
     proto_field(&mut info, 1, b"Kubernetes");
     proto_field(&mut info, 2, b"v1.32.0");
-    let mut doc = Vec::new();
-    proto_field(&mut doc, 1, b"2.0");
-    proto_field(&mut doc, 2, &info);
-    proto_field(&mut doc, 8, &[]);
-    proto_field(&mut doc, 9, &[]);
-    doc
+    let mut definitions = Vec::new();
+    for (name, schema) in doc["definitions"].as_object().into_iter().flatten() {
+        proto_field(
+            &mut definitions,
+            1,
+            &proto_named(name, &proto_schema(schema)),
+        );
+    }
+    let mut out = Vec::new();
+    proto_field(&mut out, 1, b"2.0");
+    proto_field(&mut out, 2, &info);
+    proto_field(&mut out, 8, &[]);
+    proto_field(&mut out, 9, &definitions);
+    out
 }
 
-pub async fn v2(headers: axum::http::HeaderMap) -> Response {
+pub async fn v2(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     let accept = headers
         .get("accept")
         .and_then(|a| a.to_str().ok())
         .unwrap_or("");
+    let doc = v2_document(&state.store());
     if accept.contains("protobuf") {
         (
             [(
                 axum::http::header::CONTENT_TYPE,
                 "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
             )],
-            v2_protobuf(),
+            v2_protobuf(&doc),
         )
             .into_response()
     } else {
-        Json(json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": {}}))
-            .into_response()
+        Json(doc).into_response()
     }
 }

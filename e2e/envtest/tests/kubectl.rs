@@ -237,14 +237,12 @@ async fn kubectl_apply_client_side_and_server_side_with(k: Kubectl) {
     if k.minor().await >= 27 {
         // server-side field validation (Strict): an unknown field is refused, naming it
         assert!(!ok, "{out}");
-    } else if v2_has_definitions(&k.env).await {
-        // older kubectl validates client-side against /openapi/v2 when it carries the schemas
-        // (kube-apiserver's does): the unknown field is refused before sending
-        assert!(!ok, "{out}");
     } else {
-        // older kubectl sends no fieldValidation: the server's default (Warn) prunes and warns
-        // (strata-envtest's /openapi/v2 has no definitions yet, so kubectl 1.20 skips its check)
-        assert!(ok, "{err}");
+        // older kubectl validates client-side against the schemas in /openapi/v2: the unknown
+        // field is refused before anything is sent
+        assert!(v2_has_definitions(&k.env).await);
+        assert!(!ok, "{out}");
+        assert!(err.contains("ValidationError(ResourceGroup.spec)"), "{err}");
     }
     assert!(err.contains("bogus"), "{err}");
     // schema validation message names the field
@@ -254,7 +252,8 @@ async fn kubectl_apply_client_side_and_server_side_with(k: Kubectl) {
     assert!(err.contains("spec.location"), "{err}");
 }
 
-/// Whether the server's /openapi/v2 carries schema definitions (kube-apiserver's does).
+/// Whether the server's /openapi/v2 carries schema definitions (kube-apiserver's does, and so
+/// does strata-envtest's).
 async fn v2_has_definitions(env: &TestEnv) -> bool {
     let (code, v2) = raw(
         &env.client(),
