@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
+use crate::metrics::Metrics;
 use crate::throttle::{Class, Throttle};
 
 /// An ARM call that failed.
@@ -66,6 +67,7 @@ pub struct ArmClient {
     network: azure_mgmt_network::Client,
     compute: azure_mgmt_compute::Client,
     throttle: Arc<Throttle>,
+    metrics: Arc<Metrics>,
 }
 
 /// Builds the three SDK clients for a credential against an ARM endpoint. SDK retries are off: the
@@ -75,6 +77,7 @@ pub fn clients(
     credential: Arc<dyn azure_core::auth::TokenCredential>,
     endpoint: &azure_core::Url,
     throttle: Arc<Throttle>,
+    metrics: Arc<Metrics>,
 ) -> Result<ArmClient, ArmError> {
     let none = azure_core::RetryOptions::none;
     let sdk = |e: azure_core::Error| ArmError::Transport(e.to_string());
@@ -95,6 +98,7 @@ pub fn clients(
             .build()
             .map_err(sdk)?,
         throttle,
+        metrics,
     })
 }
 
@@ -116,6 +120,15 @@ fn model<T: serde::de::DeserializeOwned>(body: &Value) -> Result<T, ArmError> {
 }
 
 impl ArmClient {
+    /// Counts an ARM request by method and status code (0: no answer).
+    fn count(&self, method: &str, sent: &azure_core::Result<azure_core::Response>) {
+        let code = match sent {
+            Ok(r) => u16::from(r.status()),
+            Err(e) => e.as_http_error().map_or(0, |h| u16::from(h.status())),
+        };
+        self.metrics.arm_request(method, code);
+    }
+
     /// GET; `None` when ARM answers 404.
     pub async fn get(&self, kind: Kind, id: &ArmId) -> Result<Option<Value>, ArmError> {
         self.throttle.acquire(&id.subscription, Class::Read).await;
@@ -198,6 +211,7 @@ impl ArmClient {
                 .await
                 .map(|r| r.into_raw_response()),
         };
+        self.count("GET", &sent);
         match sent.map_err(ArmError::from_sdk) {
             Ok(response) => json_of(response).await.map(Some),
             Err(e) if e.status() == Some(404) => Ok(None),
@@ -311,6 +325,7 @@ impl ArmClient {
                     .map(|r| r.into_raw_response())
             }
         };
+        self.count("PUT", &sent);
         json_of(sent.map_err(ArmError::from_sdk)?).await
     }
 
@@ -396,6 +411,7 @@ impl ArmClient {
                 .await
                 .map(|r| r.into_raw_response()),
         };
+        self.count("DELETE", &sent);
         match sent.map_err(ArmError::from_sdk) {
             Ok(_) => Ok(()),
             Err(e) if e.status() == Some(404) => Ok(()),

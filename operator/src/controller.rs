@@ -89,7 +89,8 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                 Ok(watcher::Event::Delete(o)) => {
                     index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
                 }
-                Ok(_) => {}
+                Ok(watcher::Event::InitDone) => index.mark_synced(K::KIND),
+                Ok(watcher::Event::Init) => {}
                 Err(e) => warn!(kind = %K::KIND, error = %e, "watch error"),
             }
         })

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use crate::arm::{ArmClient, clients};
+use crate::metrics::Metrics;
 use crate::throttle::Throttle;
 
 /// The annotation naming a per-resource credential Secret.
@@ -109,6 +110,7 @@ pub struct Credentials {
     authority: azure_core::Url,
     global: Option<Credential>,
     throttle: Arc<Throttle>,
+    metrics: Arc<Metrics>,
     cache: Mutex<HashMap<Credential, Arc<Azure>>>,
 }
 
@@ -118,12 +120,14 @@ impl Credentials {
         authority: azure_core::Url,
         global: Option<Credential>,
         throttle: Arc<Throttle>,
+        metrics: Arc<Metrics>,
     ) -> Credentials {
         Credentials {
             endpoint,
             authority,
             global,
             throttle,
+            metrics,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -190,8 +194,13 @@ impl Credentials {
                     ));
                 }
             };
-        let arm = clients(token, &self.endpoint, self.throttle.clone())
-            .map_err(|e| CredentialError(e.to_string()))?;
+        let arm = clients(
+            token,
+            &self.endpoint,
+            self.throttle.clone(),
+            self.metrics.clone(),
+        )
+        .map_err(|e| CredentialError(e.to_string()))?;
         let azure = Arc::new(Azure {
             subscription: credential.subscription.clone(),
             arm,

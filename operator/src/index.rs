@@ -113,6 +113,25 @@ impl Index {
             .cloned()
     }
 
+    /// How many CRs of each kind are Ready or not (the `objects` gauge).
+    pub fn counts(&self) -> HashMap<(Kind, bool), i64> {
+        let entries = self
+            .entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = HashMap::new();
+        for ((kind, _, _), e) in entries.iter() {
+            *counts.entry((*kind, e.ready)).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Whether the watches of all these kinds have listed everything once (`/readyz`).
+    pub fn is_synced(&self, kinds: &[Kind]) -> bool {
+        let synced = self.synced.borrow();
+        kinds.iter().all(|k| synced.contains(k))
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
     }

@@ -18,8 +18,10 @@ pub mod credentials;
 pub mod decide;
 pub mod drift;
 pub mod error;
+pub mod http;
 pub mod index;
 pub mod kind;
+pub mod metrics;
 pub mod reconcile;
 pub mod throttle;
 
@@ -40,22 +42,68 @@ pub struct Settings {
     pub limits: throttle::Limits,
     pub timing: Timing,
     pub scope: Scope,
+    /// Where to serve `/metrics` (none: not served).
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Where to serve `/healthz` and `/readyz` (none: not served).
+    pub health_addr: Option<std::net::SocketAddr>,
 }
 
-/// Runs the operator until the process is asked to stop.
-pub async fn run(kube: kube::Client, settings: Settings) {
-    let throttle = Arc::new(throttle::Throttle::new(settings.limits));
+/// A running operator's handles: the addresses its endpoints are bound to.
+#[derive(Clone, Debug, Default)]
+pub struct Bound {
+    pub metrics: Option<std::net::SocketAddr>,
+    pub health: Option<std::net::SocketAddr>,
+}
+
+/// Runs the operator until the process is asked to stop. `bound` receives the addresses of the
+/// HTTP endpoints once they listen (port 0 picks free ones).
+pub async fn run(kube: kube::Client, settings: Settings) -> std::io::Result<()> {
+    run_with(kube, settings, |_| {}).await
+}
+
+pub async fn run_with(
+    kube: kube::Client,
+    settings: Settings,
+    bound: impl FnOnce(Bound),
+) -> std::io::Result<()> {
+    let metrics = Arc::new(metrics::Metrics::default());
+    let throttle = Arc::new(throttle::Throttle::with_counter(
+        settings.limits,
+        metrics.throttle_waits.clone(),
+    ));
     let credentials = credentials::Credentials::new(
         settings.endpoint,
         settings.authority,
         settings.global,
         throttle,
+        metrics.clone(),
     );
+    let index = Arc::new(index::Index::default());
+    let endpoints = http::Endpoints {
+        metrics: metrics.clone(),
+        index: index.clone(),
+    };
+    let mut addrs = Bound::default();
+    let mut servers = Vec::new();
+    if let Some(addr) = settings.metrics_addr {
+        let (a, task) = http::serve(addr, http::metrics_router(endpoints.clone())).await?;
+        addrs.metrics = Some(a);
+        servers.push(task);
+    }
+    if let Some(addr) = settings.health_addr {
+        let (a, task) = http::serve(addr, http::health_router(endpoints)).await?;
+        addrs.health = Some(a);
+        servers.push(task);
+    }
+    bound(addrs);
     let ctx = Arc::new(Context::new(
         kube,
+        metrics,
         credentials,
-        Arc::default(),
+        index,
         settings.timing,
     ));
     controller::run(ctx, settings.scope).await;
+    servers.iter().for_each(tokio::task::JoinHandle::abort);
+    Ok(())
 }

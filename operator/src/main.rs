@@ -32,6 +32,12 @@ struct Args {
     /// --time-scale); 1 for Azure.
     #[arg(long, default_value_t = 1.0)]
     arm_time_scale: f64,
+    /// Where to serve Prometheus metrics (`/metrics`).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Where to serve `/healthz` and `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_addr: std::net::SocketAddr,
     /// Log format.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -73,11 +79,15 @@ async fn main() -> anyhow::Result<()> {
             concurrency: args.concurrency,
             selector: args.selector,
         },
+        metrics_addr: Some(args.metrics_addr),
+        health_addr: Some(args.health_addr),
     };
     let kube = kube::Client::try_default()
         .await
         .context("no Kubernetes configuration (KUBECONFIG or in-cluster)")?;
     tracing::info!(endpoint = %settings.endpoint, "strata-operator starting");
-    strata_operator::run(kube, settings).await;
+    strata_operator::run(kube, settings)
+        .await
+        .context("serving the metrics or health endpoint")?;
     Ok(())
 }

@@ -36,6 +36,15 @@ use crate::error::{Error, ErrorClass, classify};
 use crate::index::Index;
 use crate::kind::Kind;
 
+/// Ready reasons that report a failure (counted in `strata_operator_errors_total`).
+const ERROR_REASONS: &[&str] = &[
+    "InvalidSpec",
+    "CredentialError",
+    "AzureError",
+    "Throttled",
+    "AdoptionRefused",
+];
+
 /// The finalizer (DESIGN.md).
 pub const FINALIZER: &str = "azure.strata.dev/finalizer";
 /// The ownership tag every resource Strata creates carries.
@@ -43,6 +52,9 @@ pub const OWNER_TAG: &str = "strata-owner";
 pub const POLICY: &str = "strata.dev/reconcile-policy";
 pub const PAUSED: &str = "strata.dev/paused";
 pub const ADOPT: &str = "strata.dev/adopt";
+/// `<key>=<value>`: with `adopt`, take over only a resource carrying this tag (the translator sets
+/// it to CAPZ's `sigs.k8s.io_cluster-api-provider-azure_cluster_<name>=owned` when migrating).
+pub const ADOPT_REQUIRES_TAG: &str = "strata.dev/adopt-requires-tag";
 /// The field manager of the operator's writes.
 pub const MANAGER: &str = "strata-operator";
 
@@ -75,6 +87,7 @@ impl Default for Timing {
 /// What every reconcile shares.
 pub struct Context {
     pub kube: kube::Client,
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub credentials: Credentials,
     pub index: Arc<Index>,
     pub timing: Timing,
@@ -92,12 +105,14 @@ pub struct Context {
 impl Context {
     pub fn new(
         kube: kube::Client,
+        metrics: Arc<crate::metrics::Metrics>,
         credentials: Credentials,
         index: Arc<Index>,
         timing: Timing,
     ) -> Context {
         Context {
             kube,
+            metrics,
             credentials,
             index,
             timing,
@@ -307,13 +322,22 @@ pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Resu
         arm_id = tracing::field::Empty,
         step = tracing::field::Empty,
     );
-    reconcile_inner(obj, ctx).instrument(span).await
+    let start = std::time::Instant::now();
+    let result = reconcile_inner(obj, ctx.clone()).instrument(span).await;
+    let label = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.metric_label(),
+    };
+    ctx.metrics.reconciled(K::KIND, label, start.elapsed());
+    result
 }
 
 async fn reconcile_inner<K: AzureResource>(
     obj: Arc<K>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    // Until every kind has been listed once, a missing owner may only be unlisted yet.
+    ctx.index.wait_synced(&Kind::ALL).await;
     let namespace = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     let key = object_key(obj.as_ref());
@@ -326,6 +350,7 @@ async fn reconcile_inner<K: AzureResource>(
     let Some(policy) = Policy::parse(annotations.get(POLICY).map(String::as_str)) else {
         let message = format!("{POLICY} must be manage, observe or detach-on-delete");
         report(
+            &ctx,
             &api,
             obj.as_ref(),
             Report::new("False", "InvalidSpec", message),
@@ -372,6 +397,7 @@ async fn reconcile_inner<K: AzureResource>(
     let mut observed: Option<Value> = None;
     let mut desired: Option<Value> = None;
     let mut wrote = false;
+    let mut missing_tag: Option<String> = None;
 
     for _ in 0..4 {
         let step = decide::decide(&obs);
@@ -379,6 +405,7 @@ async fn reconcile_inner<K: AzureResource>(
         match step {
             Step::Paused => {
                 report(
+                    &ctx,
                     &api,
                     obj.as_ref(),
                     Report::new(
@@ -426,7 +453,13 @@ async fn reconcile_inner<K: AzureResource>(
                 if resolve(obj.as_ref(), &ctx.index, &namespace).state == Dependencies::Ready {
                     return Ok(Action::requeue(Duration::ZERO));
                 }
-                report(&api, obj.as_ref(), Report::new("False", reason, message)).await?;
+                report(
+                    &ctx,
+                    &api,
+                    obj.as_ref(),
+                    Report::new("False", reason, message),
+                )
+                .await?;
                 // Woken through the index when a dependency changes; the sync period is only a
                 // safety net.
                 return Ok(Action::requeue(ctx.timing.sync_period));
@@ -444,6 +477,7 @@ async fn reconcile_inner<K: AzureResource>(
                     Ok(c) => c,
                     Err(e) => {
                         report(
+                            &ctx,
                             &api,
                             obj.as_ref(),
                             Report::new("False", "CredentialError", e.0),
@@ -476,6 +510,7 @@ async fn reconcile_inner<K: AzureResource>(
                         Ok(data) => resolved.custom_data = Some(data),
                         Err(message) => {
                             report(
+                                &ctx,
                                 &api,
                                 obj.as_ref(),
                                 Report::new("False", "WaitingForReference", message),
@@ -500,6 +535,21 @@ async fn reconcile_inner<K: AzureResource>(
                         azure_state(b, &key, ownership_by_status, drift)
                     }
                 });
+                // The translator's CAPZ migration: adopt only what carries CAPZ's ownership tag.
+                if let Some((k, v)) = annotations
+                    .get(ADOPT_REQUIRES_TAG)
+                    .and_then(|t| t.split_once('='))
+                {
+                    let tagged = body
+                        .as_ref()
+                        .and_then(|b| b.pointer(&format!("/tags/{k}")))
+                        .and_then(Value::as_str)
+                        == Some(v);
+                    if obs.adopt && !tagged {
+                        obs.adopt = false;
+                        missing_tag = Some(format!("{k}={v}"));
+                    }
+                }
                 azure = Some(client);
                 id = Some(own);
                 observed = body;
@@ -525,6 +575,7 @@ async fn reconcile_inner<K: AzureResource>(
                         warn!(%path, "drift persists after PUT");
                         ctx.hold(&key, generation);
                         report(
+                            &ctx,
                             &api,
                             obj.as_ref(),
                             Report::new("False", "AzureError", message)
@@ -546,6 +597,7 @@ async fn reconcile_inner<K: AzureResource>(
                         Ok(None) => {
                             let message = format!("the owner {parent} does not exist in Azure");
                             report(
+                                &ctx,
                                 &api,
                                 obj.as_ref(),
                                 Report::new("False", "WaitingForOwner", message),
@@ -577,6 +629,7 @@ async fn reconcile_inner<K: AzureResource>(
                     "updating".to_owned()
                 };
                 report(
+                    &ctx,
                     &api,
                     obj.as_ref(),
                     Report::new("Unknown", "Reconciling", message).observed(&own, Some(&answer)),
@@ -599,6 +652,7 @@ async fn reconcile_inner<K: AzureResource>(
                     return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, true).await;
                 }
                 report(
+                    &ctx,
                     &api,
                     obj.as_ref(),
                     Report::new("False", "Deleting", "deleting in Azure").observed(&own, None),
@@ -621,7 +675,7 @@ async fn reconcile_inner<K: AzureResource>(
                 if let Some(own) = &id {
                     r = r.observed(own, observed.as_ref());
                 }
-                report(&api, obj.as_ref(), r).await?;
+                report(&ctx, &api, obj.as_ref(), r).await?;
                 return Ok(Action::requeue(ctx.timing.poll_interval));
             }
             Step::Ready => {
@@ -630,7 +684,7 @@ async fn reconcile_inner<K: AzureResource>(
                 };
                 let mut r = Report::new("True", "Succeeded", "").observed(&own, Some(&body));
                 r.outputs = K::outputs(&body);
-                report(&api, obj.as_ref(), r).await?;
+                report(&ctx, &api, obj.as_ref(), r).await?;
                 ctx.succeeded(&key);
                 return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
             }
@@ -641,13 +695,18 @@ async fn reconcile_inner<K: AzureResource>(
                     Some(own) => Report::new("False", "NotFound", message).observed(own, None),
                     None => Report::new("False", "NotFound", message),
                 };
-                report(&api, obj.as_ref(), r).await?;
+                report(&ctx, &api, obj.as_ref(), r).await?;
                 return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
             }
             Step::AdoptionRefused(why) => {
-                let message =
-                    format!("{why}; set the annotation {ADOPT}: \"true\" to take it over");
+                let message = match &missing_tag {
+                    Some(tag) => format!(
+                        "{why}, and it lacks the tag {tag} that {ADOPT_REQUIRES_TAG} asks for"
+                    ),
+                    None => format!("{why}; set the annotation {ADOPT}: \"true\" to take it over"),
+                };
                 report(
+                    &ctx,
                     &api,
                     obj.as_ref(),
                     Report::new("False", "AdoptionRefused", message),
@@ -704,6 +763,7 @@ async fn arm_failure<K: AzureResource>(
                 "AzureError"
             };
             report(
+                ctx,
                 api,
                 obj,
                 Report::new("False", reason, message).observed(id, None),
@@ -719,6 +779,7 @@ async fn arm_failure<K: AzureResource>(
                 &obj.name_any(),
             ));
             report(
+                ctx,
                 api,
                 obj,
                 Report::new("False", "Deleting", message).observed(id, None),
@@ -731,6 +792,7 @@ async fn arm_failure<K: AzureResource>(
         }
         ErrorClass::Throttled => {
             report(
+                ctx,
                 api,
                 obj,
                 Report::new("False", "Throttled", message).observed(id, None),
@@ -741,6 +803,7 @@ async fn arm_failure<K: AzureResource>(
         ErrorClass::InUse | ErrorClass::Transient => {
             let reason = if deleting { "Deleting" } else { "Reconciling" };
             report(
+                ctx,
                 api,
                 obj,
                 Report::new("False", reason, format!("retrying: {message}")).observed(id, None),
@@ -789,7 +852,12 @@ async fn patch_finalizers<K: AzureResource>(
 }
 
 /// Writes the status when it differs from what the CR shows.
-async fn report<K: AzureResource>(api: &Api<K>, obj: &K, r: Report) -> Result<(), Error> {
+async fn report<K: AzureResource>(
+    ctx: &Context,
+    api: &Api<K>,
+    obj: &K,
+    r: Report,
+) -> Result<(), Error> {
     let current = obj.base_status().cloned().unwrap_or_default();
     let generation = obj.meta().generation;
     let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
@@ -825,6 +893,7 @@ async fn report<K: AzureResource>(api: &Api<K>, obj: &K, r: Report) -> Result<()
         observed_generation: generation,
         last_transition_time: transition,
     };
+    let was_ready = previous.is_some_and(|c| c.status == "True");
     let mut conditions: Vec<Condition> = current
         .conditions
         .into_iter()
@@ -839,6 +908,22 @@ async fn report<K: AzureResource>(api: &Api<K>, obj: &K, r: Report) -> Result<()
     }
     if let Some(state) = provisioning_state {
         status.insert("provisioningState".into(), json!(state));
+    }
+    if ERROR_REASONS.contains(&r.reason) {
+        ctx.metrics.error_reason(K::KIND, r.reason);
+    }
+    let first_ready = generation == Some(1) && !was_ready;
+    if r.status == "True" && first_ready {
+        let created = obj
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second());
+        if let Some(created) = created {
+            let secs = Timestamp::now().as_second().saturating_sub(created).max(0);
+            ctx.metrics
+                .ready_after(K::KIND, Duration::from_secs(secs as u64));
+        }
     }
     if r.status == "True" {
         info!(reason = r.reason, "Ready");

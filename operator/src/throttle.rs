@@ -3,10 +3,10 @@
 //! per s by default). Under load the operator runs at ARM's rate instead of collecting 429s.
 
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use prometheus_client::metrics::counter::Counter;
 
 /// Which of ARM's buckets a request draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub struct Throttle {
     reads: DefaultKeyedRateLimiter<String>,
     writes: DefaultKeyedRateLimiter<String>,
     deletes: DefaultKeyedRateLimiter<String>,
-    waits: AtomicU64,
+    waits: Counter,
 }
 
 /// The share of ARM's limits the operator allows itself: requests leave our bucket a little
@@ -89,11 +89,16 @@ fn limiter(b: Bucket) -> DefaultKeyedRateLimiter<String> {
 
 impl Throttle {
     pub fn new(limits: Limits) -> Throttle {
+        Self::with_counter(limits, Counter::default())
+    }
+
+    /// Counts waits in `waits` (the metric `strata_operator_arm_throttle_waits_total`).
+    pub fn with_counter(limits: Limits, waits: Counter) -> Throttle {
         Throttle {
             reads: limiter(limits.reads),
             writes: limiter(limits.writes),
             deletes: limiter(limits.deletes),
-            waits: AtomicU64::new(0),
+            waits,
         }
     }
 
@@ -106,14 +111,14 @@ impl Throttle {
         };
         let key = subscription.to_ascii_lowercase();
         if limiter.check_key(&key).is_err() {
-            self.waits.fetch_add(1, Ordering::Relaxed);
+            self.waits.inc();
             limiter.until_key_ready(&key).await;
         }
     }
 
     /// How many requests had to wait for a token so far.
     pub fn waits(&self) -> u64 {
-        self.waits.load(Ordering::Relaxed)
+        self.waits.get()
     }
 }
 

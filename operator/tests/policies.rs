@@ -143,6 +143,29 @@ async fn foreign_resources_are_refused_adopted_only_when_asked_and_never_deleted
         Some(format!("{}/ResourceGroup/untagged", w.ns).as_str())
     );
 
+    // Migration from CAPZ: adopt only what carries CAPZ's ownership tag.
+    let capz = "sigs.k8s.io_cluster-api-provider-azure_cluster_c1";
+    w.arm_put(
+        &format!("{}?api-version=2021-04-01", rg_path("capz-built")),
+        json!({"location": "westeurope", "tags": {capz: "owned"}}),
+    )
+    .await;
+    w.arm_put(
+        &format!("{}?api-version=2021-04-01", rg_path("not-capz")),
+        json!({"location": "westeurope"}),
+    )
+    .await;
+    let migrate = json!({"strata.dev/adopt": "true", "strata.dev/adopt-requires-tag": format!("{capz}=owned")});
+    w.apply(rg("capz-built", "capz-built", migrate.clone()))
+        .await;
+    w.apply(rg("not-capz", "not-capz", migrate)).await;
+    w.wait_all_ready(&[("ResourceGroup".into(), "capz-built".into())], T)
+        .await;
+    let message = w
+        .wait_reason(&w.ns, "ResourceGroup", "not-capz", "AdoptionRefused", T)
+        .await;
+    assert!(message.contains(capz), "{message}");
+
     // Deleting the CR of a resource another owner tagged never deletes it.
     w.api("ResourceGroup")
         .delete("theirs", &Default::default())

@@ -37,6 +37,8 @@ pub struct World {
     all_namespaces: bool,
     /// The operator's ARM rate limits (on the emulator's clock); ARM's own by default.
     pub limits: Limits,
+    /// Where the running operator serves its metrics and health endpoints.
+    pub bound: std::sync::Arc<std::sync::Mutex<Option<strata_operator::Bound>>>,
 }
 
 impl Drop for World {
@@ -72,6 +74,8 @@ pub fn settings(sim_url: &str, namespace: &str) -> Settings {
             concurrency: 16,
             selector: None,
         },
+        metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        health_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
     }
 }
 
@@ -119,6 +123,7 @@ impl World {
             operator: None,
             all_namespaces,
             limits: Limits::default(),
+            bound: Default::default(),
         };
         world.start_operator();
         world
@@ -136,7 +141,13 @@ impl World {
             settings.scope.selector = Some(format!("strata-test={}", self.ns));
         }
         let client = self.env.client();
-        self.operator = Some(tokio::spawn(strata_operator::run(client, settings)));
+        let bound = self.bound.clone();
+        *bound.lock().unwrap() = None;
+        self.operator = Some(tokio::spawn(async move {
+            strata_operator::run_with(client, settings, move |b| *bound.lock().unwrap() = Some(b))
+                .await
+                .expect("operator endpoints");
+        }));
     }
 
     pub fn stop_operator(&mut self) {
@@ -314,6 +325,34 @@ impl World {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// GETs an operator endpoint (`/metrics`, `/readyz` …): status and body.
+    pub async fn operator_http(&self, path: &str) -> (u16, String) {
+        let start = Instant::now();
+        let b = loop {
+            if let Some(b) = self.bound.lock().unwrap().clone() {
+                break b;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the operator's endpoints never came up"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let addr = if path == "/metrics" {
+            b.metrics
+        } else {
+            b.health
+        }
+        .expect("endpoint enabled");
+        let r = self
+            .http
+            .get(format!("http://{addr}{path}"))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
     }
 
     /// Polls a condition with a bound.
