@@ -76,8 +76,14 @@ impl Credential {
         }))
     }
 
-    /// A credential from a Secret's data (the same keys as the environment; no token file).
-    fn from_secret(secret: &Secret) -> Result<Credential, CredentialError> {
+    /// A credential from a Secret's data (the same keys as the environment). Without
+    /// `AZURE_CLIENT_SECRET` it is workload identity, as CAPZ's `WorkloadIdentity` identities
+    /// are: the operator's own federated token (`token_file`, never named by the Secret) is
+    /// exchanged for the Secret's client ID.
+    fn from_secret(
+        secret: &Secret,
+        token_file: Option<&PathBuf>,
+    ) -> Result<Credential, CredentialError> {
         let name = secret.metadata.name.clone().unwrap_or_default();
         let data = secret.data.clone().unwrap_or_default();
         let get = |k: &str| -> Result<String, CredentialError> {
@@ -88,12 +94,22 @@ impl Credential {
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| CredentialError(format!("Secret {name} has no {k}")))
         };
+        let client_secret = get("AZURE_CLIENT_SECRET").ok();
+        let federated_token_file = match (&client_secret, token_file) {
+            (Some(_), _) => None,
+            (None, Some(file)) => Some(file.clone()),
+            (None, None) => {
+                return Err(CredentialError(format!(
+                    "Secret {name} has no AZURE_CLIENT_SECRET, and workload identity needs the operator's AZURE_FEDERATED_TOKEN_FILE"
+                )));
+            }
+        };
         Ok(Credential {
             subscription: get("AZURE_SUBSCRIPTION_ID")?,
             tenant: get("AZURE_TENANT_ID")?,
             client_id: get("AZURE_CLIENT_ID")?,
-            client_secret: Some(get("AZURE_CLIENT_SECRET")?),
-            federated_token_file: None,
+            client_secret,
+            federated_token_file,
         })
     }
 }
@@ -132,6 +148,13 @@ impl Credentials {
         }
     }
 
+    /// The operator's own workload-identity token file, if it has one.
+    fn token_file(&self) -> Option<&PathBuf> {
+        self.global
+            .as_ref()
+            .and_then(|g| g.federated_token_file.as_ref())
+    }
+
     pub fn throttle(&self) -> &Throttle {
         &self.throttle
     }
@@ -150,9 +173,9 @@ impl Credentials {
             let secret = secrets.get_opt(name).await.map_err(read)?.ok_or_else(|| {
                 CredentialError(format!("{CREDENTIAL_FROM} names Secret {name}, which does not exist in namespace {namespace}"))
             })?;
-            Credential::from_secret(&secret)?
+            Credential::from_secret(&secret, self.token_file())?
         } else if let Some(secret) = secrets.get_opt(NAMESPACE_SECRET).await.map_err(read)? {
-            Credential::from_secret(&secret)?
+            Credential::from_secret(&secret, self.token_file())?
         } else {
             self.global.clone().ok_or_else(|| {
                 CredentialError(format!(

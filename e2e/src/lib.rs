@@ -1,0 +1,273 @@
+//! The whole of Strata on the test servers, in one process: the Kubernetes API test server (GC
+//! off, so nothing leans on a garbage collector), the ARM emulator, strata-translator and
+//! strata-operator, each test in its own namespace (so the suite also runs against a shared
+//! server with `USE_EXISTING_CLUSTER=true`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::Discovery;
+use serde_json::{Value, json};
+use strata_armsim::{Options, Server};
+use strata_envtest::TestEnv;
+use strata_operator::credentials::Credential;
+use strata_operator::throttle::Limits;
+use strata_operator::{Scope, Settings, Timing};
+use tokio::task::JoinHandle;
+
+/// The subscription the samples name.
+pub const SUB: &str = "00000000-0000-0000-0000-000000000000";
+/// The emulator's clock: a 60 s VM creation takes 0.6 s.
+pub const TIME_SCALE: f64 = 0.01;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub struct Stack {
+    pub env: TestEnv,
+    pub sim: Server,
+    pub ns: String,
+    pub http: reqwest::Client,
+    token_file: PathBuf,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+        let _ = std::fs::remove_file(&self.token_file);
+    }
+}
+
+impl Stack {
+    pub async fn start(test: &str) -> Stack {
+        let env = TestEnv::builder()
+            .crd_dir(repo_root().join("crds/generated"))
+            .garbage_collection(false)
+            .start()
+            .await
+            .expect("API test server");
+        let sim = Server::start(
+            Options {
+                time_scale: TIME_SCALE,
+                ..Default::default()
+            },
+            0,
+        )
+        .await
+        .expect("ARM emulator");
+        let ns = format!("{test}-{}", std::process::id());
+        let body = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+        // The operator's workload-identity token (its service account's, in a cluster): the
+        // samples' AzureClusterIdentity is of type WorkloadIdentity.
+        let token_file = std::env::temp_dir().join(format!("strata-e2e-{ns}.token"));
+        std::fs::write(&token_file, "a-projected-service-account-token").unwrap();
+        let mut stack = Stack {
+            env,
+            sim,
+            ns,
+            http: reqwest::Client::new(),
+            token_file,
+            tasks: Vec::new(),
+        };
+        stack.start_translator();
+        stack.start_operator();
+        stack
+    }
+
+    pub fn start_translator(&mut self) {
+        let settings = strata_translator::controller::Settings {
+            namespace: Some(self.ns.clone()),
+            ..Default::default()
+        };
+        self.tasks
+            .push(tokio::spawn(strata_translator::controller::run(
+                self.env.client(),
+                settings,
+            )));
+    }
+
+    pub fn start_operator(&mut self) {
+        let url = azure_core::Url::parse(&self.sim.url).unwrap();
+        let settings = Settings {
+            endpoint: url.clone(),
+            authority: url,
+            global: Some(Credential {
+                subscription: SUB.into(),
+                tenant: "tenant".into(),
+                client_id: "strata-operator".into(),
+                client_secret: None,
+                federated_token_file: Some(self.token_file.clone()),
+            }),
+            limits: Limits::default().scaled(TIME_SCALE),
+            timing: Timing {
+                poll_interval: Duration::from_millis(100),
+                throttled_retry: Duration::from_millis(200),
+                backoff_min: Duration::from_millis(100),
+                backoff_max: Duration::from_secs(2),
+                ..Timing::default()
+            },
+            scope: Scope {
+                namespace: Some(self.ns.clone()),
+                concurrency: 16,
+                selector: None,
+            },
+            metrics_addr: None,
+            health_addr: None,
+        };
+        let client = self.env.client();
+        self.tasks.push(tokio::spawn(async move {
+            strata_operator::run(client, settings)
+                .await
+                .expect("operator");
+        }));
+    }
+
+    /// Server-side applies every document of a YAML text in the test's namespace.
+    pub async fn apply_yaml(&self, text: &str) {
+        let discovery = Discovery::new(self.env.client()).run().await.unwrap();
+        for doc in serde_yaml_ng::Deserializer::from_str(text) {
+            let mut v: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if v.is_null() {
+                continue;
+            }
+            v["metadata"]["namespace"] = json!(self.ns);
+            let (group, version) = v["apiVersion"]
+                .as_str()
+                .unwrap()
+                .split_once('/')
+                .unwrap_or(("", v["apiVersion"].as_str().unwrap()));
+            let gvk =
+                kube::core::GroupVersionKind::gvk(group, version, v["kind"].as_str().unwrap());
+            let (ar, _) = discovery
+                .resolve_gvk(&gvk)
+                .unwrap_or_else(|| panic!("{gvk:?} is not served"));
+            let name = v["metadata"]["name"].as_str().unwrap().to_owned();
+            Api::<DynamicObject>::namespaced_with(self.env.client(), &self.ns, &ar)
+                .patch(&name, &PatchParams::apply("e2e").force(), &Patch::Apply(&v))
+                .await
+                .unwrap_or_else(|e| panic!("apply {gvk:?} {name}: {e}"));
+        }
+    }
+
+    pub fn api(&self, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+        Api::namespaced_with(
+            self.env.client(),
+            &self.ns,
+            &kube::core::ApiResource::from_gvk_with_plural(&gvk, plural),
+        )
+    }
+
+    pub fn azure_machines(&self) -> Api<DynamicObject> {
+        self.api(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "AzureMachine",
+            "azuremachines",
+        )
+    }
+
+    pub fn azure_clusters(&self) -> Api<DynamicObject> {
+        self.api(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "AzureCluster",
+            "azureclusters",
+        )
+    }
+
+    /// Every resource the emulator holds.
+    pub async fn sim_resources(&self) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!("{}/_sim/resources", self.sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["value"].as_array().unwrap().clone()
+    }
+
+    /// The emulator's log of ARM calls (token requests left out).
+    pub async fn arm_requests(&self) -> Vec<Value> {
+        let v: Value = self
+            .http
+            .get(format!("{}/_sim/requests", self.sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/subscriptions/"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Polls a condition with a bound.
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut f: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !f().await {
+            assert!(
+                start.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// What CAPI core and the kubeadm bootstrap provider create for a cluster's machines: a Machine
+/// with its bootstrap Secret and an AzureMachine per `(name, control plane?, zone)`.
+pub fn capi_machines(cluster: &str, machines: &[(&str, bool, Option<&str>)]) -> String {
+    let mut out = String::new();
+    for (name, control_plane, zone) in machines {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+        if *control_plane {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        }
+        let docs = [
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"clusterName": cluster, "failureDomain": zone,
+                    "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine", "name": name}}}),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine",
+                "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "spec": {"vmSize": "Standard_D2s_v3", "osDisk": {"osType": "Linux", "diskSizeGB": 128}, "sshPublicKey": ""}}),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "stringData": {"value": format!("#cloud-config for {name}"), "format": "cloud-config"}}),
+        ];
+        for d in docs {
+            out.push_str("---\n");
+            out.push_str(&serde_yaml_ng::to_string(&d).unwrap());
+        }
+    }
+    out
+}

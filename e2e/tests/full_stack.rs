@@ -1,0 +1,137 @@
+//! A CAPZ cluster applied unchanged becomes Azure resources and a ready cluster: translator →
+//! cloud CRs → operator → ARM emulator → status back to Cluster API; deleting it empties Azure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use kube::api::DeleteParams;
+use serde_json::Value;
+use strata_e2e::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_cluster_becomes_ready_with_endpoint_provider_ids_and_addresses_then_deletes_to_nothing()
+ {
+    let stack = Stack::start("fullstack").await;
+    let sample =
+        std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml")).unwrap();
+    stack.apply_yaml(&sample).await;
+    let machines = [
+        ("strata-demo-control-plane-a1b2c", true, Some("1")),
+        ("strata-demo-md-0-x9y8z", false, None),
+    ];
+    stack
+        .apply_yaml(&capi_machines("strata-demo", &machines))
+        .await;
+
+    let clusters = stack.azure_clusters();
+    stack
+        .eventually(
+            "the AzureCluster is ready with an endpoint",
+            Duration::from_secs(90),
+            || async {
+                let azc = clusters.get("strata-demo").await.unwrap();
+                azc.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                    && azc
+                        .data
+                        .pointer("/spec/controlPlaneEndpoint/host")
+                        .and_then(Value::as_str)
+                        .is_some_and(|h| !h.is_empty())
+            },
+        )
+        .await;
+    let azc = clusters.get("strata-demo").await.unwrap();
+    let host = azc
+        .data
+        .pointer("/spec/controlPlaneEndpoint/host")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    let pip = stack
+        .sim_resources()
+        .await
+        .into_iter()
+        .find(|r| {
+            r["type"] == "Microsoft.Network/publicIPAddresses"
+                && r["name"].as_str().is_some_and(|n| n.contains("apiserver"))
+        })
+        .expect("the API server's public IP");
+    let allocated = [
+        pip.pointer("/properties/ipAddress"),
+        pip.pointer("/properties/dnsSettings/fqdn"),
+    ];
+    assert!(
+        allocated
+            .iter()
+            .flatten()
+            .any(|v| v.as_str() == Some(host.as_str())),
+        "endpoint {host} is the API server IP or FQDN: {pip}"
+    );
+
+    let ams = stack.azure_machines();
+    for (name, _, _) in machines {
+        stack
+            .eventually(
+                &format!("{name} has its providerID and addresses"),
+                Duration::from_secs(90),
+                || async {
+                    let am = ams.get(name).await.unwrap();
+                    am.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                        && am
+                            .data
+                            .pointer("/spec/providerID")
+                            .and_then(Value::as_str)
+                            .is_some_and(|p| p.starts_with("azure:///subscriptions/"))
+                        && am
+                            .data
+                            .pointer("/status/addresses")
+                            .and_then(Value::as_array)
+                            .is_some_and(|a| a.iter().any(|x| x["type"] == "InternalIP"))
+                },
+            )
+            .await;
+    }
+    let vms = stack
+        .sim_resources()
+        .await
+        .into_iter()
+        .filter(|r| r["type"] == "Microsoft.Compute/virtualMachines")
+        .count();
+    assert_eq!(vms, machines.len());
+    let puts = stack
+        .arm_requests()
+        .await
+        .iter()
+        .filter(|r| r["method"] == "PUT")
+        .count();
+    println!(
+        "default cluster with {} machines: {} resources, {puts} PUTs",
+        machines.len(),
+        stack.sim_resources().await.len()
+    );
+
+    // CAPI deletes the machines, then the cluster.
+    for (name, _, _) in machines {
+        ams.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    clusters
+        .delete("strata-demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack
+        .eventually(
+            "Azure is empty and the AzureCluster gone",
+            Duration::from_secs(120),
+            || async {
+                stack.sim_resources().await.is_empty()
+                    && clusters.get_opt("strata-demo").await.unwrap().is_none()
+            },
+        )
+        .await;
+    let deletes = stack
+        .arm_requests()
+        .await
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .count();
+    println!("deleted with {deletes} DELETEs");
+}
