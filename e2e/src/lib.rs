@@ -86,8 +86,13 @@ impl Stack {
     }
 
     pub fn start_translator(&mut self) {
+        let ns = self.ns.clone();
+        self.start_translator_in(&ns);
+    }
+
+    pub fn start_translator_in(&mut self, ns: &str) {
         let settings = strata_translator::controller::Settings {
-            namespace: Some(self.ns.clone()),
+            namespace: Some(ns.to_owned()),
             ..Default::default()
         };
         self.tasks
@@ -98,6 +103,11 @@ impl Stack {
     }
 
     pub fn start_operator(&mut self) {
+        let ns = self.ns.clone();
+        self.start_operator_in(&ns);
+    }
+
+    pub fn start_operator_in(&mut self, ns: &str) {
         let url = azure_core::Url::parse(&self.sim.url).unwrap();
         let settings = Settings {
             endpoint: url.clone(),
@@ -118,7 +128,7 @@ impl Stack {
                 ..Timing::default()
             },
             scope: Scope {
-                namespace: Some(self.ns.clone()),
+                namespace: Some(ns.to_owned()),
                 concurrency: 16,
                 selector: None,
             },
@@ -133,15 +143,33 @@ impl Stack {
         }));
     }
 
+    /// Another namespace with its own translator and operator (a second tenant, or the target of
+    /// a migration).
+    pub async fn add_namespace(&mut self, suffix: &str) -> String {
+        let ns = format!("{}-{suffix}", self.ns);
+        let body = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(self.env.client())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+        self.start_translator_in(&ns);
+        self.start_operator_in(&ns);
+        ns
+    }
+
     /// Server-side applies every document of a YAML text in the test's namespace.
     pub async fn apply_yaml(&self, text: &str) {
+        self.apply_yaml_in(&self.ns.clone(), text).await
+    }
+
+    pub async fn apply_yaml_in(&self, ns: &str, text: &str) {
         let discovery = Discovery::new(self.env.client()).run().await.unwrap();
         for doc in serde_yaml_ng::Deserializer::from_str(text) {
             let mut v: Value = serde::Deserialize::deserialize(doc).unwrap();
             if v.is_null() {
                 continue;
             }
-            v["metadata"]["namespace"] = json!(self.ns);
+            v["metadata"]["namespace"] = json!(ns);
             let (group, version) = v["apiVersion"]
                 .as_str()
                 .unwrap()
@@ -153,7 +181,7 @@ impl Stack {
                 .resolve_gvk(&gvk)
                 .unwrap_or_else(|| panic!("{gvk:?} is not served"));
             let name = v["metadata"]["name"].as_str().unwrap().to_owned();
-            Api::<DynamicObject>::namespaced_with(self.env.client(), &self.ns, &ar)
+            Api::<DynamicObject>::namespaced_with(self.env.client(), ns, &ar)
                 .patch(&name, &PatchParams::apply("e2e").force(), &Patch::Apply(&v))
                 .await
                 .unwrap_or_else(|e| panic!("apply {gvk:?} {name}: {e}"));
@@ -161,12 +189,57 @@ impl Stack {
     }
 
     pub fn api(&self, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        self.api_in(&self.ns, group, version, kind, plural)
+    }
+
+    pub fn api_in(
+        &self,
+        ns: &str,
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+    ) -> Api<DynamicObject> {
         let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
         Api::namespaced_with(
             self.env.client(),
-            &self.ns,
+            ns,
             &kube::core::ApiResource::from_gvk_with_plural(&gvk, plural),
         )
+    }
+
+    /// The cloud CRs of one kind in a namespace.
+    pub fn cloud(&self, ns: &str, kind: &str) -> Api<DynamicObject> {
+        let plural = if kind == "PublicIPAddress" {
+            "publicipaddresses".to_owned()
+        } else {
+            format!("{}s", kind.to_ascii_lowercase())
+        };
+        self.api_in(ns, "azure.strata.dev", "v1alpha1", kind, &plural)
+    }
+
+    /// A JSON merge patch on a stored Azure resource, behind every client's back.
+    pub async fn sim_patch(&self, id: &str, patch: Value) {
+        let r = self
+            .http
+            .patch(format!("{}/_sim/resources{id}", self.sim.url))
+            .json(&patch)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "PATCH /_sim/resources{id}: {}",
+            r.status()
+        );
+    }
+
+    pub async fn clear_requests(&self) {
+        self.http
+            .delete(format!("{}/_sim/requests", self.sim.url))
+            .send()
+            .await
+            .unwrap();
     }
 
     pub fn azure_machines(&self) -> Api<DynamicObject> {
