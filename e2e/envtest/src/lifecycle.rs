@@ -470,6 +470,16 @@ pub fn create(
             vec![Cause::new("FieldValueInvalid", "metadata.name", msg)],
         ));
     }
+    if rt.has_status()
+        && !rt.builtin
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    process_schema(rt, version, &mut obj, None, opts.validation, &mut warnings)?;
+    builtin_hooks(store, rt, &mut obj)?;
+    // Validation comes first, as in kube-apiserver (BeforeCreate, then the storage's create): an
+    // invalid object whose name is taken is a 422, not a 409.
     if store
         .get(
             &rt.key(),
@@ -480,14 +490,6 @@ pub fn create(
     {
         return Err(ApiError::AlreadyExists(target(rt, &name)));
     }
-    if rt.has_status()
-        && !rt.builtin
-        && let Some(m) = obj.as_object_mut()
-    {
-        m.remove("status");
-    }
-    process_schema(rt, version, &mut obj, None, opts.validation, &mut warnings)?;
-    builtin_hooks(store, rt, &mut obj)?;
     {
         let meta = obj["metadata"]
             .as_object_mut()
