@@ -87,6 +87,9 @@ impl Default for Timing {
 /// What every reconcile shares.
 pub struct Context {
     pub kube: kube::Client,
+    /// Kubernetes Events on the CRs (`kubectl describe`); kube's recorder folds repeats into a
+    /// series instead of writing one Event per reconcile.
+    pub recorder: kube::runtime::events::Recorder,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub credentials: Credentials,
     pub index: Arc<Index>,
@@ -110,7 +113,12 @@ impl Context {
         index: Arc<Index>,
         timing: Timing,
     ) -> Context {
+        let reporter = kube::runtime::events::Reporter {
+            controller: MANAGER.to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Context {
+            recorder: kube::runtime::events::Recorder::new(kube.clone(), reporter),
             kube,
             metrics,
             credentials,
@@ -159,6 +167,32 @@ impl Context {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         held.get(key)
             .is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
+    }
+
+    /// Publishes an Event on the CR; a failure to publish is logged, never a reconcile error.
+    async fn event<K: AzureResource>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        use kube::runtime::events::{Event, EventType};
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            debug!(error = %e, "could not publish an event");
+        }
     }
 
     fn succeeded(&self, key: &str) {
@@ -476,6 +510,14 @@ async fn reconcile_inner<K: AzureResource>(
                 {
                     Ok(c) => c,
                     Err(e) => {
+                        ctx.event(
+                            obj.as_ref(),
+                            true,
+                            "CredentialError",
+                            "Authenticate",
+                            e.0.clone(),
+                        )
+                        .await;
                         report(
                             &ctx,
                             &api,
@@ -623,6 +665,11 @@ async fn reconcile_inner<K: AzureResource>(
                     }
                 };
                 wrote = true;
+                let (reason, note) = match &step {
+                    Step::Update(path) => ("Updated", format!("PUT {own} (drift at {path})")),
+                    _ => ("Created", format!("PUT {own}")),
+                };
+                ctx.event(obj.as_ref(), false, reason, "Put", note).await;
                 let message = if matches!(step, Step::Create) {
                     "creating".to_owned()
                 } else {
@@ -648,6 +695,14 @@ async fn reconcile_inner<K: AzureResource>(
                     ));
                 };
                 info!("deleting");
+                ctx.event(
+                    obj.as_ref(),
+                    false,
+                    "Deleting",
+                    "Delete",
+                    format!("DELETE {own}"),
+                )
+                .await;
                 if let Err(e) = client.arm.delete(K::KIND, &own).await {
                     return arm_failure(&ctx, &api, obj.as_ref(), &key, &own, e, true).await;
                 }
@@ -699,6 +754,8 @@ async fn reconcile_inner<K: AzureResource>(
                 return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
             }
             Step::AdoptionRefused(why) => {
+                ctx.event(obj.as_ref(), true, "AdoptionRefused", "Adopt", why.clone())
+                    .await;
                 let message = match &missing_tag {
                     Some(tag) => format!(
                         "{why}, and it lacks the tag {tag} that {ADOPT_REQUIRES_TAG} asks for"
@@ -756,6 +813,8 @@ async fn arm_failure<K: AzureResource>(
     match classify(&e) {
         ErrorClass::Fatal => {
             warn!(error = %message, "Azure refused the request");
+            ctx.event(obj, true, "AzureError", "Put", message.clone())
+                .await;
             ctx.hold(key, obj.meta().generation.unwrap_or_default());
             let reason = if matches!(e, ArmError::Body(_)) {
                 "InvalidSpec"

@@ -81,3 +81,42 @@ async fn metrics_count_what_arm_saw() {
         assert!(!text.contains(name), "{name} appears in /metrics");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_say_what_happened_once() {
+    use k8s_openapi::api::events::v1::Event;
+    let w = World::start("events").await;
+    let mut objects = Vec::new();
+    for file in ["cluster-resources.yaml", "load-balancer-and-outbound.yaml"] {
+        objects.extend(
+            w.apply_file(&repo_root().join("samples/azure").join(file))
+                .await,
+        );
+    }
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+    let events: Vec<Event> = kube::Api::<Event>::namespaced(w.env.client(), &w.ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let created: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Created"))
+        .collect();
+    assert_eq!(
+        created.len(),
+        objects.len(),
+        "one Created event per CR: {created:#?}"
+    );
+    let vm = created
+        .iter()
+        .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web-0"))
+        .expect("the VM's event");
+    assert!(
+        vm.note
+            .as_deref()
+            .is_some_and(|n| n.contains("virtualMachines/web-0")),
+        "{vm:?}"
+    );
+    assert_eq!(vm.reporting_controller.as_deref(), Some("strata-operator"));
+}
