@@ -7,7 +7,8 @@ CARGO ?= cargo
 
 ## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing),
 ## then the API test server's suite a second time against the real kube-apiserver + etcd that
-## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why.
+## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why, and the
+## operator's, translator's and end-to-end tests there too (none skips).
 ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
 ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
 test: tools
@@ -20,6 +21,9 @@ test: tools
 	@touch $(ENVTEST_SKIPS); \
 		echo "== strata-envtest on kube-apiserver: $$(wc -l < $(ENVTEST_SKIPS)) tests skipped:"; \
 		sort $(ENVTEST_SKIPS) | sed 's/^/  - /'
+	@echo "== strata-operator, strata-translator and strata-e2e on kube-apiserver + etcd"
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
+		$(CARGO) test -p strata-operator -p strata-translator -p strata-e2e --tests --locked
 
 ## Install the test tools when missing: kubectl (Debian's kubernetes-client when none is on the
 ## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server) and the
