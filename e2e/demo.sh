@@ -80,10 +80,10 @@ AZURE_RESOURCE_MANAGER_ENDPOINT="$arm" AZURE_AUTHORITY_HOST="$arm" AZURE_SUBSCRI
     "$bin/strata-operator" --arm-time-scale 0.01 --poll-interval 100ms >"$work/operator.log" 2>&1 &
 pids+=("$!")
 curl -s -X DELETE "$arm/_sim/requests" >/dev/null
-start_s=$(date +%s.%N)
+start_ns=$(date +%s%N)
 echo "\$ kubectl wait --for=condition=Ready -f samples/azure/ --timeout=60s"
 kubectl wait --for=condition=Ready -f samples/azure/ --timeout=60s | sed 's/^/  /'
-printf 'all Ready in %.1f s\n' "$(echo "$(date +%s.%N) - $start_s" | bc)"
+echo "all Ready in $(( ($(date +%s%N) - start_ns) / 1000000 )) ms"
 echo "\$ kubectl get azure"
 kubectl get azure
 echo "ARM requests the operator sent, by method (one PUT per resource, no wasted write):"

@@ -11,6 +11,7 @@
 #   - a real kube-apiserver (../shared/tools/kube-apiserver/kube-apiserver.xz, see its README) unpacked
 #     into target/tools/kube/ next to a link to etcd: the KUBEBUILDER_ASSETS directory against which
 #     `make test` runs the API test server's suite a second time and installs Strata's CRDs.
+#   - jq (Debian), which `make demo` uses to read the emulator's JSON.
 set -euo pipefail
 
 as_root() {
@@ -62,6 +63,13 @@ if [ -f "$kube_xz" ]; then
     "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
 else
     echo "install-test-tools: no kube-apiserver at $kube_xz; the real-server tests will fail" >&2
+fi
+
+# jq: `make demo` reads the emulator's JSON with it.
+if ! command -v jq >/dev/null 2>&1; then
+    echo "install-test-tools: installing Debian's jq"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq jq >/dev/null
 fi
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
