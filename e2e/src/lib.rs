@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::Discovery;
 use serde_json::{Value, json};
-use strata_armsim::{Options, Server};
+use strata_armsim::{Inspector, Options, Server};
 use strata_envtest::TestEnv;
 use strata_operator::credentials::Credential;
 use strata_operator::throttle::Limits;
@@ -218,28 +218,18 @@ impl Stack {
         self.api_in(ns, "azure.strata.dev", "v1alpha1", kind, &plural)
     }
 
+    /// The emulator's `/_sim/` API.
+    pub fn inspector(&self) -> Inspector {
+        Inspector::new(self.sim.url.clone())
+    }
+
     /// A JSON merge patch on a stored Azure resource, behind every client's back.
     pub async fn sim_patch(&self, id: &str, patch: Value) {
-        let r = self
-            .http
-            .patch(format!("{}/_sim/resources{id}", self.sim.url))
-            .json(&patch)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            r.status().is_success(),
-            "PATCH /_sim/resources{id}: {}",
-            r.status()
-        );
+        self.inspector().patch(id, &patch).await.unwrap();
     }
 
     pub async fn clear_requests(&self) {
-        self.http
-            .delete(format!("{}/_sim/requests", self.sim.url))
-            .send()
-            .await
-            .unwrap();
+        self.inspector().clear_requests().await.unwrap();
     }
 
     pub fn azure_machines(&self) -> Api<DynamicObject> {
@@ -262,40 +252,12 @@ impl Stack {
 
     /// Every resource the emulator holds.
     pub async fn sim_resources(&self) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!("{}/_sim/resources", self.sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["value"].as_array().unwrap().clone()
+        self.inspector().resources().await.unwrap()
     }
 
     /// The emulator's log of ARM calls (token requests left out).
     pub async fn arm_requests(&self) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!("{}/_sim/requests", self.sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["value"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/subscriptions/"))
-            })
-            .cloned()
-            .collect()
+        self.inspector().arm_requests().await.unwrap()
     }
 
     /// Polls a condition with a bound.

@@ -10,6 +10,7 @@ pub mod error;
 pub mod faults;
 pub mod id;
 pub mod inspect;
+pub mod inspector;
 pub mod log;
 pub mod lro;
 pub mod pipeline;
@@ -26,6 +27,7 @@ use axum::routing::post;
 use tokio::task::JoinHandle;
 
 pub use error::{ArmError, Error};
+pub use inspector::{InspectError, Inspector};
 pub use sim::{App, Options};
 pub use throttle::{Limit, ThrottleConfig};
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use strata_armsim::{Options, Server};
+use strata_armsim::{Inspector, Options, Server};
 use strata_envtest::TestEnv;
 use strata_operator::credentials::Credential;
 use strata_operator::throttle::Limits;
@@ -371,65 +371,28 @@ impl World {
         }
     }
 
+    /// The emulator's `/_sim/` API.
+    pub fn inspector(&self) -> Inspector {
+        Inspector::new(self.sim.url.clone())
+    }
+
     /// The emulator's request log (ARM calls only, token requests left out).
     pub async fn arm_requests(&self) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!("{}/_sim/requests", self.sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["value"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r["path"]
-                    .as_str()
-                    .is_some_and(|p| p.starts_with("/subscriptions/"))
-            })
-            .cloned()
-            .collect()
+        self.inspector().arm_requests().await.unwrap()
     }
 
     pub async fn clear_requests(&self) {
-        self.http
-            .delete(format!("{}/_sim/requests", self.sim.url))
-            .send()
-            .await
-            .unwrap();
+        self.inspector().clear_requests().await.unwrap();
     }
 
     /// Every resource the emulator holds.
     pub async fn sim_resources(&self) -> Vec<Value> {
-        let v: Value = self
-            .http
-            .get(format!("{}/_sim/resources", self.sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["value"].as_array().unwrap().clone()
+        self.inspector().resources().await.unwrap()
     }
 
+    /// Drift behind the operator's back.
     pub async fn sim_patch(&self, id: &str, patch: Value) {
-        let r = self
-            .http
-            .patch(format!("{}/_sim/resources{id}", self.sim.url))
-            .json(&patch)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            r.status().is_success(),
-            "PATCH /_sim/resources{id}: {}",
-            r.status()
-        );
+        self.inspector().patch(id, &patch).await.unwrap();
     }
 
     /// A PUT straight to ARM, as another tool would make it (not through the operator).
@@ -468,28 +431,13 @@ impl World {
 
     /// Removes a resource (or a child such as a security rule) behind the operator's back.
     pub async fn sim_delete(&self, id: &str) {
-        let r = self
-            .http
-            .delete(format!("{}/_sim/resources{id}", self.sim.url))
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            r.status().is_success(),
-            "DELETE /_sim/resources{id}: {}",
-            r.status()
-        );
+        self.inspector().remove(id).await.unwrap();
     }
 
+    /// A control call under `/_sim/` (faults, principals, throttling).
     pub async fn sim_post(&self, path: &str, body: Value) {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.sim.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "POST {path}: {}", r.status());
+        let path = path.strip_prefix("/_sim").unwrap_or(path);
+        self.inspector().post(path, &body).await.unwrap();
     }
 }
 
