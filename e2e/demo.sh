@@ -28,7 +28,7 @@ start() {
 }
 
 step "building the test servers"
-cargo build -q --locked -p strata-envtest -p strata-armsim -p strata-operator
+cargo build -q --locked -p strata-envtest -p strata-armsim -p strata-operator -p strata-translator
 bin=target/debug
 
 step "Kubernetes API test server (in memory) with Strata's CRDs"
@@ -60,10 +60,10 @@ token=$(curl -sf -X POST "$arm/demo-tenant/oauth2/v2.0/token" \
     -d grant_type=client_credentials -d client_id=demo -d client_secret=demo -d "scope=$arm/.default" | jq -r .access_token)
 arm_call() { curl -s -X "$1" "$arm$2" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' ${3:+-d "$3"}; }
 
-echo "\$ PUT resourceGroups/strata-demo"
-arm_call PUT "/subscriptions/$sub/resourceGroups/strata-demo?api-version=2021-04-01" '{"location":"westeurope"}' | jq -c '{id, properties}'
-echo "\$ PUT virtualNetworks/strata-demo-vnet (a long-running operation)"
-vnet="/subscriptions/$sub/resourceGroups/strata-demo/providers/Microsoft.Network/virtualNetworks/strata-demo-vnet"
+echo "\$ PUT resourceGroups/raw-arm-demo"
+arm_call PUT "/subscriptions/$sub/resourceGroups/raw-arm-demo?api-version=2021-04-01" '{"location":"westeurope"}' | jq -c '{id, properties}'
+echo "\$ PUT virtualNetworks/raw-arm-demo-vnet (a long-running operation)"
+vnet="/subscriptions/$sub/resourceGroups/raw-arm-demo/providers/Microsoft.Network/virtualNetworks/raw-arm-demo-vnet"
 arm_call PUT "$vnet?api-version=2024-03-01" \
     '{"location":"westeurope","properties":{"addressSpace":{"addressPrefixes":["10.0.0.0/8"]}}}' | jq -c '{name, state: .properties.provisioningState}'
 sleep 0.3
@@ -75,9 +75,13 @@ echo "\$ GET /_sim/resources"
 curl -s "$arm/_sim/resources" | jq -r '.value[] | "  \(.id)  \(.properties.provisioningState // "")"'
 
 step "strata-operator converges the cloud CRs applied above (samples/azure/) against the emulator"
+# The operator's own credential, and the token its pod's service account would have: the CAPZ
+# sample's AzureClusterIdentity is of type WorkloadIdentity.
+echo "a-projected-service-account-token" >"$work/token"
 AZURE_RESOURCE_MANAGER_ENDPOINT="$arm" AZURE_AUTHORITY_HOST="$arm" AZURE_SUBSCRIPTION_ID="$sub" \
-    AZURE_TENANT_ID=demo-tenant AZURE_CLIENT_ID=demo AZURE_CLIENT_SECRET=demo \
-    "$bin/strata-operator" --arm-time-scale 0.01 --poll-interval 100ms >"$work/operator.log" 2>&1 &
+    AZURE_TENANT_ID=demo-tenant AZURE_CLIENT_ID=demo AZURE_CLIENT_SECRET=demo AZURE_FEDERATED_TOKEN_FILE="$work/token" \
+    "$bin/strata-operator" --arm-time-scale 0.01 --poll-interval 100ms \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >"$work/operator.log" 2>&1 &
 pids+=("$!")
 curl -s -X DELETE "$arm/_sim/requests" >/dev/null
 start_ns=$(date +%s%N)
@@ -91,6 +95,19 @@ curl -s "$arm/_sim/requests" | jq -r '[.value[] | select(.path | startswith("/su
 echo "\$ kubectl get virtualmachine web-0 -o jsonpath='{.status}'"
 kubectl get virtualmachine web-0 -o jsonpath='{.status}' | jq -c '{id, vmId, powerState}'
 
+step "strata-translator turns the CAPZ cluster applied above into cloud CRs; the operator converges them"
+"$bin/strata-translator" run --namespace default >"$work/translator.log" 2>&1 &
+pids+=("$!")
+start_ns=$(date +%s%N)
+echo "\$ kubectl wait --for=jsonpath='{.status.ready}'=true azurecluster/strata-demo --timeout=90s"
+kubectl wait --for=jsonpath='{.status.ready}'=true azurecluster/strata-demo --timeout=90s | sed 's/^/  /'
+echo "the cluster's Azure infrastructure is Ready in $(( ($(date +%s%N) - start_ns) / 1000000 )) ms"
+echo "\$ kubectl get azure -l cluster.x-k8s.io/cluster-name=strata-demo"
+kubectl get azure -l cluster.x-k8s.io/cluster-name=strata-demo
+echo "\$ kubectl get azurecluster strata-demo -o jsonpath='{.spec.controlPlaneEndpoint}'"
+kubectl get azurecluster strata-demo -o jsonpath='{.spec.controlPlaneEndpoint}'; echo
+echo "(Machines come from CAPI core, which the demo does not run yet: the end-to-end tests in e2e/tests/"
+echo " create them as CAPI would, and each gets its NIC, VM, providerID and addresses.)"
+
 step "done"
-echo "Next: strata-translator turns the CAPZ cluster above into cloud CRs for strata-operator."
-echo "The operator's log is in $work/operator.log while the demo runs."
+echo "Logs while the demo runs: $work/operator.log, $work/translator.log"
