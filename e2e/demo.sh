@@ -3,8 +3,10 @@
 #   1. the Kubernetes API test server with Strata's CRDs: cloud CRs and a CAPZ cluster applied with
 #      kubectl, `kubectl get azure`, and bad objects refused by the schemas;
 #   2. the ARM emulator: a token, a resource group and a virtual network created over ARM REST,
-#      a long-running operation polled, an ARM validation error.
-# The translator and the convergent reconciler, which join the two, arrive with their issues.
+#      a long-running operation polled, an ARM validation error;
+#   3. strata-operator converging the cloud CRs of step 1 against the emulator;
+#   4. strata-translator turning the CAPZ cluster of step 1 into cloud CRs, converged until the
+#      AzureCluster is ready with its control-plane endpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
