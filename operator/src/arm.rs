@@ -11,6 +11,9 @@ use std::sync::Arc;
 use azure_core::error::ErrorKind;
 use serde_json::Value;
 
+use azure_mgmt_compute::models as compute;
+use azure_mgmt_network::models as network;
+
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
 use crate::metrics::Metrics;
@@ -119,6 +122,52 @@ fn model<T: serde::de::DeserializeOwned>(body: &Value) -> Result<T, ArmError> {
     serde_json::from_value(body.clone()).map_err(|e| ArmError::Body(e.to_string()))
 }
 
+/// The one table of the eleven kinds' SDK clients: for `kind`, invokes the verb macro `$verb` with
+/// the kind's client, the path arguments before the resource's parameters (resource group, parent
+/// and name as the kind needs them), the subscription and the SDK model type. The typed clients
+/// differ only in these, so each verb is written once (`sdk_get!`, `sdk_put!`, `sdk_delete!`).
+macro_rules! for_kind {
+    ($self:ident, $kind:expr, $id:expr, $verb:ident $(, $body:expr)?) => {{
+        let (sub, rg, name) = ($id.subscription.clone(), $id.resource_group.clone(), $id.name().to_owned());
+        let parent = $id.parent_name().unwrap_or_default().to_owned();
+        let (n, c) = (&$self.network, &$self.compute);
+        match $kind {
+            Kind::ResourceGroup => $verb!($self.resources.resource_groups_client(), [rg], sub, azure_mgmt_resources::models::ResourceGroup $(, $body)?),
+            Kind::VirtualNetwork => $verb!(n.virtual_networks_client(), [rg, name], sub, network::VirtualNetwork $(, $body)?),
+            Kind::Subnet => $verb!(n.subnets_client(), [rg, parent, name], sub, network::Subnet $(, $body)?),
+            Kind::NetworkSecurityGroup => $verb!(n.network_security_groups_client(), [rg, name], sub, network::NetworkSecurityGroup $(, $body)?),
+            Kind::RouteTable => $verb!(n.route_tables_client(), [rg, name], sub, network::RouteTable $(, $body)?),
+            Kind::NatGateway => $verb!(n.nat_gateways_client(), [rg, name], sub, network::NatGateway $(, $body)?),
+            Kind::PublicIPAddress => $verb!(n.public_ip_addresses_client(), [rg, name], sub, network::PublicIpAddress $(, $body)?),
+            Kind::LoadBalancer => $verb!(n.load_balancers_client(), [rg, name], sub, network::LoadBalancer $(, $body)?),
+            Kind::NetworkInterface => $verb!(n.network_interfaces_client(), [rg, name], sub, network::NetworkInterface $(, $body)?),
+            Kind::AvailabilitySet => $verb!(c.availability_sets_client(), [rg, name], sub, compute::AvailabilitySet $(, $body)?),
+            Kind::VirtualMachine => $verb!(c.virtual_machines_client(), [rg, name], sub, compute::VirtualMachine $(, $body)?),
+        }
+    }};
+}
+
+macro_rules! sdk_get {
+    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty) => {
+        $client.get($($arg,)* $sub).send().await.map(|r| r.into_raw_response())
+    };
+}
+
+macro_rules! sdk_put {
+    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty, $body:expr) => {
+        match model::<$model>($body) {
+            Ok(m) => $client.create_or_update($($arg,)* m, $sub).send().await.map(|r| r.into_raw_response()),
+            Err(e) => return Err(e),
+        }
+    };
+}
+
+macro_rules! sdk_delete {
+    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty) => {
+        $client.delete($($arg,)* $sub).send().await.map(|r| r.into_raw_response())
+    };
+}
+
 impl ArmClient {
     /// Counts an ARM request by method and status code (0: no answer).
     fn count(&self, method: &str, sent: &azure_core::Result<azure_core::Response>) {
@@ -129,87 +178,22 @@ impl ArmClient {
         self.metrics.arm_request(method, code);
     }
 
-    /// GET; `None` when ARM answers 404.
+    /// GET; `None` when ARM answers 404. A VM is read with its instance view (the power state).
     pub async fn get(&self, kind: Kind, id: &ArmId) -> Result<Option<Value>, ArmError> {
         self.throttle.acquire(&id.subscription, Class::Read).await;
-        let (sub, rg, name) = (
-            id.subscription.clone(),
-            id.resource_group.clone(),
-            id.name().to_owned(),
-        );
-        let parent = id.parent_name().unwrap_or_default().to_owned();
-        let n = &self.network;
-        let sent = match kind {
-            Kind::ResourceGroup => self
-                .resources
-                .resource_groups_client()
-                .get(rg, sub)
+        let sent = if kind == Kind::VirtualMachine {
+            let vms = self.compute.virtual_machines_client();
+            let get = vms.get(
+                id.resource_group.clone(),
+                id.name().to_owned(),
+                id.subscription.clone(),
+            );
+            get.expand("instanceView")
                 .send()
                 .await
-                .map(|r| r.into_raw_response()),
-            Kind::VirtualNetwork => n
-                .virtual_networks_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::Subnet => n
-                .subnets_client()
-                .get(rg, parent, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NetworkSecurityGroup => n
-                .network_security_groups_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::RouteTable => n
-                .route_tables_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NatGateway => n
-                .nat_gateways_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::PublicIPAddress => n
-                .public_ip_addresses_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::LoadBalancer => n
-                .load_balancers_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NetworkInterface => n
-                .network_interfaces_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::AvailabilitySet => self
-                .compute
-                .availability_sets_client()
-                .get(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::VirtualMachine => self
-                .compute
-                .virtual_machines_client()
-                .get(rg, name, sub)
-                .expand("instanceView")
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
+                .map(|r| r.into_raw_response())
+        } else {
+            for_kind!(self, kind, id, sdk_get)
         };
         self.count("GET", &sent);
         match sent.map_err(ArmError::from_sdk) {
@@ -223,108 +207,7 @@ impl ArmClient {
     /// whether an operation now runs).
     pub async fn put(&self, kind: Kind, id: &ArmId, body: &Value) -> Result<Value, ArmError> {
         self.throttle.acquire(&id.subscription, Class::Write).await;
-        let (sub, rg, name) = (
-            id.subscription.clone(),
-            id.resource_group.clone(),
-            id.name().to_owned(),
-        );
-        let parent = id.parent_name().unwrap_or_default().to_owned();
-        let n = &self.network;
-        use azure_mgmt_compute::models as c;
-        use azure_mgmt_network::models as net;
-        let sent = match kind {
-            Kind::ResourceGroup => {
-                let m: azure_mgmt_resources::models::ResourceGroup = model(body)?;
-                self.resources
-                    .resource_groups_client()
-                    .create_or_update(rg, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::VirtualNetwork => {
-                let m: net::VirtualNetwork = model(body)?;
-                n.virtual_networks_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::Subnet => {
-                let m: net::Subnet = model(body)?;
-                n.subnets_client()
-                    .create_or_update(rg, parent, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::NetworkSecurityGroup => {
-                let m: net::NetworkSecurityGroup = model(body)?;
-                n.network_security_groups_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::RouteTable => {
-                let m: net::RouteTable = model(body)?;
-                n.route_tables_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::NatGateway => {
-                let m: net::NatGateway = model(body)?;
-                n.nat_gateways_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::PublicIPAddress => {
-                let m: net::PublicIpAddress = model(body)?;
-                n.public_ip_addresses_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::LoadBalancer => {
-                let m: net::LoadBalancer = model(body)?;
-                n.load_balancers_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::NetworkInterface => {
-                let m: net::NetworkInterface = model(body)?;
-                n.network_interfaces_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::AvailabilitySet => {
-                let m: c::AvailabilitySet = model(body)?;
-                self.compute
-                    .availability_sets_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-            Kind::VirtualMachine => {
-                let m: c::VirtualMachine = model(body)?;
-                self.compute
-                    .virtual_machines_client()
-                    .create_or_update(rg, name, m, sub)
-                    .send()
-                    .await
-                    .map(|r| r.into_raw_response())
-            }
-        };
+        let sent = for_kind!(self, kind, id, sdk_put, body);
         self.count("PUT", &sent);
         json_of(sent.map_err(ArmError::from_sdk)?).await
     }
@@ -333,84 +216,7 @@ impl ArmClient {
     /// until the resource is gone.
     pub async fn delete(&self, kind: Kind, id: &ArmId) -> Result<(), ArmError> {
         self.throttle.acquire(&id.subscription, Class::Delete).await;
-        let (sub, rg, name) = (
-            id.subscription.clone(),
-            id.resource_group.clone(),
-            id.name().to_owned(),
-        );
-        let parent = id.parent_name().unwrap_or_default().to_owned();
-        let n = &self.network;
-        let sent = match kind {
-            Kind::ResourceGroup => self
-                .resources
-                .resource_groups_client()
-                .delete(rg, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::VirtualNetwork => n
-                .virtual_networks_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::Subnet => n
-                .subnets_client()
-                .delete(rg, parent, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NetworkSecurityGroup => n
-                .network_security_groups_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::RouteTable => n
-                .route_tables_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NatGateway => n
-                .nat_gateways_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::PublicIPAddress => n
-                .public_ip_addresses_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::LoadBalancer => n
-                .load_balancers_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::NetworkInterface => n
-                .network_interfaces_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::AvailabilitySet => self
-                .compute
-                .availability_sets_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-            Kind::VirtualMachine => self
-                .compute
-                .virtual_machines_client()
-                .delete(rg, name, sub)
-                .send()
-                .await
-                .map(|r| r.into_raw_response()),
-        };
+        let sent = for_kind!(self, kind, id, sdk_delete);
         self.count("DELETE", &sent);
         match sent.map_err(ArmError::from_sdk) {
             Ok(_) => Ok(()),
