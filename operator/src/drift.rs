@@ -99,7 +99,7 @@ fn diff_list(want: &[Value], have: &[Value], path: &str, exact: bool) -> Option<
         .find_map(|(i, (w, h))| diff(w, h, &format!("{path}[{i}]"), exact))
 }
 
-/// The key that names the elements of a list of objects: `name`, `lun` (data disks) or `id`
+/// The key that names the elements of a list of objects: `name` (children, data disks) or `id`
 /// (references).
 fn identity_key(list: &[Value]) -> Option<&'static str> {
     ["name", "id"]
