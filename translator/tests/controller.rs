@@ -321,8 +321,10 @@ async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled(
 
     // The reconciler makes everything Ready: the cluster reports its endpoint and readiness,
     // the VMs are made with the bootstrap data in a copy, and the machines report providerID.
-    make_all_ready(&env).await;
+    // Played on every poll, as a reconciler would: a CR the translator creates after the first
+    // pass (the real API server is slower) is made Ready too.
     let azc = eventually("cluster ready", || async {
+        make_all_ready(&env).await;
         let azc = azure_cluster(&env, "strata-demo").await;
         azc.status.as_ref().is_some_and(|s| s.ready).then_some(azc)
     })
@@ -355,8 +357,8 @@ async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled(
         copy.data.unwrap()["value"].0,
         b"#cloud-config for strata-demo-md-0-xyz98".to_vec()
     );
-    make_all_ready(&env).await;
     let azm = eventually("machine ready", || async {
+        make_all_ready(&env).await;
         let azm = azm_api.get("strata-demo-md-0-xyz98").await.unwrap();
         azm.status.as_ref().is_some_and(|s| s.ready).then_some(azm)
     })
@@ -731,8 +733,8 @@ async fn a_vm_waits_for_bootstrap_data_and_deleting_the_azure_machine_deletes_it
         cloud_crs(&env).await.contains_key(&nic).then_some(())
     })
     .await;
-    make_all_ready(&env).await;
     eventually("cluster ready", || async {
+        make_all_ready(&env).await;
         azure_cluster(&env, "strata-demo")
             .await
             .status
