@@ -131,9 +131,9 @@ impl Stack {
                 namespace: Some(ns.to_owned()),
                 concurrency: 16,
                 selector: None,
+                shard: Default::default(),
             },
-            metrics_addr: None,
-            health_addr: None,
+            service: Default::default(),
         };
         let client = self.env.client();
         self.tasks.push(tokio::spawn(async move {

@@ -5,12 +5,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt, future};
+use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use strata_crds::azure::*;
+use strata_runtime::Shard;
+use strata_runtime::shard::SHARD_LABEL;
 use tokio_stream::wrappers::BroadcastStream;
 use tracing::warn;
 
@@ -28,6 +30,9 @@ pub struct Scope {
     pub concurrency: u16,
     /// Reconcile only CRs with these labels (a label selector, e.g. `team=a`).
     pub selector: Option<String>,
+    /// Reconcile only the CRs of this shard (`--shard i/n`). The watches still see every CR,
+    /// so that a dependency reconciled by another shard wakes this shard's dependents.
+    pub shard: Shard,
 }
 
 /// Runs the eleven controllers until the process is asked to stop.
@@ -56,6 +61,11 @@ fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
     meta.generation.hash(&mut h);
     meta.annotations.hash(&mut h);
     meta.finalizers.hash(&mut h);
+    // A user moving a CR to another shard hands it over at once.
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(SHARD_LABEL))
+        .hash(&mut h);
     meta.deletion_timestamp
         .as_ref()
         .map(|t| t.0.as_second())
@@ -70,6 +80,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     };
     let (reader, writer) = reflector::store();
     let index = ctx.index.clone();
+    let shard = scope.shard;
     let mut config = watcher::Config::default();
     if let Some(selector) = &scope.selector {
         config = config.labels(selector);
@@ -95,11 +106,27 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
             }
         })
         .touched_objects()
-        .predicate_filter(changes_that_matter::<K>, Default::default());
+        .predicate_filter(changes_that_matter::<K>, Default::default())
+        .try_filter(move |o| future::ready(shard.owns(o.meta())));
+    let metrics = ctx.metrics.clone();
+    let objects =
+        objects.inspect_ok(move |o| metrics.common.queued(K::KIND.label(), object_key(o)));
+    let metrics = ctx.metrics.clone();
     let wake = waiters::<K>(
         ctx.index.clone(),
         BroadcastStream::new(ctx.index.subscribe()),
-    );
+    )
+    .inspect(move |r| {
+        metrics.common.queued(
+            K::KIND.label(),
+            format!(
+                "{}/{}/{}",
+                r.namespace.clone().unwrap_or_default(),
+                K::KIND,
+                r.name
+            ),
+        )
+    });
     Controller::for_stream(objects, reader)
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .reconcile_on(wake)

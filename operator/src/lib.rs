@@ -18,7 +18,6 @@ pub mod credentials;
 pub mod decide;
 pub mod drift;
 pub mod error;
-pub mod http;
 pub mod index;
 pub mod kind;
 pub mod metrics;
@@ -29,6 +28,7 @@ use std::sync::Arc;
 
 pub use controller::Scope;
 pub use reconcile::{Context, Timing};
+pub use strata_runtime::http::Bound;
 
 /// Everything the operator needs to run, apart from the Kubernetes client.
 #[derive(Clone, Debug)]
@@ -42,25 +42,17 @@ pub struct Settings {
     pub limits: throttle::Limits,
     pub timing: Timing,
     pub scope: Scope,
-    /// Where to serve `/metrics` (none: not served).
-    pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Where to serve `/healthz` and `/readyz` (none: not served).
-    pub health_addr: Option<std::net::SocketAddr>,
+    /// Leader election and where the endpoints listen.
+    pub service: strata_runtime::Service,
 }
 
-/// A running operator's handles: the addresses its endpoints are bound to.
-#[derive(Clone, Debug, Default)]
-pub struct Bound {
-    pub metrics: Option<std::net::SocketAddr>,
-    pub health: Option<std::net::SocketAddr>,
-}
-
-/// Runs the operator until the process is asked to stop. `bound` receives the addresses of the
-/// HTTP endpoints once they listen (port 0 picks free ones).
+/// Runs the operator until the process is asked to stop.
 pub async fn run(kube: kube::Client, settings: Settings) -> std::io::Result<()> {
     run_with(kube, settings, |_| {}).await
 }
 
+/// Runs the operator; `bound` receives the addresses of the HTTP endpoints once they listen
+/// (port 0 picks free ones).
 pub async fn run_with(
     kube: kube::Client,
     settings: Settings,
@@ -71,39 +63,31 @@ pub async fn run_with(
         settings.limits,
         metrics.throttle_waits.clone(),
     ));
-    let credentials = credentials::Credentials::new(
+    let credentials = Arc::new(credentials::Credentials::new(
         settings.endpoint,
         settings.authority,
         settings.global,
         throttle,
         metrics.clone(),
-    );
-    let index = Arc::new(index::Index::default());
-    let endpoints = http::Endpoints {
-        metrics: metrics.clone(),
-        index: index.clone(),
-    };
-    let mut addrs = Bound::default();
-    let mut servers = Vec::new();
-    if let Some(addr) = settings.metrics_addr {
-        let (a, task) = http::serve(addr, http::metrics_router(endpoints.clone())).await?;
-        addrs.metrics = Some(a);
-        servers.push(task);
-    }
-    if let Some(addr) = settings.health_addr {
-        let (a, task) = http::serve(addr, http::health_router(endpoints)).await?;
-        addrs.health = Some(a);
-        servers.push(task);
-    }
-    bound(addrs);
-    let ctx = Arc::new(Context::new(
-        kube,
-        metrics,
-        credentials,
-        index,
-        settings.timing,
     ));
-    controller::run(ctx, settings.scope).await;
-    servers.iter().for_each(tokio::task::JoinHandle::abort);
-    Ok(())
+    let (timing, scope) = (settings.timing, settings.scope);
+    let client = kube.clone();
+    let common = metrics.common.clone();
+    // One term per leadership: a fresh readiness index and context, so that no wake-up
+    // registration or cached readiness carries over from a term that was cut short.
+    let term = move |health: Arc<strata_runtime::Health>| {
+        let index = Arc::new(index::Index::default());
+        let synced = index.clone();
+        health.set_synced_check(move || synced.is_synced(&kind::Kind::ALL));
+        metrics.count_objects_of(index.clone());
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            metrics.clone(),
+            credentials.clone(),
+            index,
+            timing.clone(),
+        ));
+        controller::run(ctx, scope.clone())
+    };
+    strata_runtime::serve(kube, settings.service, common, bound, term).await
 }

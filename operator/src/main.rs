@@ -1,5 +1,9 @@
 //! `strata-operator`: wires the command line, logging and the controllers together.
+//!
+//! Exit codes: 0 when stopped, 2 for a bad flag or a bad environment (one line on stderr), 1
+//! when it fails while running.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -7,15 +11,19 @@ use clap::Parser;
 use strata_operator::credentials::Credential;
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
+use strata_runtime::RunArgs;
 
 /// The convergent reconciler: syncs Strata's Azure custom resources (azure.strata.dev) with Azure
 /// Resource Manager until every one is Ready.
+///
+/// Environment: AZURE_RESOURCE_MANAGER_ENDPOINT and AZURE_AUTHORITY_HOST (default: Azure's
+/// public cloud), and optionally a global credential (AZURE_TENANT_ID, AZURE_CLIENT_ID,
+/// AZURE_CLIENT_SECRET or AZURE_FEDERATED_TOKEN_FILE, AZURE_SUBSCRIPTION_ID).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Watch this namespace only (default: all namespaces).
-    #[arg(long, env = "STRATA_NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    run: RunArgs,
     /// Reconcile only the CRs that match this label selector (e.g. `team=a`).
     #[arg(long, short = 'l')]
     selector: Option<String>,
@@ -25,35 +33,53 @@ struct Args {
     /// How often a running Azure operation is checked.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     poll_interval: Duration,
-    /// Reconciles of one kind that may run at once (0: no limit).
-    #[arg(long, default_value_t = 16)]
-    concurrency: u16,
     /// Scale ARM's rate limits to an emulator running this much faster than real time (its
     /// --time-scale); 1 for Azure.
     #[arg(long, default_value_t = 1.0)]
     arm_time_scale: f64,
-    /// Where to serve Prometheus metrics (`/metrics`).
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    metrics_addr: std::net::SocketAddr,
-    /// Where to serve `/healthz` and `/readyz`.
-    #[arg(long, default_value = "0.0.0.0:8081")]
-    health_addr: std::net::SocketAddr,
-    /// Log format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let args = Args::parse();
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
-    if args.log_format == "json" {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
+    args.run.init_logs();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(
+                1,
+                &anyhow::Error::new(e).context("starting the async runtime"),
+            );
+        }
+    };
+    runtime.block_on(async {
+        // Everything up to here is the user's to fix: exit code 2.
+        let (settings, kube) = match configure(&args).await {
+            Ok(ready) => ready,
+            Err(e) => return fail(2, &e),
+        };
+        tracing::info!(endpoint = %settings.endpoint, shard = %settings.scope.shard, "strata-operator starting");
+        match strata_operator::run(kube, settings).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(1, &anyhow::Error::new(e).context("serving the metrics or health endpoint")),
+        }
+    })
+}
+
+fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
+    eprintln!("strata-operator: {e:#}");
+    ExitCode::from(code)
+}
+
+async fn configure(args: &Args) -> anyhow::Result<(Settings, kube::Client)> {
+    let settings = settings(args)?;
+    let kube = kube::Client::try_default()
+        .await
+        .context("no Kubernetes configuration (KUBECONFIG or in-cluster)")?;
+    Ok((settings, kube))
+}
+
+/// The settings from the flags and the environment; an error here is the user's to fix.
+fn settings(args: &Args) -> anyhow::Result<Settings> {
     if !(args.arm_time_scale.is_finite() && args.arm_time_scale > 0.0) {
         anyhow::bail!("--arm-time-scale must be a positive number");
     }
@@ -61,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
         let value = std::env::var(var).unwrap_or_else(|_| default.to_owned());
         azure_core::Url::parse(&value).with_context(|| format!("{var}={value} is not a URL"))
     };
-    let settings = Settings {
+    Ok(Settings {
         endpoint: url(
             "AZURE_RESOURCE_MANAGER_ENDPOINT",
             "https://management.azure.com",
@@ -75,19 +101,15 @@ async fn main() -> anyhow::Result<()> {
             ..Timing::default()
         },
         scope: Scope {
-            namespace: args.namespace,
-            concurrency: args.concurrency,
-            selector: args.selector,
+            namespace: args.run.namespace.clone(),
+            concurrency: args.run.concurrency,
+            selector: args.selector.clone(),
+            shard: args.run.shard,
         },
-        metrics_addr: Some(args.metrics_addr),
-        health_addr: Some(args.health_addr),
-    };
-    let kube = kube::Client::try_default()
-        .await
-        .context("no Kubernetes configuration (KUBECONFIG or in-cluster)")?;
-    tracing::info!(endpoint = %settings.endpoint, "strata-operator starting");
-    strata_operator::run(kube, settings)
-        .await
-        .context("serving the metrics or health endpoint")?;
-    Ok(())
+        service: strata_runtime::Service {
+            election: args.run.election("strata-operator")?,
+            metrics_addr: Some(args.run.metrics_addr),
+            health_addr: Some(args.run.health_addr),
+        },
+    })
 }

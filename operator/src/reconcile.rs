@@ -91,7 +91,7 @@ pub struct Context {
     /// series instead of writing one Event per reconcile.
     pub recorder: kube::runtime::events::Recorder,
     pub metrics: Arc<crate::metrics::Metrics>,
-    pub credentials: Credentials,
+    pub credentials: Arc<Credentials>,
     pub index: Arc<Index>,
     pub timing: Timing,
     /// Consecutive failures per object, for the backoff.
@@ -109,7 +109,7 @@ impl Context {
     pub fn new(
         kube: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
-        credentials: Credentials,
+        credentials: Arc<Credentials>,
         index: Arc<Index>,
         timing: Timing,
     ) -> Context {
@@ -356,6 +356,9 @@ pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Resu
         arm_id = tracing::field::Empty,
         step = tracing::field::Empty,
     );
+    ctx.metrics
+        .common
+        .dequeued(K::KIND.label(), &object_key(obj.as_ref()));
     let start = std::time::Instant::now();
     let result = reconcile_inner(obj, ctx.clone()).instrument(span).await;
     let label = match &result {

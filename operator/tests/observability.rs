@@ -68,11 +68,14 @@ async fn metrics_count_what_arm_saw() {
     let ready: f64 = scrape
         .samples
         .iter()
-        .filter(|s| s.metric == "strata_operator_objects" && s.labels.get("ready") == Some("true"))
+        .filter(|s| s.metric == "strata_operator_objects" && s.labels.get("ready") == Some("True"))
         .map(|s| value(&s.value))
         .sum();
     assert_eq!(ready as usize, objects.len(), "every CR counted Ready");
     assert!(text.contains("strata_operator_reconcile_duration_seconds_bucket"));
+    // Nothing is left to do once all is Ready, and this replica (no leader election) leads.
+    assert!(text.contains("strata_operator_queue_depth{kind=\"VirtualMachine\"} 0"));
+    assert!(text.contains("strata_operator_leader 1"));
     assert!(
         text.contains("strata_operator_time_to_ready_seconds_count{kind=\"VirtualMachine\"} 1")
     );

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -21,26 +23,26 @@ use serde_json::{Value, json};
 use strata_crds::azure;
 use strata_crds::capi::{self, Cluster, Machine};
 use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
-use tracing::{info, instrument, warn};
+use strata_runtime::Health;
+use strata_runtime::Shard;
+use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::model::{ClusterModel, Policy};
 use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 
 /// Controller settings.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// Only watch this namespace (all namespaces when unset).
-    #[arg(long, env = "STRATA_TRANSLATOR_NAMESPACE")]
     pub namespace: Option<String>,
     /// Availability zones reported as the clusters' failure domains (empty: none, for regions
     /// without zones).
-    #[arg(
-        long,
-        env = "STRATA_TRANSLATOR_ZONES",
-        value_delimiter = ',',
-        default_value = "1,2,3"
-    )]
     pub zones: Vec<String>,
+    /// Reconcile only the AzureClusters and AzureMachines of this shard (`--shard i/n`).
+    pub shard: Shard,
+    /// Reconciles of one kind that may run at once (0: no limit).
+    pub concurrency: u16,
 }
 
 impl Default for Settings {
@@ -48,6 +50,8 @@ impl Default for Settings {
         Self {
             namespace: None,
             zones: vec!["1".into(), "2".into(), "3".into()],
+            shard: Shard::default(),
+            concurrency: 16,
         }
     }
 }
@@ -75,26 +79,13 @@ impl Error {
 pub struct Context {
     pub client: Client,
     pub settings: Settings,
+    pub metrics: Arc<ControllerMetrics>,
+    /// Kubernetes Events on the AzureClusters and AzureMachines (`kubectl describe`); kube's
+    /// recorder folds repeats of one event into a series.
+    pub recorder: Recorder,
     /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
     /// and the availability sets of a cluster.
     pub machines: Store<Machine>,
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
-}
-
-/// Runs the controller against the default kubeconfig until interrupted.
-pub async fn main(settings: Settings) -> Result<(), Error> {
-    let client = Client::try_default().await?;
-    tokio::select! {
-        _ = run(client, settings) => {}
-        _ = tokio::signal::ctrl_c() => info!("interrupted"),
-    }
-    Ok(())
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -108,8 +99,23 @@ where
     }
 }
 
-/// Runs both controllers until their watches end.
+/// Runs both controllers until their watches end, with metrics nobody reads (tests).
 pub async fn run(client: Client, settings: Settings) {
+    let metrics = Arc::new(ControllerMetrics::new(METRICS_PREFIX, |_| {}));
+    run_observed(client, settings, metrics, Arc::default()).await;
+}
+
+/// The prefix of the translator's metrics.
+pub const METRICS_PREFIX: &str = "strata_translator";
+
+/// Runs both controllers until their watches end, counting in `metrics` and telling `health`
+/// when every watch has listed once.
+pub async fn run_observed(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<ControllerMetrics>,
+    health: Arc<Health>,
+) {
     let ns = settings.namespace.clone();
     let ns = ns.as_deref();
     let wc = watcher::Config::default();
@@ -118,15 +124,24 @@ pub async fn run(client: Client, settings: Settings) {
     let machine_reflector = reflector(writer, watcher(api::<Machine>(&client, ns), wc.clone()))
         .applied_objects()
         .for_each(|_| futures::future::ready(()));
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
     let ctx = Arc::new(Context {
         client: client.clone(),
         settings: settings.clone(),
+        metrics: metrics.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
     });
+    let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
 
     // AzureCluster controller.
-    let clusters = Controller::new(api::<AzureCluster>(&client, ns), wc.clone());
+    let clusters = Controller::new(api::<AzureCluster>(&client, ns), wc.clone())
+        .with_config(controller_config.clone());
     let store = clusters.store();
+    let cluster_store = store.clone();
     let by_identity = store.clone();
     let clusters = owns_cluster_crs(clusters, &client, ns, &wc)
         .owns(api::<Secret>(&client, ns), label_config())
@@ -177,7 +192,10 @@ pub async fn run(client: Client, settings: Settings) {
         });
 
     // AzureMachine controller.
-    let ms = Controller::new(api::<AzureMachine>(&client, ns), wc.clone());
+    let ms = Controller::new(api::<AzureMachine>(&client, ns), wc.clone())
+        .with_config(controller_config);
+    let machine_store = ms.store();
+    watch_health(&health, &metrics, &cluster_store, &machine_store, &machines);
     let by_machine = machines.clone();
     let machines_for_cluster = machines.clone();
     let ms = ms
@@ -231,6 +249,128 @@ pub async fn run(client: Client, settings: Settings) {
         _ = machine_reflector => {}
         _ = futures::future::join(clusters, ms) => {}
     }
+}
+
+/// Where the events of one reconcile go: the AzureCluster or AzureMachine reconciled.
+#[derive(Clone)]
+struct Events {
+    recorder: Recorder,
+    on: ObjectReference,
+}
+
+impl Events {
+    async fn publish(&self, warning: bool, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &self.on).await {
+            debug!(error = %e, "could not publish an event");
+        }
+    }
+
+    /// The input cannot be translated as it is: counted by reason, and told on the object.
+    async fn refused(&self, metrics: &ControllerMetrics, reason: &str, message: String) {
+        metrics.error_reason(self.on.kind.as_deref().unwrap_or_default(), reason);
+        self.publish(true, reason, "Translate", message).await;
+    }
+}
+
+/// Time since the object was created.
+fn age<K: Resource>(obj: &K) -> Duration {
+    obj.meta()
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| {
+            Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(t.0)).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Every reconcile goes through here: objects of other shards are left alone; the rest get a
+/// span, metrics by result, and a Warning event when the reconcile fails.
+async fn observed<K, F, Fut>(obj: Arc<K>, ctx: Arc<Context>, reconcile: F) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = ()>,
+    F: FnOnce(Arc<K>, Arc<Context>, Events) -> Fut,
+    Fut: std::future::Future<Output = Result<Action, Error>>,
+{
+    if !ctx.settings.shard.owns(obj.meta()) {
+        return Ok(Action::await_change());
+    }
+    let kind = K::kind(&());
+    let span = info_span!(
+        "reconcile",
+        kind = %kind,
+        namespace = %obj.meta().namespace.as_deref().unwrap_or_default(),
+        name = %obj.meta().name.as_deref().unwrap_or_default(),
+        generation = obj.meta().generation.unwrap_or_default(),
+    );
+    let ev = Events {
+        recorder: ctx.recorder.clone(),
+        on: obj.object_ref(&()),
+    };
+    let start = std::time::Instant::now();
+    let result = reconcile(obj, ctx.clone(), ev.clone())
+        .instrument(span)
+        .await;
+    match &result {
+        Ok(_) => ctx.metrics.reconciled(&kind, "ok", start.elapsed()),
+        Err(e) => {
+            ctx.metrics
+                .reconciled(&kind, e.metric_label(), start.elapsed());
+            ctx.metrics.error_reason(&kind, e.metric_label());
+            ev.publish(true, "ReconcileFailed", "Reconcile", e.to_string())
+                .await;
+        }
+    }
+    result
+}
+
+/// Tells `health` once every watch has listed, and has `metrics` count AzureClusters and
+/// AzureMachines by readiness at each scrape.
+fn watch_health(
+    health: &Health,
+    metrics: &ControllerMetrics,
+    clusters: &Store<AzureCluster>,
+    azure_machines: &Store<AzureMachine>,
+    machines: &Store<Machine>,
+) {
+    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = synced.clone();
+    let stores = (clusters.clone(), azure_machines.clone(), machines.clone());
+    tokio::spawn(async move {
+        let (a, b, c) = futures::join!(
+            stores.0.wait_until_ready(),
+            stores.1.wait_until_ready(),
+            stores.2.wait_until_ready()
+        );
+        if a.is_ok() && b.is_ok() && c.is_ok() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    health.set_synced_check(move || synced.load(std::sync::atomic::Ordering::SeqCst));
+    let (clusters, azure_machines) = (clusters.clone(), azure_machines.clone());
+    let state = |ready: bool| if ready { "True" } else { "False" };
+    metrics.set_object_counter(move || {
+        let mut counts = ObjectCounts::new();
+        for c in clusters.state() {
+            let ready = c.status.as_ref().is_some_and(|s| s.ready);
+            *counts.entry(("AzureCluster", state(ready))).or_default() += 1;
+        }
+        for m in azure_machines.state() {
+            let ready = m.status.as_ref().is_some_and(|s| s.ready);
+            *counts.entry(("AzureMachine", state(ready))).or_default() += 1;
+        }
+        counts
+    });
 }
 
 fn label_config() -> watcher::Config {
@@ -358,6 +498,7 @@ async fn apply_all(
     owner: &OwnerReference,
     resources: &[CloudResource],
     existing: &[(String, DynamicObject)],
+    ev: &Events,
 ) -> Result<(), Error> {
     for r in resources {
         let mut value = r.to_value();
@@ -396,6 +537,13 @@ async fn apply_all(
                 &Patch::Apply(value),
             )
             .await?;
+        let (reason, action) = if live.is_some() {
+            ("Updated", "Update")
+        } else {
+            ("Created", "Create")
+        };
+        ev.publish(false, reason, action, format!("{} {}", r.kind(), r.name()))
+            .await;
     }
     Ok(())
 }
@@ -430,6 +578,7 @@ async fn prune(
     ns: &str,
     existing: &[(String, DynamicObject)],
     desired: &[CloudResource],
+    ev: &Events,
 ) -> Result<usize, Error> {
     let mut pending = 0;
     for (kind, o) in existing {
@@ -444,7 +593,10 @@ async fn prune(
                 .delete(&name, &DeleteParams::background())
                 .await
             {
-                Ok(_) => {}
+                Ok(_) => {
+                    ev.publish(false, "Deleted", "Delete", format!("{kind} {name}"))
+                        .await;
+                }
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -843,8 +995,15 @@ fn previous_conditions(azc: &AzureCluster) -> Vec<capi::Condition> {
         .unwrap_or_default()
 }
 
-#[instrument(skip_all, fields(kind = "AzureCluster", namespace = %azc.namespace().unwrap_or_default(), name = %azc.name_any()))]
 async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    observed(azc, ctx, reconcile_cluster_inner).await
+}
+
+async fn reconcile_cluster_inner(
+    azc: Arc<AzureCluster>,
+    ctx: Arc<Context>,
+    ev: Events,
+) -> Result<Action, Error> {
     let client = &ctx.client;
     let ns = azc.namespace().unwrap_or_default();
     let azc_api: Api<AzureCluster> = Api::namespaced(client.clone(), &ns);
@@ -858,7 +1017,7 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
             // The Cluster went first: still delete what this AzureCluster owns.
             let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
             let existing = owned(client, &ns, &CLUSTER_KINDS, &name, &uid).await?;
-            if prune(client, &ns, &existing, &[]).await? == 0 {
+            if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&azc_api, azc.as_ref()).await?;
                 return Ok(Action::await_change());
             }
@@ -878,7 +1037,7 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
     }
 
     if azc.metadata.deletion_timestamp.is_some() {
-        let pending = prune(client, &ns, &existing, &[]).await?;
+        let pending = prune(client, &ns, &existing, &[], &ev).await?;
         if pending == 0 {
             let secret_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
             let _ = secret_api
@@ -907,7 +1066,9 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
 
     if let Err(message) = ensure_credentials(client, &azc, &cluster_name, &owner).await? {
         write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
-            &previous_conditions(&azc), false, Some("IdentityNotAllowed"), Some(message), Some("Error"))]})).await?;
+            &previous_conditions(&azc), false, Some("IdentityNotAllowed"), Some(message.clone()), Some("Error"))]})).await?;
+        ev.refused(&ctx.metrics, "IdentityNotAllowed", message)
+            .await;
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
 
@@ -918,11 +1079,12 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
         Err(e) => {
             write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
                 &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
+            ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
         }
     };
-    apply_all(client, &ns, &owner, &translation.resources, &existing).await?;
-    prune(client, &ns, &existing, &translation.resources).await?;
+    apply_all(client, &ns, &owner, &translation.resources, &existing, &ev).await?;
+    prune(client, &ns, &existing, &translation.resources, &ev).await?;
 
     // Status back to CAPI.
     let find = |kind: &str, name: &str| {
@@ -978,6 +1140,9 @@ async fn reconcile_cluster(azc: Arc<AzureCluster>, ctx: Arc<Context>) -> Result<
         .iter()
         .map(|z| (z.clone(), json!({"controlPlane": true})))
         .collect();
+    if ready && !azc.status.as_ref().is_some_and(|s| s.ready) {
+        ctx.metrics.ready_after("AzureCluster", age(azc.as_ref()));
+    }
     write_cluster_status(
         client,
         &azc,
@@ -1077,8 +1242,15 @@ fn previous_machine_conditions(azm: &AzureMachine) -> Vec<capi::Condition> {
         .unwrap_or_default()
 }
 
-#[instrument(skip_all, fields(kind = "AzureMachine", namespace = %azm.namespace().unwrap_or_default(), name = %azm.name_any()))]
 async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    observed(azm, ctx, reconcile_machine_inner).await
+}
+
+async fn reconcile_machine_inner(
+    azm: Arc<AzureMachine>,
+    ctx: Arc<Context>,
+    ev: Events,
+) -> Result<Action, Error> {
     let client = &ctx.client;
     let ns = azm.namespace().unwrap_or_default();
     let azm_api: Api<AzureMachine> = Api::namespaced(client.clone(), &ns);
@@ -1089,7 +1261,7 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
             // The Machine went first; still clean up what this AzureMachine owns.
             let cluster = cluster_label(azm.as_ref()).unwrap_or_default();
             let existing = owned(client, &ns, &MACHINE_KINDS, &cluster, &uid).await?;
-            if prune(client, &ns, &existing, &[]).await? == 0 {
+            if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&azm_api, azm.as_ref()).await?;
             }
         }
@@ -1119,7 +1291,7 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
     }
 
     if azm.metadata.deletion_timestamp.is_some() {
-        let pending = prune(client, &ns, &existing, &[]).await?;
+        let pending = prune(client, &ns, &existing, &[], &ev).await?;
         if pending == 0 {
             let _ = Api::<Secret>::namespaced(client.clone(), &ns)
                 .delete(
@@ -1146,6 +1318,7 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
             )
             .await?;
+            ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
         }
     };
@@ -1159,6 +1332,7 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
             )
             .await?;
+            ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
         }
     };
@@ -1207,8 +1381,8 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
             .resources
             .retain(|r| r.kind() != "VirtualMachine");
     }
-    apply_all(client, &ns, &owner, &translation.resources, &existing).await?;
-    prune(client, &ns, &existing, &translation.resources).await?;
+    apply_all(client, &ns, &owner, &translation.resources, &existing, &ev).await?;
+    prune(client, &ns, &existing, &translation.resources, &ev).await?;
 
     let mut list = Vec::new();
     let mut objects = BTreeMap::new();
@@ -1277,6 +1451,9 @@ async fn reconcile_machine(azm: Arc<AzureMachine>, ctx: Arc<Context>) -> Result<
     });
     if let Some(s) = vm_state {
         status["vmState"] = json!(s);
+    }
+    if ready && !azm.status.as_ref().is_some_and(|s| s.ready) {
+        ctx.metrics.ready_after("AzureMachine", age(azm.as_ref()));
     }
     write_machine_status(client, &azm, status).await?;
     Ok(if ready {

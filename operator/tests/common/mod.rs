@@ -73,9 +73,13 @@ pub fn settings(sim_url: &str, namespace: &str) -> Settings {
             namespace: Some(namespace.into()),
             concurrency: 16,
             selector: None,
+            shard: Default::default(),
         },
-        metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-        health_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        service: strata_runtime::Service {
+            election: None,
+            metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            health_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        },
     }
 }
 

@@ -1,0 +1,149 @@
+//! The command line both controllers share, and their log set-up.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::leader::Election;
+use crate::shard::Shard;
+
+/// How a controller runs in a cluster (flattened into each binary's own flags).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Watch this namespace only (default: all namespaces).
+    #[arg(long, env = "STRATA_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Reconciles of one kind that may run at once (0: no limit).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+    /// Own only the objects of shard <i> of <n>: those whose hash of namespace/name falls in
+    /// it, or that carry the label `strata.dev/shard=<i>`. Run one Deployment per shard; each
+    /// shard elects its own leader (lease `<lease-name>-<i>-of-<n>`).
+    #[arg(long, default_value = "0/1", value_name = "i/n")]
+    pub shard: Shard,
+    /// Run the controllers only while holding a coordination.k8s.io/v1 Lease, so that of
+    /// several replicas (of one shard) exactly one writes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the Lease (default: the binary's name; a shard's is suffixed `-<i>-of-<n>`).
+    #[arg(long, value_name = "NAME")]
+    pub leader_elect_lease_name: Option<String>,
+    /// Namespace of the Lease (default: the pod's namespace from POD_NAMESPACE, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+    /// How long a lease lasts without renewal: a standby takes over at most this long after
+    /// the leader stops (whole seconds).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long before the lease expires the leader renews it (whole seconds, below the lease
+    /// duration).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub leader_elect_renew_before: Duration,
+    /// Where to serve Prometheus metrics (`/metrics`).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Where to serve `/healthz` (alive) and `/readyz` (watches synced; with --leader-elect,
+    /// also a healthy standby).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub health_addr: SocketAddr,
+    /// Log format: `text` for people, `json` for log pipelines.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error(
+        "--leader-elect-renew-before ({renew:?}) must be at least 1s and below --leader-elect-lease-duration ({lease:?})"
+    )]
+    LeaseTimes { lease: Duration, renew: Duration },
+}
+
+impl RunArgs {
+    /// The leader election these flags ask for (`None` without `--leader-elect`).
+    pub fn election(&self, binary: &str) -> Result<Option<Election>, ArgsError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let (lease, renew) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_before,
+        );
+        if renew.as_secs() < 1 || renew.as_secs() >= lease.as_secs() {
+            return Err(ArgsError::LeaseTimes { lease, renew });
+        }
+        let base = self.leader_elect_lease_name.as_deref().unwrap_or(binary);
+        Ok(Some(Election {
+            lease_name: self.shard.lease_name(base),
+            namespace: self
+                .leader_elect_namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            identity: Election::default_identity(),
+            duration: lease,
+            renew_before: renew,
+        }))
+    }
+
+    /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`).
+    pub fn init_logs(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let logs = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        if self.log_format == "json" {
+            logs.json().init();
+        } else {
+            logs.init();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn a_shard_gets_its_own_lease_and_bad_times_are_refused() {
+        let cli = Cli::try_parse_from(["x", "--leader-elect", "--shard", "1/2"]).unwrap();
+        let e = cli.run.election("strata-operator").unwrap().unwrap();
+        assert_eq!(e.lease_name, "strata-operator-1-of-2");
+        assert_eq!(e.duration, Duration::from_secs(15));
+        let cli = Cli::try_parse_from([
+            "x",
+            "--leader-elect",
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-before=3s",
+        ])
+        .unwrap();
+        assert!(cli.run.election("x").is_err());
+        assert!(
+            Cli::try_parse_from(["x"])
+                .unwrap()
+                .run
+                .election("x")
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused_by_the_parser() {
+        for bad in [
+            &["x", "--shard", "2/2"][..],
+            &["x", "--log-format", "xml"],
+            &["x", "--metrics-addr", "nowhere"],
+        ] {
+            let err = Cli::try_parse_from(bad).err().unwrap();
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+}

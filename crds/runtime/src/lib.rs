@@ -1,0 +1,64 @@
+//! What `strata-operator` and `strata-translator` share to run as Deployments in a management
+//! cluster: the common command line ([`cli`]), log set-up, which objects a replica owns
+//! ([`shard`]), leader election on a `coordination.k8s.io/v1` Lease ([`leader`]), the
+//! `/healthz` `/readyz` and `/metrics` endpoints ([`http`]) and the controller metrics both
+//! export ([`metrics`]).
+//!
+//! It lives under `crds/` because the top level of the repository is fixed and the translator
+//! must not depend on the operator (which pulls in the Azure SDK).
+
+pub mod cli;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod shard;
+
+pub use cli::RunArgs;
+pub use http::Health;
+pub use shard::Shard;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Bound, Endpoints};
+use leader::Election;
+use metrics::ControllerMetrics;
+
+/// How a controller process runs: leader election and where its endpoints listen.
+#[derive(Clone, Debug, Default)]
+pub struct Service {
+    /// Run the controllers only while holding this Lease (none: always).
+    pub election: Option<Election>,
+    /// Where to serve `/metrics` (none: not served).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve `/healthz` and `/readyz` (none: not served).
+    pub health_addr: Option<SocketAddr>,
+}
+
+/// Serves the endpoints, then runs `term` — the controllers — for as long as this replica
+/// should (while it leads, or always). `bound` gets the endpoints' addresses once they listen
+/// (port 0 picks free ones); `term` gets the health to tell when its watches have synced.
+pub async fn serve<F, Fut>(
+    client: kube::Client,
+    service: Service,
+    metrics: Arc<ControllerMetrics>,
+    bound: impl FnOnce(Bound),
+    mut term: F,
+) -> std::io::Result<()>
+where
+    F: FnMut(Arc<Health>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let health = Arc::new(Health::default());
+    let endpoints = Endpoints::new(health.clone(), metrics.clone());
+    let (addrs, _servers) =
+        http::serve_endpoints(endpoints, service.metrics_addr, service.health_addr).await?;
+    bound(addrs);
+    let h = health.clone();
+    leader::run(client, service.election, health, metrics, move || {
+        term(h.clone())
+    })
+    .await;
+    Ok(())
+}
