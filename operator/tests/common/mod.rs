@@ -459,3 +459,96 @@ fn uuid_suffix() -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A `strata-operator` process (the built binary), killed when dropped — also when the test
+/// fails. Its ARM requests carry its own client ID (`name`), so the emulator's request log says
+/// which replica sent each one.
+pub struct Replica {
+    pub name: String,
+    pub metrics: std::net::SocketAddr,
+    pub log: PathBuf,
+    child: tokio::process::Child,
+}
+
+impl Replica {
+    /// Kills the process at once (SIGKILL: no lease release, as when a node dies).
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// `/metrics` of this replica.
+    pub async fn metrics(&self, http: &reqwest::Client) -> Option<String> {
+        let r = http
+            .get(format!("http://{}/metrics", self.metrics))
+            .send()
+            .await
+            .ok()?;
+        r.text().await.ok()
+    }
+}
+
+/// A free port on 127.0.0.1 (bound and released; the process binds it right after).
+pub fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+impl World {
+    /// Starts a `strata-operator` process against this world's servers, watching its namespace
+    /// (leases live there too), with `args` added.
+    pub fn spawn_replica(&self, name: &str, args: &[&str]) -> Replica {
+        let metrics = free_port();
+        let dir = repo_root().join("target/test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join(format!("{}-{name}.log", self.ns));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_strata-operator"))
+            .args([
+                "--namespace",
+                &self.ns,
+                "--leader-elect-namespace",
+                &self.ns,
+            ])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--health-addr", "127.0.0.1:0"])
+            .args(["--arm-time-scale", &TIME_SCALE.to_string()])
+            .args(["--poll-interval", "100ms"])
+            .args(args)
+            .env("KUBECONFIG", self.env.kubeconfig_path())
+            .env("AZURE_RESOURCE_MANAGER_ENDPOINT", &self.sim.url)
+            .env("AZURE_AUTHORITY_HOST", &self.sim.url)
+            .env("AZURE_TENANT_ID", "tenant")
+            .env("AZURE_CLIENT_ID", name)
+            .env("AZURE_CLIENT_SECRET", "replica-secret")
+            .env("AZURE_SUBSCRIPTION_ID", SUB)
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Replica {
+            name: name.into(),
+            metrics,
+            log,
+            child,
+        }
+    }
+
+    /// The ARM request log: (method, path, principal) of each request.
+    pub async fn arm_log(&self) -> Vec<(String, String, String)> {
+        Inspector::new(&self.sim.url)
+            .arm_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+                (s("method"), s("path"), s("principal"))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,225 @@
+//! Several `strata-operator` processes against one API server and one emulator: leader election
+//! (one writer; a standby takes over within the lease duration; a replica that loses its lease
+//! stops writing) and sharding (each CR reconciled by exactly one shard, across-shard
+//! dependencies still converge).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use strata_runtime::Shard;
+
+const LEASE: [&str; 5] = [
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "3s",
+    "--leader-elect-renew-before",
+    "1s",
+];
+
+async fn holder(w: &World, lease: &str) -> Option<String> {
+    Api::<Lease>::namespaced(w.env.client(), &w.ns)
+        .get_opt(lease)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+/// Waits until the lease is held by a replica whose identity starts with `prefix`.
+async fn wait_holder(w: &World, lease: &str, prefix: &str, timeout: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if holder(w, lease)
+            .await
+            .is_some_and(|h| h.starts_with(prefix))
+        {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "lease {lease} not held by {prefix} after {timeout:?} (holder: {:?})",
+            holder(w, lease).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_metric(r: &Replica, w: &World, line: &str, timeout: Duration) {
+    let start = Instant::now();
+    while !r.metrics(&w.http).await.is_some_and(|m| m.contains(line)) {
+        assert!(
+            start.elapsed() < timeout,
+            "{} never showed {line:?}; log: {}",
+            r.name,
+            r.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn principals(log: &[(String, String, String)]) -> BTreeSet<String> {
+    log.iter().map(|(_, _, p)| p.clone()).collect()
+}
+
+/// PUTs per ARM resource path.
+fn puts(log: &[(String, String, String)]) -> BTreeMap<String, usize> {
+    let mut n = BTreeMap::new();
+    for (m, p, _) in log {
+        if m == "PUT" {
+            *n.entry(p.to_lowercase()).or_default() += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_writes_and_a_standby_takes_over_within_the_lease_duration() {
+    let mut w = World::start("leader").await;
+    w.stop_operator();
+    let mut a = w.spawn_replica("replica-a", &LEASE);
+    wait_holder(&w, "strata-operator", "replica-a", Duration::from_secs(30)).await;
+    let b = w.spawn_replica("replica-b", &LEASE);
+    wait_metric(&b, &w, "strata_operator_leader 0", Duration::from_secs(30)).await;
+
+    let first = w
+        .apply_file(&repo_root().join("samples/azure/cluster-resources.yaml"))
+        .await;
+    w.wait_all_ready(&first, Duration::from_secs(60)).await;
+    let log = w.arm_log().await;
+    assert!(!log.is_empty());
+    assert_eq!(
+        principals(&log),
+        BTreeSet::from(["replica-a".to_owned()]),
+        "only the leader talks to ARM"
+    );
+
+    // The leader dies without releasing its lease: the standby takes over once it expires.
+    a.kill().await;
+    let took = wait_holder(&w, "strata-operator", "replica-b", Duration::from_secs(15)).await;
+    println!("handover after the leader was killed: {took:?} (lease duration 3s)");
+    // The lease expires at most its duration after the kill; kube-lease-manager then waits a
+    // random 0–1 s before taking it, so that two standbys do not collide.
+    assert!(
+        took <= Duration::from_secs(3 + 1) + Duration::from_millis(1000),
+        "handover took {took:?}"
+    );
+    let second = w
+        .apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
+        .await;
+    w.wait_all_ready(&second, Duration::from_secs(60)).await;
+    w.wait_all_ready(&first, Duration::from_secs(10)).await;
+
+    let log = w.arm_log().await;
+    let by_a = log.iter().filter(|(_, _, p)| p == "replica-a").count();
+    let before: usize = log.len() - log.iter().filter(|(_, _, p)| p == "replica-b").count();
+    assert_eq!(by_a, before, "replica-b sent nothing while replica-a led");
+    // No change was applied twice: one PUT per resource, whichever replica sent it.
+    let twice: Vec<_> = puts(&log).into_iter().filter(|(_, n)| *n > 1).collect();
+    assert!(twice.is_empty(), "PUT more than once: {twice:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_loses_its_lease_stops_writing_at_once() {
+    let mut w = World::start("lease-lost").await;
+    w.stop_operator();
+    let a = w.spawn_replica("replica-a", &LEASE);
+    wait_holder(&w, "strata-operator", "replica-a", Duration::from_secs(30)).await;
+    wait_metric(&a, &w, "strata_operator_leader 1", Duration::from_secs(30)).await;
+
+    // Someone else takes the lease (as a replica that wins after a partition would).
+    let stolen_for = 6;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    Api::<Lease>::namespaced(w.env.client(), &w.ns)
+        .patch(
+            "strata-operator",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": "someone-else",
+                "leaseDurationSeconds": stolen_for, "renewTime": now, "acquireTime": now}})),
+        )
+        .await
+        .unwrap();
+    wait_metric(&a, &w, "strata_operator_leader 0", Duration::from_secs(3)).await;
+    let stopped = Instant::now();
+
+    // CRs created now are not touched while the lease is someone else's: sample the request
+    // log for as long as the Lease still names the other holder.
+    let objects = w
+        .apply_file(&repo_root().join("samples/azure/cluster-resources.yaml"))
+        .await;
+    let mut last_sample = None;
+    while holder(&w, "strata-operator").await.as_deref() == Some("someone-else") {
+        let log = w.arm_log().await;
+        if holder(&w, "strata-operator").await.as_deref() == Some("someone-else") {
+            last_sample = Some((stopped.elapsed(), log));
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "the lease never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (idle, log) = last_sample.expect("sampled while the lease was someone else's");
+    assert!(
+        idle >= Duration::from_secs(2),
+        "the lease came back too early to tell ({idle:?})"
+    );
+    assert!(
+        log.is_empty(),
+        "ARM requests while the lease was someone else's: {log:?}"
+    );
+    // Once it expires the replica takes it back and converges.
+    wait_holder(&w, "strata-operator", "replica-a", Duration::from_secs(20)).await;
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_split_the_resources_and_converge_across_shards() {
+    let mut w = World::start("shards").await;
+    w.stop_operator();
+    let _s0 = w.spawn_replica("shard-0", &["--shard", "0/2"]);
+    let _s1 = w.spawn_replica("shard-1", &["--shard", "1/2"]);
+    let mut objects = w
+        .apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
+        .await;
+    objects.extend(
+        w.apply_file(&repo_root().join("samples/azure/cluster-resources.yaml"))
+            .await,
+    );
+    w.wait_all_ready(&objects, Duration::from_secs(90)).await;
+
+    // Which shard owns each CR, by the same rule the replicas use.
+    let mut owner_of_id = BTreeMap::new();
+    let mut per_shard = [0; 2];
+    for (kind, name) in &objects {
+        let o = w.get(kind, name).await.unwrap();
+        let shard = Shard::of(2, &o.metadata);
+        per_shard[shard as usize] += 1;
+        let id = o.data["status"]["id"].as_str().unwrap().to_lowercase();
+        owner_of_id.insert(id, format!("shard-{shard}"));
+    }
+    assert!(
+        per_shard.iter().all(|&n| n > 0),
+        "both shards own some CRs: {per_shard:?}"
+    );
+    // Every request about a resource came from the replica of its CR's shard.
+    for (method, path, principal) in w.arm_log().await {
+        let path = path.to_lowercase();
+        let owner = owner_of_id
+            .iter()
+            .filter(|(id, _)| path == **id || path.starts_with(&format!("{id}/")))
+            .max_by_key(|(id, _)| id.len())
+            .map(|(_, o)| o.clone());
+        if let Some(owner) = owner {
+            assert_eq!(principal, owner, "{method} {path}");
+        }
+    }
+}
