@@ -1,8 +1,8 @@
 //! Several `strata-operator` processes against one API server and one emulator: leader election
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! (one writer; a standby takes over within the lease duration; a replica that loses its lease
 //! stops writing) and sharding (each CR reconciled by exactly one shard, across-shard
 //! dependencies still converge).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
