@@ -501,6 +501,16 @@ pub fn crd_plurals(crds: &[Value]) -> Vec<(String, String)> {
 }
 
 /// Real kube-apiserver and etcd; dropping it kills both and removes the temporary directory.
+/// The audit log kube-apiserver writes in its directory.
+const AUDIT_LOG: &str = "audit.log";
+/// Metadata of every request, once it has a response (or, for a watch, once it started).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
+
 pub struct ControlPlane {
     // Fields drop in order: the processes go before their directory is removed.
     apiserver: Process,
@@ -530,12 +540,18 @@ impl ControlPlane {
             secure_port: port,
             certs: cert_paths,
         };
-        let mut apiserver = Process::spawn(
-            KUBE_APISERVER,
-            &bins.kube_apiserver,
-            &apiserver_args(&flags),
-            dir.path(),
-        )?;
+        // An audit log at Metadata level: the request log of this mode (`TestEnv::request_log`).
+        let policy = dir.path().join("audit-policy.yaml");
+        std::fs::write(&policy, AUDIT_POLICY)?;
+        let mut args = apiserver_args(&flags);
+        args.push(format!("--audit-policy-file={}", policy.display()));
+        args.push(format!(
+            "--audit-log-path={}",
+            dir.path().join(AUDIT_LOG).display()
+        ));
+        args.push("--audit-log-format=json".into());
+        let mut apiserver =
+            Process::spawn(KUBE_APISERVER, &bins.kube_apiserver, &args, dir.path())?;
         let url = format!("https://127.0.0.1:{port}");
         let kubeconfig = admin_kubeconfig(&url, &certs);
         let kubeconfig_path = dir.path().join("kubeconfig");
@@ -578,6 +594,18 @@ impl ControlPlane {
 
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Every resource request kube-apiserver answered so far, from its audit log (one record
+    /// per request: a watch logged when it started and again when it ended counts once).
+    pub fn request_log(&self) -> Vec<crate::requests::RequestRecord> {
+        let text = std::fs::read_to_string(self.dir.path().join(AUDIT_LOG)).unwrap_or_default();
+        let mut seen = std::collections::HashSet::new();
+        text.lines()
+            .filter_map(crate::requests::RequestRecord::from_audit_line)
+            .filter(|(id, _)| seen.insert(id.clone()))
+            .map(|(_, r)| r)
+            .collect()
     }
 
     pub fn apiserver_output_tail(&self) -> String {

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod requests;
 pub mod resources;
 pub mod schema;
 pub mod selectors;

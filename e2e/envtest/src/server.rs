@@ -7,6 +7,7 @@ use axum::Router;
 use axum::routing::get;
 use serde_json::json;
 
+use crate::requests::RequestLog;
 use crate::store::Store;
 use crate::{builtin, discovery, gc, handlers, lifecycle, openapi};
 
@@ -38,6 +39,7 @@ pub struct AppState(Arc<Shared>);
 pub struct Shared {
     store: Mutex<Store>,
     pub config: Config,
+    requests: RequestLog,
 }
 
 impl AppState {
@@ -51,6 +53,7 @@ impl AppState {
         let state = AppState(Arc::new(Shared {
             store: Mutex::new(store),
             config,
+            requests: RequestLog::default(),
         }));
         {
             let mut store = state.store();
@@ -92,6 +95,11 @@ impl AppState {
         gc::reconcile(store, self.0.config.garbage_collection);
     }
 
+    /// The log of resource requests (verb, group, resource, user agent, code).
+    pub fn requests(&self) -> &RequestLog {
+        &self.0.requests
+    }
+
     /// Drop the watch history and end every open watch with `410 Expired` (to test relisting).
     pub fn compact(&self) {
         self.store().compact();
@@ -114,5 +122,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(handlers::resource_request)
         // kube-apiserver accepts request bodies up to 3 MiB (large CRDs with last-applied annotations).
         .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::requests::record,
+        ))
         .with_state(state)
 }

@@ -411,6 +411,16 @@ impl TestEnv {
     }
 
     /// True when running against the embedded server.
+    /// Every resource request the server answered (verb, group, resource, subresource, user
+    /// agent, code): from the embedded server's log, or kube-apiserver's audit log in
+    /// `KUBEBUILDER_ASSETS` mode; `None` against an existing cluster.
+    pub fn request_log(&self) -> Option<Vec<crate::requests::RequestRecord>> {
+        if let Some(state) = &self.state {
+            return Some(state.requests().entries());
+        }
+        self.control_plane.as_ref().map(ControlPlane::request_log)
+    }
+
     pub fn is_embedded(&self) -> bool {
         self.state.is_some()
     }
