@@ -72,9 +72,8 @@ fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
 
 async fn configure(args: &Args) -> anyhow::Result<(Settings, kube::Client)> {
     let settings = settings(args)?;
-    let kube = kube::Client::try_default()
-        .await
-        .context("no Kubernetes configuration (KUBECONFIG or in-cluster)")?;
+    let kube =
+        strata_runtime::client(concat!("strata-operator/", env!("CARGO_PKG_VERSION"))).await?;
     Ok((settings, kube))
 }
 

@@ -7,7 +7,6 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use strata_runtime::RunArgs;
 use strata_runtime::metrics::ControllerMetrics;
@@ -114,8 +113,7 @@ async fn configure(cmd: &RunCmd) -> anyhow::Result<(strata_runtime::Service, kub
         metrics_addr: Some(cmd.run.metrics_addr),
         health_addr: Some(cmd.run.health_addr),
     };
-    let client = kube::Client::try_default()
-        .await
-        .context("no Kubernetes configuration (KUBECONFIG or in-cluster)")?;
+    let client =
+        strata_runtime::client(concat!("strata-translator/", env!("CARGO_PKG_VERSION"))).await?;
     Ok((service, client))
 }
