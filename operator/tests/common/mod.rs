@@ -499,24 +499,30 @@ impl World {
     /// Starts a `strata-operator` process against this world's servers, watching its namespace
     /// (leases live there too), with `args` added.
     pub fn spawn_replica(&self, name: &str, args: &[&str]) -> Replica {
+        self.spawn_replica_as(name, args, self.env.kubeconfig_path())
+    }
+
+    /// As [`World::spawn_replica`], with the API server credentials of `kubeconfig`.
+    pub fn spawn_replica_as(&self, name: &str, args: &[&str], kubeconfig: &Path) -> Replica {
         let metrics = free_port();
+        let lease_ns: &[&str] = if args.contains(&"--leader-elect-namespace") {
+            &[]
+        } else {
+            &["--leader-elect-namespace", &self.ns]
+        };
         let dir = repo_root().join("target/test-logs");
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join(format!("{}-{name}.log", self.ns));
         let out = std::fs::File::create(&log).unwrap();
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_strata-operator"))
-            .args([
-                "--namespace",
-                &self.ns,
-                "--leader-elect-namespace",
-                &self.ns,
-            ])
+            .args(["--namespace", &self.ns])
+            .args(lease_ns)
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--health-addr", "127.0.0.1:0"])
             .args(["--arm-time-scale", &TIME_SCALE.to_string()])
             .args(["--poll-interval", "100ms"])
             .args(args)
-            .env("KUBECONFIG", self.env.kubeconfig_path())
+            .env("KUBECONFIG", kubeconfig)
             .env("AZURE_RESOURCE_MANAGER_ENDPOINT", &self.sim.url)
             .env("AZURE_AUTHORITY_HOST", &self.sim.url)
             .env("AZURE_TENANT_ID", "tenant")

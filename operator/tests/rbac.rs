@@ -1,0 +1,140 @@
+//! The operator's ClusterRole (operator/deploy/rbac.yaml) is enough and no more: the operator
+//! binary converges and deletes the samples, and every (verb, group, resource) it sent — from
+//! the API server's request log — is granted by the role, and every grant was used. On
+//! kube-apiserver (KUBEBUILDER_ASSETS) the operator also runs as its ServiceAccount under that
+//! role, so a missing rule fails the run with 403s.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+use strata_envtest::requests::{Rules, accesses_of};
+
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:strata-system:strata-operator";
+
+fn yaml_docs(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl (make tools installs it)");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A kubeconfig that acts as the operator's ServiceAccount (impersonation by the admin).
+fn impersonating(w: &World) -> PathBuf {
+    let text = std::fs::read_to_string(w.env.kubeconfig_path()).unwrap();
+    let mut config: Value = serde_yaml_ng::from_str(&text).unwrap();
+    for user in config["users"].as_array_mut().unwrap() {
+        user["user"]["as"] = Value::from(SERVICE_ACCOUNT);
+    }
+    let path = repo_root().join(format!("target/test-logs/{}-kubeconfig", w.ns));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
+    let mut w = World::start("rbac-operator").await;
+    w.stop_operator();
+    let rbac = repo_root().join("operator/deploy/rbac.yaml");
+    let admin = w.env.kubeconfig_path().to_owned();
+    let kubeconfig = if w.env.is_embedded() {
+        // The embedded server authorizes everything: the request log is the proof there.
+        kubectl(&admin, &["create", "namespace", "strata-system"]);
+        admin.clone()
+    } else {
+        let ns = repo_root().join("operator/deploy/namespace.yaml");
+        kubectl(&admin, &["apply", "-f", ns.to_str().unwrap()]);
+        kubectl(&admin, &["apply", "-f", rbac.to_str().unwrap()]);
+        impersonating(&w)
+    };
+    // A namespace credential, so that reading it is part of the run.
+    w.credential_secret(&w.ns, "strata-credential", SUB, "team", "team-secret")
+        .await;
+    let lease = format!("{}-lease", w.ns);
+    let mut operator = w.spawn_replica_as(
+        "strata-operator-rbac",
+        &[
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "strata-system",
+            "--leader-elect-lease-name",
+            &lease,
+        ],
+        &kubeconfig,
+    );
+    let mut objects = w
+        .apply_file(&repo_root().join("samples/azure/cluster-resources.yaml"))
+        .await;
+    objects.extend(
+        w.apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
+            .await,
+    );
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+    // Two changes of the same field: the second "Updated" event repeats the first, and the
+    // recorder patches the event's series instead of creating another.
+    for env in ["one", "two"] {
+        w.api("ResourceGroup")
+            .patch(
+                "web-rg",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"spec": {"tags": {"env": env}}})),
+            )
+            .await
+            .unwrap();
+        w.wait_all_ready(&objects, Duration::from_secs(30)).await;
+    }
+    for (kind, name) in &objects {
+        w.api(kind).delete(name, &Default::default()).await.unwrap();
+    }
+    let start = Instant::now();
+    for (kind, name) in &objects {
+        while w.get(kind, name).await.is_some() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{kind}/{name} not deleted; log: {}",
+                operator.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    operator.kill().await;
+
+    let log = w
+        .env
+        .request_log()
+        .expect("a request log (not with USE_EXISTING_CLUSTER)");
+    let used = accesses_of(&log, "strata-operator/");
+    println!("the operator's API accesses (requests):");
+    for (access, n) in &used {
+        println!("  {access}: {n}");
+    }
+    let denied: Vec<_> = log
+        .iter()
+        .filter(|r| r.user_agent.starts_with("strata-operator/") && r.code == 403)
+        .collect();
+    assert!(denied.is_empty(), "refused by RBAC: {denied:#?}");
+    let report = Rules::of_roles(&yaml_docs(&rbac)).check(&used.keys().cloned().collect());
+    assert_eq!(report.missing, BTreeSet::new(), "used but not granted");
+    assert_eq!(report.unused, BTreeSet::new(), "granted but never used");
+}
