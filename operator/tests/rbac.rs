@@ -8,22 +8,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::Value;
 use strata_envtest::requests::{Rules, accesses_of};
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:strata-system:strata-operator";
-
-fn yaml_docs(path: &std::path::Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
     let out = std::process::Command::new("kubectl")
@@ -37,19 +27,6 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
         "kubectl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A kubeconfig that acts as the operator's ServiceAccount (impersonation by the admin).
-fn impersonating(w: &World) -> PathBuf {
-    let text = std::fs::read_to_string(w.env.kubeconfig_path()).unwrap();
-    let mut config: Value = serde_yaml_ng::from_str(&text).unwrap();
-    for user in config["users"].as_array_mut().unwrap() {
-        user["user"]["as"] = Value::from(SERVICE_ACCOUNT);
-    }
-    let path = repo_root().join(format!("target/test-logs/{}-kubeconfig", w.ns));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
-    path
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +43,7 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         let ns = repo_root().join("operator/deploy/namespace.yaml");
         kubectl(&admin, &["apply", "-f", ns.to_str().unwrap()]);
         kubectl(&admin, &["apply", "-f", rbac.to_str().unwrap()]);
-        impersonating(&w)
+        w.env.kubeconfig_as(SERVICE_ACCOUNT).unwrap()
     };
     // A namespace credential, so that reading it is part of the run.
     w.credential_secret(&w.ns, "strata-credential", SUB, "team", "team-secret")
@@ -134,7 +111,9 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         .filter(|r| r.user_agent.starts_with("strata-operator/") && r.code == 403)
         .collect();
     assert!(denied.is_empty(), "refused by RBAC: {denied:#?}");
-    let report = Rules::of_roles(&yaml_docs(&rbac)).check(&used.keys().cloned().collect());
+    let report = Rules::of_yaml_file(&rbac)
+        .unwrap()
+        .check(&used.keys().cloned().collect());
     assert_eq!(report.missing, BTreeSet::new(), "used but not granted");
     assert_eq!(report.unused, BTreeSet::new(), "granted but never used");
 }

@@ -37,17 +37,25 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    /// What an RBAC rule must grant for this request.
-    pub fn access(&self) -> Access {
-        Access {
-            verb: self.verb.clone(),
+    /// What RBAC rules must grant for this request: its verb, and `create` as well for a patch
+    /// that created the object (server-side apply of a new object answers 201, and
+    /// kube-apiserver authorizes it as both).
+    pub fn accesses(&self) -> Vec<Access> {
+        let resource = if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        };
+        let access = |verb: &str| Access {
+            verb: verb.to_owned(),
             group: self.group.clone(),
-            resource: if self.subresource.is_empty() {
-                self.resource.clone()
-            } else {
-                format!("{}/{}", self.resource, self.subresource)
-            },
+            resource: resource.clone(),
+        };
+        let mut out = vec![access(&self.verb)];
+        if self.verb == "patch" && self.code == 201 {
+            out.push(access("create"));
         }
+        out
     }
 
     /// A record from one line of kube-apiserver's JSON audit log (`None` for non-resource
@@ -216,6 +224,18 @@ impl Rules {
         Rules(rules)
     }
 
+    /// The rules of the roles in a (multi-document) YAML file, e.g. a deploy manifest.
+    pub fn of_yaml_file(path: &std::path::Path) -> std::io::Result<Rules> {
+        let text = std::fs::read_to_string(path)?;
+        let mut objects = Vec::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+            let v: Value = serde::Deserialize::deserialize(doc)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            objects.push(v);
+        }
+        Ok(Rules::of_roles(&objects))
+    }
+
     /// Whether some rule grants `a` (on any object name).
     pub fn grants(&self, a: &Access) -> bool {
         let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
@@ -250,7 +270,7 @@ impl Rules {
         out
     }
 
-    /// Compares the rules with the accesses `used` (e.g. from [`RequestRecord::access`]).
+    /// Compares the rules with the accesses `used` (e.g. from [`RequestRecord::accesses`]).
     pub fn check(&self, used: &BTreeSet<Access>) -> RbacReport {
         RbacReport {
             missing: used.iter().filter(|a| !self.grants(a)).cloned().collect(),
@@ -263,7 +283,9 @@ impl Rules {
 pub fn accesses_of(log: &[RequestRecord], agent: &str) -> BTreeMap<Access, usize> {
     let mut out = BTreeMap::new();
     for r in log.iter().filter(|r| r.user_agent.starts_with(agent)) {
-        *out.entry(r.access()).or_default() += 1;
+        for a in r.accesses() {
+            *out.entry(a).or_default() += 1;
+        }
     }
     out
 }
@@ -320,10 +342,23 @@ mod tests {
         let (id, r) = RequestRecord::from_audit_line(line).unwrap();
         assert_eq!(id, "a1");
         assert_eq!(
-            r.access(),
-            access("patch", "azure.strata.dev", "subnets/status")
+            r.accesses(),
+            [access("patch", "azure.strata.dev", "subnets/status")]
         );
         assert_eq!(r.code, 200);
+        // Server-side apply that creates the object needs create as well.
+        let applied_new = RequestRecord {
+            code: 201,
+            subresource: String::new(),
+            ..r
+        };
+        assert_eq!(
+            applied_new.accesses(),
+            [
+                access("patch", "azure.strata.dev", "subnets"),
+                access("create", "azure.strata.dev", "subnets")
+            ]
+        );
         assert!(RequestRecord::from_audit_line(r#"{"verb":"get","requestURI":"/api"}"#).is_none());
     }
 }

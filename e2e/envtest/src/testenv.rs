@@ -421,6 +421,30 @@ impl TestEnv {
         self.control_plane.as_ref().map(ControlPlane::request_log)
     }
 
+    /// A kubeconfig that acts as `user` (e.g. `system:serviceaccount:ns:name`) through
+    /// impersonation, so that RBAC applies to a process started with it (kube-apiserver only:
+    /// the embedded server authorizes everything).
+    pub fn kubeconfig_as(&self, user: &str) -> Result<PathBuf, TestEnvError> {
+        let text = std::fs::read_to_string(&self.kubeconfig_path)?;
+        let mut config: Value =
+            serde_yaml_ng::from_str(&text).map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+        for u in config["users"].as_array_mut().into_iter().flatten() {
+            u["user"]["as"] = Value::from(user);
+        }
+        let safe: String = user
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path = std::env::temp_dir().join(format!(
+            "strata-envtest-{}-kubeconfig-as-{safe}",
+            uuid::Uuid::new_v4()
+        ));
+        let text = serde_yaml_ng::to_string(&config)
+            .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
     pub fn is_embedded(&self) -> bool {
         self.state.is_some()
     }
