@@ -41,6 +41,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `managedFields` were already computed (server-side apply).
     pub managed: bool,
+    /// Keys the JSON body repeated (`decode::duplicate_fields`), reported like unknown fields.
+    pub duplicates: Vec<String>,
 }
 
 /// The outcome of a write: the stored object, its HTTP status and warnings.
@@ -101,7 +103,7 @@ fn process_schema(
     version: &str,
     obj: &mut Value,
     old: Option<&Value>,
-    validation: FieldValidation,
+    opts: &WriteOptions,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let Some(v) = rt.version(version) else {
@@ -111,27 +113,27 @@ fn process_schema(
         return Ok(());
     };
     let name = meta_str(obj, "name").to_string();
-    let unknown = schema::prune(&schema, obj);
-    if !unknown.is_empty() {
-        match validation {
+    let mut unknown = schema::prune(&schema, obj);
+    // kube-apiserver's strict decoder lists repeated keys first (in document order), then the
+    // unknown fields, sorted (for built-in kinds its JSON decoder keeps document order, which a
+    // parsed `Value` no longer knows).
+    unknown.sort();
+    let problems: Vec<String> = opts
+        .duplicates
+        .iter()
+        .map(|d| format!("duplicate field \"{d}\""))
+        .chain(unknown.iter().map(|u| format!("unknown field \"{u}\"")))
+        .collect();
+    if !problems.is_empty() {
+        match opts.validation {
             FieldValidation::Strict => {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|u| format!("unknown field \"{u}\""))
-                    .collect();
-                let kind = if rt.group.is_empty() {
-                    rt.kind.clone()
-                } else {
-                    format!("{}.{}", rt.kind, rt.group)
-                };
                 return Err(ApiError::BadRequest(format!(
-                    "{kind} \"{name}\" is invalid: strict decoding error: {}",
-                    list.join(", ")
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    problems.join(", "),
+                    kind = rt.kind,
                 )));
             }
-            FieldValidation::Warn => {
-                warnings.extend(unknown.iter().map(|u| format!("unknown field \"{u}\"")));
-            }
+            FieldValidation::Warn => warnings.extend(problems),
             FieldValidation::Ignore => {}
         }
     }
@@ -476,7 +478,7 @@ pub fn create(
     {
         m.remove("status");
     }
-    process_schema(rt, version, &mut obj, None, opts.validation, &mut warnings)?;
+    process_schema(rt, version, &mut obj, None, opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
     // Validation comes first, as in kube-apiserver (BeforeCreate, then the storage's create): an
     // invalid object whose name is taken is a 422, not a 409.
@@ -654,16 +656,26 @@ pub fn update(
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
     if deleting {
         let before = finalizers(&old);
-        if finalizers(&obj).iter().any(|f| !before.contains(f)) {
-            return Err(invalid(
-                rt,
-                name,
-                vec![Cause::new(
-                    "FieldValueForbidden",
-                    "metadata.finalizers",
-                    "Forbidden: no new finalizers can be added if the object is being deleted",
-                )],
-            ));
+        // kube-apiserver names the new finalizers as a sorted Go `[]string` literal, and checks
+        // object metadata twice on update (generic and per-kind), so the cause appears twice
+        // while the aggregated message keeps it once.
+        let mut added: Vec<String> = finalizers(&obj)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            added.sort();
+            added.dedup();
+            let quoted: Vec<String> = added.iter().map(|f| go_quote(f)).collect();
+            let cause = Cause::new(
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    quoted.join(", ")
+                ),
+            );
+            return Err(invalid(rt, name, vec![cause.clone(), cause]));
         }
     }
     process_schema(
@@ -671,7 +683,7 @@ pub fn update(
         version,
         &mut obj,
         Some(&old),
-        opts.validation,
+        opts,
         &mut warnings,
     )?;
     builtin_hooks(store, rt, &mut obj)?;
@@ -843,4 +855,23 @@ pub fn delete(
         return Ok(Deleted::Pending(old));
     }
     Ok(Deleted::Pending(store.replace(&key, obj)))
+}
+
+/// A string as Go's `%q` writes it (what kube-apiserver's `%#v` of a `[]string` shows).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

@@ -20,12 +20,48 @@ fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool).unwrap_or(false)
 }
 
+/// The fields of `ObjectMeta`: kube-apiserver drops (and under `Strict` refuses) any other key
+/// in `metadata`, at the root and in embedded resources.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+fn prune_metadata(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    if let Value::Object(m) = meta {
+        m.retain(|k, _| {
+            let keep = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !keep {
+                unknown.push(join(path, k));
+            }
+            keep
+        });
+    }
+}
+
 /// Remove fields the schema does not declare; returns their paths (e.g. `spec.foo`).
 pub fn prune(schema: &Value, obj: &mut Value) -> Vec<String> {
     let mut unknown = Vec::new();
     if let Value::Object(map) = obj {
         for (k, v) in map.iter_mut() {
-            if k == "apiVersion" || k == "kind" || k == "metadata" {
+            if k == "metadata" {
+                prune_metadata(v, "metadata", &mut unknown);
+                continue;
+            }
+            if k == "apiVersion" || k == "kind" {
                 continue;
             }
             if let Some(s) = schema.pointer(&format!("/properties/{k}")) {
@@ -71,7 +107,9 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<Stri
                     keep
                 });
                 for (k, child) in map.iter_mut() {
-                    if let Some(s) = props.get(k) {
+                    if embedded && k == "metadata" && !props.contains_key(k) {
+                        prune_metadata(child, &join(path, k), unknown);
+                    } else if let Some(s) = props.get(k) {
                         prune_value(s, child, &join(path, k), unknown);
                     }
                 }

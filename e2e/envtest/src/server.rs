@@ -66,6 +66,7 @@ impl AppState {
                 validation: lifecycle::FieldValidation::Strict,
                 dry_run: false,
                 managed: false,
+                duplicates: Vec::new(),
             };
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let obj =
