@@ -148,9 +148,14 @@ impl ApiError {
             | ApiError::AlreadyExists(t)
             | ApiError::Conflict(t, _)
             | ApiError::Forbidden(t, _) => Some(target_details(t, &[])),
-            ApiError::Invalid(t, causes) | ApiError::ApplyConflict(t, _, causes) => {
-                Some(target_details(t, causes))
-            }
+            ApiError::Invalid(t, causes) => Some(target_details(t, causes)),
+            // kube-apiserver's apply conflict names no object, only the conflicting fields.
+            ApiError::ApplyConflict(_, _, causes) => Some(json!({
+                "causes": causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect::<Vec<_>>(),
+            })),
             ApiError::TooLargeResourceVersion(..) => Some(json!({
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                 "retryAfterSeconds": 1,

@@ -589,9 +589,9 @@ pub fn update(
     let rv = meta_str(&obj, "resourceVersion");
     if rv.is_empty() {
         if require_rv && !rt.builtin {
-            return Err(invalid(
-                rt,
-                name,
+            // kube-apiserver's registry names the resource (plural), not the kind, here.
+            return Err(ApiError::Invalid(
+                target(rt, name),
                 vec![Cause::new(
                     "FieldValueInvalid",
                     "metadata.resourceVersion",
