@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -29,6 +29,96 @@ pub async fn version() -> Json<Value> {
 
 pub async fn ok() -> &'static str {
     "ok"
+}
+
+/// The checks the health endpoints report, named as kube-apiserver names its own: the
+/// in-memory store stands where etcd is, and CRDs are served as soon as they are stored.
+const HEALTH_CHECKS: &[&str] = &["ping", "log", "etcd", "poststarthook/crd-informer-synced"];
+const READY_CHECKS: &[&str] = &[
+    "ping",
+    "log",
+    "etcd",
+    "etcd-readiness",
+    "informer-sync",
+    "poststarthook/crd-informer-synced",
+    "shutdown",
+];
+
+fn health(
+    endpoint: &str,
+    checks: &[&str],
+    query: &std::collections::HashMap<String, String>,
+) -> Response {
+    // kube-apiserver answers a bare "ok", or with `?verbose` (whatever its value) one
+    // `[+]<check> ok` line per check; `?exclude=<check>` names one it leaves out.
+    let body = if query.contains_key("verbose") {
+        let excluded: Vec<&str> = query
+            .get("exclude")
+            .map(|e| e.split(',').collect())
+            .unwrap_or_default();
+        let mut text = String::new();
+        for c in checks {
+            if excluded.contains(c) {
+                text.push_str(&format!("[+]{c} excluded: ok\n"));
+            } else {
+                text.push_str(&format!("[+]{c} ok\n"));
+            }
+        }
+        text.push_str(&format!("{endpoint} check passed\n"));
+        text
+    } else {
+        "ok".to_string()
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn healthz(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("healthz", HEALTH_CHECKS, &q)
+}
+
+pub async fn livez(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("livez", HEALTH_CHECKS, &q)
+}
+
+pub async fn readyz(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("readyz", READY_CHECKS, &q)
+}
+
+/// `/<endpoint>/<check>`: "ok" for a check the endpoint has, 404 otherwise.
+pub async fn health_check(uri: axum::http::Uri) -> Response {
+    let (endpoint, check) = uri
+        .path()
+        .trim_start_matches('/')
+        .split_once('/')
+        .unwrap_or_default();
+    let checks = if endpoint == "readyz" {
+        READY_CHECKS
+    } else {
+        HEALTH_CHECKS
+    };
+    if checks.contains(&check) {
+        ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "404 page not found\n",
+        )
+            .into_response()
+    }
 }
 
 pub async fn api_versions(headers: HeaderMap) -> Json<Value> {

@@ -194,12 +194,24 @@ fn target_details(t: &Target, causes: &[Cause]) -> Value {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         tracing::debug!(code = self.code().as_u16(), error = %self, "request failed");
-        (
+        let status = self.status();
+        let mut response = (
             self.code(),
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.status().to_string(),
+            status.to_string(),
         )
-            .into_response()
+            .into_response();
+        // As kube-apiserver's error writer: a Status asking to retry later says so in the header
+        // too, which clients (kube-rs, client-go) wait for before retrying.
+        if let Some(secs) = status
+            .pointer("/details/retryAfterSeconds")
+            .and_then(Value::as_u64)
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 

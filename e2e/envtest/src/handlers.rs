@@ -254,6 +254,13 @@ fn route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
+    if let Some(t) = query.get("timeout") {
+        go_duration(t).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "invalid timeout specified in the request URL - {e}"
+            ))
+        })?;
+    }
     let Some(plural) = path.plural.clone() else {
         let store = state.store();
         return discovery::resource_list(&store, &path.group, &path.version)
@@ -292,6 +299,55 @@ fn route(
         (Method::DELETE, true) => delete(&req),
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is
+/// Go's wording, which kube-apiserver passes on for an invalid `?timeout=`.
+fn go_duration(s: &str) -> Result<Duration, String> {
+    let invalid = || format!("time: invalid duration \"{s}\"");
+    let mut rest = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let num = &rest[..num_len];
+        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+            return Err(invalid());
+        }
+        let value: f64 = num.parse().map_err(|_| invalid())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let scale = match unit {
+            "" => return Err(format!("time: missing unit in duration \"{s}\"")),
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => {
+                return Err(format!(
+                    "time: unknown unit \"{other}\" in duration \"{s}\""
+                ));
+            }
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    if s.starts_with('-') {
+        return Ok(Duration::ZERO);
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
 }
 
 fn get(req: &Request) -> Result<Response, ApiError> {
@@ -862,6 +918,25 @@ fn delete_collection(req: &Request) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_parse_and_fail_as_go_does() {
+        assert_eq!(go_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(go_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(go_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(
+            go_duration("abc"),
+            Err("time: invalid duration \"abc\"".to_string())
+        );
+        assert_eq!(
+            go_duration("5"),
+            Err("time: missing unit in duration \"5\"".to_string())
+        );
+        assert_eq!(
+            go_duration("5x"),
+            Err("time: unknown unit \"x\" in duration \"5x\"".to_string())
+        );
+    }
 
     #[test]
     fn parses_resource_paths() {
