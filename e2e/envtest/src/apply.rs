@@ -177,10 +177,7 @@ fn collect_fields(
     for (k, child) in map {
         path.push(format!("f:{k}"));
         collect(child, child_schema(schema, k), k, path, out);
-        if child.is_null()
-            || child.as_object().is_some_and(Map::is_empty)
-            || !declared(schema, k)
-        {
+        if child.is_null() || child.as_object().is_some_and(Map::is_empty) || !declared(schema, k) {
             out.insert(path.clone());
         }
         path.pop();
@@ -542,13 +539,20 @@ pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
     // subresource, apiVersion.
     let mut sorted: Vec<&Entry> = entries.iter().collect();
     sorted.sort_by(|a, b| {
-        (&a.operation, &a.time, &a.manager, &a.subresource, &a.api_version).cmp(&(
-            &b.operation,
-            &b.time,
-            &b.manager,
-            &b.subresource,
-            &b.api_version,
-        ))
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.subresource,
+            &a.api_version,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.subresource,
+                &b.api_version,
+            ))
     });
     let list: Vec<Value> = sorted
         .into_iter()
@@ -802,9 +806,8 @@ pub fn record_update(
         .cloned()
         .collect();
     let subresource = (scope == Scope::Status).then(|| "status".to_string());
-    let mine = |e: &Entry| {
-        e.manager == manager && e.operation == "Update" && e.subresource == subresource
-    };
+    let mine =
+        |e: &Entry| e.manager == manager && e.operation == "Update" && e.subresource == subresource;
     for e in entries.iter_mut().filter(|e| !mine(e)) {
         e.fields
             .retain(|p| !changed.contains(p) && !comparison.removed.contains(p));

@@ -107,10 +107,15 @@ mod tests {
 
     #[test]
     fn repeated_keys_are_named_by_path_in_document_order() {
-        let body = br#"{"b":1,"spec":{"size":1,"size":2,"ports":[{"n":1,"n":2}]},"b":2,"spec2":{}}"#;
+        let body =
+            br#"{"b":1,"spec":{"size":1,"size":2,"ports":[{"n":1,"n":2}]},"b":2,"spec2":{}}"#;
         assert_eq!(
             duplicate_fields(body),
-            vec!["spec.size".to_string(), "spec.ports[0].n".into(), "b".into()]
+            vec![
+                "spec.size".to_string(),
+                "spec.ports[0].n".into(),
+                "b".into()
+            ]
         );
         assert!(duplicate_fields(br#"{"a":{"a":1}}"#).is_empty());
         assert!(duplicate_fields(b"not json").is_empty());

@@ -142,6 +142,17 @@ fn process_schema(
     }
     let mut causes = Vec::new();
     schema::validate(&schema, obj, "", &mut causes);
+    // Validation ratcheting (kube-apiserver ≥ 1.30, on by default): an update may keep a value
+    // that a since-tightened schema refuses, as long as it leaves that value unchanged. Type
+    // errors and list uniqueness do not ratchet.
+    if let Some(old) = old.filter(|_| !rt.builtin) {
+        causes.retain(|c| {
+            matches!(
+                c.reason.as_str(),
+                "FieldValueTypeInvalid" | "FieldValueDuplicate"
+            ) || !schema::unchanged_at(&schema, obj, old, &c.field)
+        });
+    }
     // A built-in kind is decoded into its Go struct before any validation: a wrong JSON type is
     // a 400 from the decoder, not a 422.
     if rt.builtin
@@ -175,6 +186,7 @@ fn process_schema(
     } else if let Some(cel) = &v.cel {
         causes.extend(schema::validate_cel(
             cel,
+            &schema,
             obj,
             old,
             &rt.kind,
@@ -678,14 +690,7 @@ pub fn update(
             return Err(invalid(rt, name, vec![cause.clone(), cause]));
         }
     }
-    process_schema(
-        rt,
-        version,
-        &mut obj,
-        Some(&old),
-        opts,
-        &mut warnings,
-    )?;
+    process_schema(rt, version, &mut obj, Some(&old), opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
     if has_generation(rt) {
         let ignore: &[&str] = if rt.has_status() {

@@ -38,6 +38,9 @@ fn gizmo_crd() -> Value {
                             "items": {"type": "object", "required": ["name"], "properties": {
                                 "name": {"type": "string"}, "port": {"type": "integer"}}}},
                         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "m": {"type": "object", "additionalProperties": {"type": "object",
+                            "properties": {"v": {"type": "integer"}},
+                            "x-kubernetes-validations": [{"rule": "self.v < 5", "message": "v small"}]}},
                         "inner": {"type": "object", "properties": {"a": {"type": "string"}},
                             "x-kubernetes-validations": [{"rule": "has(self.a)", "message": "inner needs a"}]}
                     }},
@@ -165,7 +168,16 @@ async fn schema_errors_and_cel_causes_are_kube_apiservers() {
     let post = |spec: Value| {
         let c = c.clone();
         let path = gizmos(&ns);
-        async move { raw(&c, "POST", &path, "application/json", Some(gizmo("g", spec))).await }
+        async move {
+            raw(
+                &c,
+                "POST",
+                &path,
+                "application/json",
+                Some(gizmo("g", spec)),
+            )
+            .await
+        }
     };
     let (code, body) = post(json!({"size": 1, "color": "green", "inner": {}})).await;
     assert_eq!(code, 422);
@@ -201,6 +213,21 @@ async fn schema_errors_and_cel_causes_are_kube_apiservers() {
             )
         )
     );
+    // A map entry's path is `map[key]` in a CEL error (the schema errors write `map.key`).
+    let (code, body) = post(json!({"size": 1, "m": {"k1": {"v": 9}}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body,
+        invalid(
+            "Gizmo",
+            "g",
+            Some(GROUP),
+            json!([{"reason": "FieldValueInvalid", "message": "Invalid value: \"object\": v small", "field": "spec.m[k1]"}]),
+            &format!(
+                "Gizmo.{GROUP} \"g\" is invalid: spec.m[k1]: Invalid value: \"object\": v small"
+            )
+        )
+    );
     let (code, body) = post(json!({"size": "x"})).await;
     assert_eq!(code, 422);
     assert_eq!(
@@ -231,9 +258,17 @@ async fn new_finalizers_on_a_deleting_object_are_refused_as_kube_apiserver_does(
             g
         }),
     ] {
-        assert_eq!(raw(&c, "POST", &path, "application/json", Some(body)).await.0, 201);
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(body))
+                .await
+                .0,
+            201
+        );
         let one = format!("{path}/fz");
-        assert_eq!(raw(&c, "DELETE", &one, "application/json", None).await.0, 200);
+        assert_eq!(
+            raw(&c, "DELETE", &one, "application/json", None).await.0,
+            200
+        );
         let (code, got) = raw(
             &c,
             "PATCH",
@@ -288,7 +323,10 @@ async fn list_metadata_continue_remaining_items_and_resource_version() {
         assert_eq!(code, 201);
         let cm = json!({"metadata": {"name": format!("c{i}")}});
         let path = format!("/api/v1/namespaces/{ns}/configmaps");
-        assert_eq!(raw(&c, "POST", &path, "application/json", Some(cm)).await.0, 201);
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(cm)).await.0,
+            201
+        );
     }
     let get = |path: String| {
         let c = c.clone();
@@ -300,13 +338,20 @@ async fn list_metadata_continue_remaining_items_and_resource_version() {
     };
     let whole = get(gizmos(&ns)).await;
     let rv = whole["metadata"]["resourceVersion"].clone();
-    assert_eq!(whole["metadata"], json!({"continue": "", "resourceVersion": rv}));
+    assert_eq!(
+        whole["metadata"],
+        json!({"continue": "", "resourceVersion": rv})
+    );
     let exact = get(format!("{}?limit=3", gizmos(&ns))).await;
     assert_eq!(exact["metadata"]["continue"], json!(""));
     assert!(exact["metadata"].get("remainingItemCount").is_none());
     let cms = get(format!("/api/v1/namespaces/{ns}/configmaps")).await;
     assert_eq!(
-        cms["metadata"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        cms["metadata"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
         vec!["resourceVersion"]
     );
 
@@ -326,7 +371,10 @@ async fn list_metadata_continue_remaining_items_and_resource_version() {
             assert_eq!(page["metadata"]["resourceVersion"], rv, "{base}");
             names.push(page["items"][0]["metadata"]["name"].clone());
             remaining.push(page["metadata"].get("remainingItemCount").cloned());
-            match page["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
+            match page["metadata"]["continue"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+            {
                 Some(t) => token = t.to_string(),
                 None => {
                     assert_eq!(page["metadata"].get("continue").cloned(), complete_continue);
@@ -337,8 +385,15 @@ async fn list_metadata_continue_remaining_items_and_resource_version() {
         assert_eq!(remaining, vec![Some(json!(1)), None], "{base}");
         assert_eq!(names.len(), 3);
         let filtered = get(format!("{base}?limit=1&labelSelector=x%21%3Dy")).await;
-        assert!(filtered["metadata"]["continue"].as_str().is_some_and(|t| !t.is_empty()));
-        assert!(filtered["metadata"].get("remainingItemCount").is_none(), "{base}");
+        assert!(
+            filtered["metadata"]["continue"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        );
+        assert!(
+            filtered["metadata"].get("remainingItemCount").is_none(),
+            "{base}"
+        );
     }
 }
 
@@ -390,7 +445,10 @@ async fn list_resource_version_match() {
         async move {
             let (code, obj) = raw(&c, "POST", &path, "application/json", Some(body)).await;
             assert_eq!(code, 201);
-            obj["metadata"]["resourceVersion"].as_str().unwrap().to_string()
+            obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_string()
         }
     };
     let rv_a = create("a").await;
@@ -441,10 +499,9 @@ async fn list_resource_version_match() {
     assert_eq!(code, 504);
     assert_eq!(body["reason"], json!("Timeout"));
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("Timeout: Too large resource version: {future}, current: ")),
+        body["message"].as_str().unwrap().starts_with(&format!(
+            "Timeout: Too large resource version: {future}, current: "
+        )),
         "{body}"
     );
     assert_eq!(
@@ -469,10 +526,18 @@ async fn lists_from_compacted_history_are_expired() {
     let path = format!("/api/v1/namespaces/{ns}/configmaps");
     for n in ["a", "b"] {
         let body = json!({"metadata": {"name": n}});
-        assert_eq!(raw(&c, "POST", &path, "application/json", Some(body)).await.0, 201);
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(body))
+                .await
+                .0,
+            201
+        );
     }
     let (_, first) = raw(&c, "GET", &format!("{path}?limit=1"), "", None).await;
-    let rv = first["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let token = first["metadata"]["continue"].as_str().unwrap().to_string();
     env.state().unwrap().compact();
     let (code, body) = raw(
@@ -487,17 +552,36 @@ async fn lists_from_compacted_history_are_expired() {
         (code, body),
         (
             410,
-            status(410, "Expired", "The resourceVersion for the provided list is too old.", None)
+            status(
+                410,
+                "Expired",
+                "The resourceVersion for the provided list is too old.",
+                None
+            )
         )
     );
-    let (code, body) = raw(&c, "GET", &format!("{path}?limit=1&continue={token}"), "", None).await;
+    let (code, body) = raw(
+        &c,
+        "GET",
+        &format!("{path}?limit=1&continue={token}"),
+        "",
+        None,
+    )
+    .await;
     assert_eq!(code, 410);
     assert_eq!(body["reason"], json!("Expired"));
     assert!(body["message"].as_str().unwrap().starts_with(
         "The provided continue parameter is too old to display a consistent list result."
     ));
     let next = body["metadata"]["continue"].as_str().unwrap();
-    let (code, rest) = raw(&c, "GET", &format!("{path}?limit=1&continue={next}"), "", None).await;
+    let (code, rest) = raw(
+        &c,
+        "GET",
+        &format!("{path}?limit=1&continue={next}"),
+        "",
+        None,
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(rest["items"][0]["metadata"]["name"], json!("b"));
 }
@@ -584,7 +668,8 @@ async fn managed_fields_match_structured_merge_diff() {
 
     let mut status_apply = gizmo("w1", json!(null));
     status_apply.as_object_mut().unwrap().remove("spec");
-    status_apply["status"] = json!({"phase": "x", "conditions": [{"type": "Ready", "status": "True"}]});
+    status_apply["status"] =
+        json!({"phase": "x", "conditions": [{"type": "Ready", "status": "True"}]});
     let (code, _) = raw(
         &c,
         "PATCH",
@@ -638,7 +723,12 @@ async fn managed_fields_match_structured_merge_diff() {
     let updates = got.as_array_mut().unwrap().split_off(2);
     assert_eq!(got, json!([m1, m2]));
     let mut updates = updates;
-    updates.sort_by_key(|e| (e["manager"].to_string(), e.get("subresource").cloned().map(|s| s.to_string())));
+    updates.sort_by_key(|e| {
+        (
+            e["manager"].to_string(),
+            e.get("subresource").cloned().map(|s| s.to_string()),
+        )
+    });
     assert_eq!(updates, vec![creator_after, upd, upd_status]);
 
     let conflicting = gizmo(
@@ -671,7 +761,11 @@ async fn managed_fields_match_structured_merge_diff() {
         ]
     );
     assert_eq!(
-        body["details"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        body["details"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
         vec!["causes"]
     );
 }
@@ -683,8 +777,26 @@ async fn update_without_resource_version_names_the_resource() {
     let (env, ns) = env_ns().await;
     let c = env.client();
     let g = gizmo("u", json!({"size": 1}));
-    assert_eq!(raw(&c, "POST", &gizmos(&ns), "application/json", Some(g.clone())).await.0, 201);
-    let (code, body) = raw(&c, "PUT", &format!("{}/u", gizmos(&ns)), "application/json", Some(g)).await;
+    assert_eq!(
+        raw(
+            &c,
+            "POST",
+            &gizmos(&ns),
+            "application/json",
+            Some(g.clone())
+        )
+        .await
+        .0,
+        201
+    );
+    let (code, body) = raw(
+        &c,
+        "PUT",
+        &format!("{}/u", gizmos(&ns)),
+        "application/json",
+        Some(g),
+    )
+    .await;
     let msg = "Invalid value: 0x0: must be specified for an update";
     assert_eq!(
         (code, body),
@@ -741,7 +853,10 @@ async fn health_endpoints_honour_verbose() {
                 raw_text(&c, "GET", &format!("/{endpoint}{query}"), "", &[], None).await;
             assert_eq!(code, 200);
             let lines: Vec<&str> = text.lines().collect();
-            assert_eq!(lines.last(), Some(&format!("{endpoint} check passed").as_str()));
+            assert_eq!(
+                lines.last(),
+                Some(&format!("{endpoint} check passed").as_str())
+            );
             assert!(text.ends_with('\n'));
             let checks = &lines[..lines.len() - 1];
             assert!(checks.len() >= 3, "{text}");
@@ -754,7 +869,76 @@ async fn health_endpoints_honour_verbose() {
         }
         let (code, text) = raw_text(&c, "GET", &format!("/{endpoint}/ping"), "", &[], None).await;
         assert_eq!((code, text.as_str()), (200, "ok"));
-        let (code, _) = raw_text(&c, "GET", &format!("/{endpoint}/no-such-check"), "", &[], None).await;
+        let (code, _) = raw_text(
+            &c,
+            "GET",
+            &format!("/{endpoint}/no-such-check"),
+            "",
+            &[],
+            None,
+        )
+        .await;
         assert_eq!(code, 404);
     }
+}
+
+// kube-apiserver ≥ 1.30 (CRDValidationRatcheting, on by default): after a schema is tightened,
+// an update that leaves the now-invalid value unchanged is accepted; changing it is refused.
+#[tokio::test]
+async fn validation_ratchets_unchanged_values() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let created = gizmo("r", json!({"size": 50, "m": {"a": {"v": 4}}}));
+    assert_eq!(
+        raw(&c, "POST", &gizmos(&ns), "application/json", Some(created))
+            .await
+            .0,
+        201
+    );
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{GROUP}");
+    let spec = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties";
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([
+            {"op": "replace", "path": format!("{spec}/size/maximum"), "value": 10},
+            {"op": "replace", "path": format!("{spec}/m/additionalProperties/x-kubernetes-validations/0/rule"), "value": "self.v < 3"}
+        ])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A real server applies a CRD change asynchronously: wait until new objects see it.
+    let mut n = 0;
+    loop {
+        let probe = gizmo(&format!("p{n}"), json!({"size": 50}));
+        let (code, _) = raw(&c, "POST", &gizmos(&ns), "application/json", Some(probe)).await;
+        if code == 422 {
+            break;
+        }
+        n += 1;
+        assert!(n < 300, "the tightened schema never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let one = format!("{}/r", gizmos(&ns));
+    let patch = |p: Value| {
+        let (c, one) = (c.clone(), one.clone());
+        async move { raw(&c, "PATCH", &one, "application/merge-patch+json", Some(p)).await }
+    };
+    let (code, body) = patch(json!({"spec": {"color": "blue"}})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = patch(json!({"spec": {"size": 60}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "field": "spec.size",
+            "message": "Invalid value: 60: spec.size in body should be less than or equal to 10"}])
+    );
+    // CEL rules ratchet too: another entry may be added while `a` keeps its value.
+    let (code, body) = patch(json!({"spec": {"m": {"b": {"v": 1}}}})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = patch(json!({"spec": {"m": {"a": {"v": 5}}}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], json!("spec.m[a]"));
 }
