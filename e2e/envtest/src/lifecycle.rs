@@ -378,7 +378,30 @@ fn install_crd(store: &mut Store, crd: &Value) {
     if let Some(rt) = resources::from_crd(crd)
         && !store.types.get(&rt.key()).is_some_and(|t| t.builtin)
     {
-        store.types.insert(rt.key(), rt);
+        let key = rt.key();
+        let schemas = |t: &ResourceType| -> Vec<Option<Arc<Value>>> {
+            t.versions.iter().map(|v| v.schema.clone()).collect()
+        };
+        let changed = store
+            .types
+            .get(&key)
+            .is_some_and(|old| schemas(old) != schemas(&rt));
+        // kube-apiserver defaults objects as it reads them from etcd, so a default added to the
+        // schema later shows on objects stored before. The store keeps decoded objects, so they
+        // take the new defaults now, in place (no new resourceVersion, no watch event: etcd's
+        // bytes do not change either).
+        let defaults = rt
+            .versions
+            .iter()
+            .find(|v| v.has_defaults)
+            .and_then(|v| v.schema.clone());
+        store.types.insert(key.clone(), rt);
+        if changed && let Some(schema) = defaults {
+            store.rewrite_in_place(&key, |obj| {
+                let defaulted = schema::apply_defaults(&schema, obj);
+                (defaulted != *obj).then_some(defaulted)
+            });
+        }
     }
 }
 

@@ -167,6 +167,19 @@ impl Store {
         Some(map)
     }
 
+    /// Replace objects of one type where `f` returns a new value, keeping their
+    /// resourceVersion and announcing nothing: for changes that are not writes (defaults a
+    /// CRD update adds, which kube-apiserver applies when it reads from etcd).
+    pub fn rewrite_in_place(&mut self, key: &ResourceKey, f: impl Fn(&Value) -> Option<Value>) {
+        if let Some(map) = self.objects.get_mut(key) {
+            for obj in map.values_mut() {
+                if let Some(new) = f(obj) {
+                    *obj = Arc::new(new);
+                }
+            }
+        }
+    }
+
     /// Drop the whole history and end every open watch with `410 Expired`.
     pub fn compact(&mut self) {
         self.rv += 1;

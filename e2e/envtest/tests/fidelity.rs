@@ -942,3 +942,55 @@ async fn validation_ratchets_unchanged_values() {
     assert_eq!(code, 422);
     assert_eq!(body["details"]["causes"][0]["field"], json!("spec.m[a]"));
 }
+
+// kube-apiserver defaults objects as it reads them: a default added to the schema later shows
+// on an object stored before, with its resourceVersion unchanged (etcd's bytes did not change).
+#[tokio::test]
+async fn defaults_added_later_show_on_stored_objects() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let (code, before) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(gizmo("d", json!({"size": 3}))),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(before["spec"].get("level").is_none());
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{GROUP}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([{"op": "add",
+            "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/level",
+            "value": {"type": "string", "default": "low"}}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let one = format!("{}/d", gizmos(&ns));
+    let mut tries = 0;
+    let after = loop {
+        let (code, obj) = raw(&c, "GET", &one, "", None).await;
+        assert_eq!(code, 200);
+        if obj["spec"].get("level").is_some() {
+            break obj;
+        }
+        tries += 1;
+        assert!(tries < 300, "the default never showed: {obj}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        after["spec"],
+        json!({"size": 3, "color": "red", "level": "low"})
+    );
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let (_, list) = raw(&c, "GET", &gizmos(&ns), "", None).await;
+    assert_eq!(list["items"][0]["spec"]["level"], json!("low"));
+}
