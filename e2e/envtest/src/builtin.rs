@@ -53,7 +53,12 @@ fn builtin(
         singular: kind.to_lowercase(),
         namespaced,
         short_names: short_names.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
+        // kube-apiserver files CustomResourceDefinitions under the `api-extensions` category.
+        categories: if kind == "CustomResourceDefinition" {
+            vec!["api-extensions".to_string()]
+        } else {
+            Vec::new()
+        },
         versions: vec![Version {
             name: version.to_string(),
             has_defaults: schema

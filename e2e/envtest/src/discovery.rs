@@ -121,7 +121,101 @@ pub async fn health_check(uri: axum::http::Uri) -> Response {
     }
 }
 
-pub async fn api_versions(headers: HeaderMap) -> Json<Value> {
+/// The aggregated-discovery version an `Accept` header asks for (`v2` or `v2beta1`), if any:
+/// `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`, the first choice of
+/// kubectl and client-go ≥ 1.26, which fall back to the legacy documents otherwise.
+fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    for media in accept.split(',') {
+        let params: Vec<&str> = media.split(';').map(str::trim).collect();
+        if params.first() != Some(&"application/json")
+            || !params.contains(&"g=apidiscovery.k8s.io")
+            || !params.contains(&"as=APIGroupDiscoveryList")
+        {
+            continue;
+        }
+        if params.contains(&"v=v2") {
+            return Some("v2");
+        }
+        if params.contains(&"v=v2beta1") {
+            return Some("v2beta1");
+        }
+    }
+    None
+}
+
+/// `APIGroupDiscoveryList` for the core group (`/api`) or the named groups (`/apis`), as
+/// kube-apiserver builds it: per version the resources with their response kind (group and
+/// version left empty for built-in kinds, as kube-apiserver leaves them), scope, verbs and
+/// subresources.
+fn aggregated(store: &Store, core: bool, version: &str) -> Response {
+    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<Value>>> = BTreeMap::new();
+    for rt in store.types.values().filter(|t| t.group.is_empty() == core) {
+        for v in &rt.versions {
+            let kind = if rt.builtin {
+                json!({"group": "", "version": "", "kind": rt.kind})
+            } else {
+                json!({"group": rt.group, "version": v.name, "kind": rt.kind})
+            };
+            let mut r = json!({
+                "resource": rt.plural,
+                "responseKind": kind,
+                "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": rt.singular,
+                "verbs": rt.verbs(),
+            });
+            if !rt.short_names.is_empty() {
+                r["shortNames"] = json!(rt.short_names);
+            }
+            if !rt.categories.is_empty() {
+                r["categories"] = json!(rt.categories);
+            }
+            if v.status_subresource {
+                r["subresources"] = json!([{"subresource": "status", "responseKind": kind,
+                    "verbs": ["get", "patch", "update"]}]);
+            }
+            groups
+                .entry(rt.group.as_str())
+                .or_default()
+                .entry(v.name.as_str())
+                .or_default()
+                .push(r);
+        }
+    }
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(group, versions)| {
+            let mut metadata = json!({"creationTimestamp": null});
+            if !group.is_empty() {
+                metadata["name"] = json!(group);
+            }
+            let versions: Vec<Value> = versions
+                .into_iter()
+                .map(|(v, resources)| {
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    let content_type =
+        format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::VARY, "Accept".to_string()),
+        ],
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+            "metadata": {}, "items": items})
+        .to_string(),
+    )
+        .into_response()
+}
+
+pub async fn api_versions(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(v) = aggregated_version(&headers) {
+        return aggregated(&state.store(), true, v);
+    }
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
@@ -132,6 +226,7 @@ pub async fn api_versions(headers: HeaderMap) -> Json<Value> {
         "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]
     }))
+    .into_response()
 }
 
 /// group → served versions (preferred first).
@@ -160,13 +255,16 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     })
 }
 
-pub async fn api_groups(State(state): State<AppState>) -> Json<Value> {
+pub async fn api_groups(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let store = state.store();
+    if let Some(v) = aggregated_version(&headers) {
+        return aggregated(&store, false, v);
+    }
     let list: Vec<Value> = groups(&store)
         .iter()
         .map(|(g, vs)| group_json(g, vs))
         .collect();
-    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}))
+    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list})).into_response()
 }
 
 pub async fn api_group(State(state): State<AppState>, Path(group): Path<String>) -> Response {

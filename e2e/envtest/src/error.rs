@@ -160,6 +160,8 @@ impl ApiError {
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                 "retryAfterSeconds": 1,
             })),
+            // kube-apiserver's 405 carries an empty details object.
+            ApiError::MethodNotAllowed | ApiError::NoResource => Some(json!({})),
             ApiError::ContinueExpired(token) => {
                 status["metadata"] = json!({ "continue": token });
                 None

@@ -292,7 +292,9 @@ fn route(
         (Method::GET, false) if flag(&req.query, "watch") => start_watch(&req),
         (Method::GET, false) => list(&req),
         (Method::POST, false) => create(&req),
-        (Method::DELETE, false) => delete_collection(&req),
+        (Method::DELETE, false) if req.rt.verbs().contains(&"deletecollection") => {
+            delete_collection(&req)
+        }
         (Method::GET, true) => get(&req),
         (Method::PUT, true) => update(&req),
         (Method::PATCH, true) => patch(&req),

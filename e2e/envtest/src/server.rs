@@ -120,6 +120,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
         .route("/apis/{group}", get(discovery::api_group))
+        // kube-apiserver serves the discovery documents with a trailing slash too.
+        .route("/api/", get(discovery::api_versions))
+        .route("/apis/", get(discovery::api_groups))
+        .route("/apis/{group}/", get(discovery::api_group))
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*gv}", get(openapi::group_version))

@@ -994,3 +994,114 @@ async fn defaults_added_later_show_on_stored_objects() {
     let (_, list) = raw(&c, "GET", &gizmos(&ns), "", None).await;
     assert_eq!(list["items"][0]["spec"]["level"], json!("low"));
 }
+
+// kube-apiserver ≥ 1.26 (aggregated discovery, what kubectl and client-go ask for first): one
+// APIGroupDiscoveryList per `/api` and `/apis`, with the v2 media type in Content-Type; the
+// legacy documents also answer with a trailing slash.
+#[tokio::test]
+async fn aggregated_discovery_and_trailing_slashes() {
+    let env = TestEnv::builder().crd(gizmo_crd()).start().await.unwrap();
+    let c = env.client();
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let get = |path: &'static str| {
+        let c = c.clone();
+        async move {
+            let req = http::Request::builder()
+                .uri(path)
+                .header("accept", accept)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let resp = c.send(req).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+            let bytes = resp.into_body().collect_bytes().await.unwrap();
+            (ct, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let find = |list: &Value, group: &str, resource: &str| -> Value {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["metadata"]["name"].as_str().unwrap_or("") == group)
+            .flat_map(|g| g["versions"][0]["resources"].as_array().unwrap().clone())
+            .find(|r| r["resource"] == resource)
+            .unwrap_or_else(|| panic!("{group}/{resource} missing"))
+    };
+    let (ct, apis) = get("/apis").await;
+    assert_eq!(
+        ct,
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    assert_eq!(
+        (&apis["kind"], &apis["apiVersion"]),
+        (
+            &json!("APIGroupDiscoveryList"),
+            &json!("apidiscovery.k8s.io/v2")
+        )
+    );
+    let kind = json!({"group": GROUP, "version": "v1", "kind": "Gizmo"});
+    assert_eq!(
+        find(&apis, GROUP, "gizmos"),
+        json!({"resource": "gizmos", "responseKind": kind, "scope": "Namespaced",
+            "singularResource": "gizmo",
+            "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+            "subresources": [{"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}]})
+    );
+    let group = apis["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == GROUP)
+        .unwrap();
+    assert_eq!(group["versions"][0]["freshness"], json!("Current"));
+    let crd = find(&apis, "apiextensions.k8s.io", "customresourcedefinitions");
+    assert_eq!(
+        crd["responseKind"],
+        json!({"group": "", "version": "", "kind": "CustomResourceDefinition"})
+    );
+    assert_eq!(crd["categories"], json!(["api-extensions"]));
+    let (_, core) = get("/api").await;
+    assert_eq!(
+        core["items"][0]["metadata"],
+        json!({"creationTimestamp": null})
+    );
+    let cm = find(&core, "", "configmaps");
+    assert_eq!(
+        cm,
+        json!({"resource": "configmaps", "responseKind": {"group": "", "version": "", "kind": "ConfigMap"},
+            "scope": "Namespaced", "singularResource": "configmap", "shortNames": ["cm"],
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]})
+    );
+    let ns = find(&core, "", "namespaces");
+    assert!(
+        !ns["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+    for (path, kind) in [
+        ("/api/", "APIVersions"),
+        ("/apis/", "APIGroupList"),
+        ("/apis/fidelity.strata.dev/", "APIGroup"),
+        ("/apis/fidelity.strata.dev/v1/", "APIResourceList"),
+    ] {
+        let (code, body) = raw(&c, "GET", path, "", None).await;
+        assert_eq!((code, &body["kind"]), (200, &json!(kind)), "{path}");
+    }
+    // Namespaces cannot be deleted as a collection.
+    let (code, body) = raw(&c, "DELETE", "/api/v1/namespaces?dryRun=All", "", None).await;
+    assert_eq!(
+        (code, body),
+        (
+            405,
+            status(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+                Some(json!({}))
+            )
+        )
+    );
+}
