@@ -1105,3 +1105,110 @@ async fn aggregated_discovery_and_trailing_slashes() {
         )
     );
 }
+
+// apimachinery's strategic merge patch: lists with a merge strategy merge by key or value, new
+// items before the live ones (mergeSortedSlice), `$setElementOrder`, `$patch: delete|replace`,
+// `$deleteFromPrimitiveList`; lists without a strategy are replaced. managedFields name the items
+// (`k:{"name":"z"}` for ServiceAccount.secrets, whose ObjectReferences are atomic).
+#[tokio::test]
+async fn strategic_merge_patch_orders_and_directives() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts");
+    let sa = json!({"metadata": {"name": "a", "finalizers": ["x.io/f1", "x.io/f2"]},
+        "secrets": [{"name": "s1"}, {"name": "s2"}], "imagePullSecrets": [{"name": "p1"}]});
+    let (code, _) = raw(
+        &c,
+        "POST",
+        &format!("{path}?fieldManager=writer"),
+        "application/json",
+        Some(sa),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let names = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map_or_else(|| i["name"].as_str().unwrap().to_string(), str::to_string)
+            })
+            .collect()
+    };
+    let steps = [
+        (
+            json!({"metadata": {"finalizers": ["x.io/f0"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f0", "x.io/f1", "x.io/f2"],
+        ),
+        (
+            json!({"secrets": [{"name": "s3"}]}),
+            "/secrets",
+            vec!["s3", "s1", "s2"],
+        ),
+        (
+            json!({"secrets": [{"name": "s1", "$patch": "delete"}]}),
+            "/secrets",
+            vec!["s3", "s2"],
+        ),
+        (
+            json!({"metadata": {"$setElementOrder/finalizers": ["x.io/f2", "x.io/f0", "x.io/f1"], "finalizers": ["x.io/f2"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f2", "x.io/f0", "x.io/f1"],
+        ),
+        (
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x.io/f0"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f2", "x.io/f1"],
+        ),
+        (
+            json!({"$setElementOrder/secrets": [{"name": "s3"}, {"name": "s0"}, {"name": "s2"}], "secrets": [{"name": "s0"}]}),
+            "/secrets",
+            vec!["s3", "s0", "s2"],
+        ),
+        (
+            json!({"imagePullSecrets": [{"name": "p2"}]}),
+            "/imagePullSecrets",
+            vec!["p2"],
+        ),
+        (
+            json!({"secrets": [{"$patch": "replace"}, {"name": "z"}]}),
+            "/secrets",
+            vec!["z"],
+        ),
+    ];
+    let mut last = Value::Null;
+    for (patch, pointer, want) in steps {
+        let (code, obj) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}/a?fieldManager=writer"),
+            "application/strategic-merge-patch+json",
+            Some(patch.clone()),
+        )
+        .await;
+        assert_eq!(code, 200, "{patch}: {obj}");
+        assert_eq!(names(obj.pointer(pointer).unwrap()), want, "{patch}");
+        last = obj;
+    }
+    let mut mf = last["metadata"]["managedFields"].clone();
+    mf[0].as_object_mut().unwrap().remove("time");
+    assert_eq!(
+        mf,
+        json!([{"manager": "writer", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:imagePullSecrets": {},
+                "f:metadata": {"f:finalizers": {".": {}, "v:\"x.io/f1\"": {}, "v:\"x.io/f2\"": {}}},
+                "f:secrets": {".": {}, "k:{\"name\":\"z\"}": {}}}}])
+    );
+    // Clear the finalizers so a real cluster could delete the namespace.
+    let (code, _) = raw(
+        &c,
+        "PATCH",
+        &format!("{path}/a"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"finalizers": null}})),
+    )
+    .await;
+    assert_eq!(code, 200);
+}
