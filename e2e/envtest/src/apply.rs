@@ -87,46 +87,109 @@ fn item_key(item: &Value, keys: &[String]) -> String {
     format!("k:{}", Value::Object(m))
 }
 
-/// The leaf field paths of an object, restricted to `scope`.
+/// `ObjectMeta` as structured-merge-diff sees it: which keys are declared fields (the others are
+/// map entries), and the list types of `finalizers` and `ownerReferences`.
+static META_SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    let string_map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    json!({"type": "object", "properties": {
+        "name": {"type": "string"}, "generateName": {"type": "string"},
+        "namespace": {"type": "string"}, "labels": string_map, "annotations": string_map,
+        "finalizers": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "ownerReferences": {"type": "array", "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["uid"], "items": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "name": {"type": "string"}, "uid": {"type": "string"},
+                "controller": {"type": "boolean"}, "blockOwnerDeletion": {"type": "boolean"}}}}
+    }})
+});
+
+/// Whether `key` is a declared field of the struct `schema` describes (else a map entry).
+fn declared(schema: Option<&Value>, key: &str) -> bool {
+    schema
+        .and_then(|s| s.get("properties"))
+        .is_some_and(|p| p.get(key).is_some())
+}
+
+fn atomic_map(schema: Option<&Value>) -> bool {
+    schema
+        .and_then(|s| s.get("x-kubernetes-map-type"))
+        .and_then(Value::as_str)
+        == Some("atomic")
+}
+
+/// The top-level fields a `scope` covers, with their schema: `metadata` (minus what the server
+/// owns) and the rest for the main resource, `status` alone for the status subresource.
+fn scoped<'a>(
+    obj: &'a Value,
+    schema: Option<&'a Value>,
+    scope: Scope,
+) -> Vec<(&'a str, &'a Value, Option<&'a Value>)> {
+    let Value::Object(map) = obj else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter(|(k, _)| k.as_str() != "apiVersion" && k.as_str() != "kind")
+        .filter(|(k, _)| (k.as_str() == "status") == (scope == Scope::Status))
+        .map(|(k, v)| {
+            let s = if k == "metadata" {
+                Some(&*META_SCHEMA)
+            } else {
+                child_schema(schema, k)
+            };
+            (k.as_str(), v, s)
+        })
+        .collect()
+}
+
+/// kube-apiserver keeps these out of every manager's set (its field manager strips them).
+fn stripped(path: &Path) -> bool {
+    match path.as_slice() {
+        [m] => m == "f:metadata",
+        [m, f] if m == "f:metadata" => f
+            .strip_prefix("f:")
+            .is_some_and(|f| SERVER_METADATA.contains(&f)),
+        _ => false,
+    }
+}
+
+/// The fields an applied configuration sets, as structured-merge-diff's `ToFieldSet` counts
+/// them: every scalar, atomic list or map, list item and set value; a map or struct itself only
+/// when it is empty or null, or when it is a map entry rather than a declared field.
 pub fn field_set(obj: &Value, schema: Option<&Value>, scope: Scope) -> FieldSet {
     let mut out = FieldSet::new();
-    if let Value::Object(map) = obj {
-        for (k, v) in map {
-            if k == "apiVersion" || k == "kind" {
-                continue;
-            }
-            if (k == "status") != (scope == Scope::Status) {
-                continue;
-            }
-            let mut path = vec![format!("f:{k}")];
-            if k == "metadata" {
-                if let Value::Object(meta) = v {
-                    for (mk, mv) in meta {
-                        if SERVER_METADATA.contains(&mk.as_str()) {
-                            continue;
-                        }
-                        path.push(format!("f:{mk}"));
-                        collect(mv, None, mk, &mut path, &mut out);
-                        path.pop();
-                    }
-                }
-                continue;
-            }
-            collect(v, child_schema(schema, k), k, &mut path, &mut out);
+    for (k, v, s) in scoped(obj, schema, scope) {
+        let mut path = vec![format!("f:{k}")];
+        collect(v, s, k, &mut path, &mut out);
+        if v.is_null() || v.as_object().is_some_and(Map::is_empty) {
+            out.insert(path);
         }
     }
+    out.retain(|p| !stripped(p));
     out
+}
+
+fn collect_fields(
+    map: &Map<String, Value>,
+    schema: Option<&Value>,
+    path: &mut Path,
+    out: &mut FieldSet,
+) {
+    for (k, child) in map {
+        path.push(format!("f:{k}"));
+        collect(child, child_schema(schema, k), k, path, out);
+        if child.is_null() || child.as_object().is_some_and(Map::is_empty) || !declared(schema, k) {
+            out.insert(path.clone());
+        }
+        path.pop();
+    }
 }
 
 fn collect(v: &Value, schema: Option<&Value>, field: &str, path: &mut Path, out: &mut FieldSet) {
     match v {
-        Value::Object(map) if !map.is_empty() => {
-            for (k, child) in map {
-                path.push(format!("f:{k}"));
-                collect(child, child_schema(schema, k), k, path, out);
-                path.pop();
-            }
+        Value::Object(_) if atomic_map(schema) => {
+            out.insert(path.clone());
         }
+        Value::Object(map) => collect_fields(map, schema, path, out),
         Value::Array(items) => {
             let mut shape = Shape { keys: Vec::new() };
             match list_type(schema, field, &mut shape) {
@@ -144,15 +207,9 @@ fn collect(v: &Value, schema: Option<&Value>, field: &str, path: &mut Path, out:
                     let item_schema = schema.and_then(|s| s.get("items"));
                     for item in items {
                         path.push(item_key(item, keys));
-                        path.push(".".into());
                         out.insert(path.clone());
-                        path.pop();
                         if let Value::Object(m) = item {
-                            for (k, child) in m {
-                                path.push(format!("f:{k}"));
-                                collect(child, child_schema(item_schema, k), k, path, out);
-                                path.pop();
-                            }
+                            collect_fields(m, item_schema, path, out);
                         }
                         path.pop();
                     }
@@ -165,36 +222,120 @@ fn collect(v: &Value, schema: Option<&Value>, field: &str, path: &mut Path, out:
     }
 }
 
-/// The value a path points at.
-fn resolve<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
-    let Some((first, rest)) = path.split_first() else {
-        return Some(v);
-    };
-    if first == "." {
-        return Some(v);
-    }
-    if let Some(f) = first.strip_prefix("f:") {
-        return resolve(v.get(f)?, rest);
-    }
-    let items = v.as_array()?;
-    if let Some(val) = first.strip_prefix("v:") {
-        let want: Value = serde_json::from_str(val).ok()?;
-        return items
-            .iter()
-            .find(|i| **i == want)
-            .and_then(|i| resolve(i, rest));
-    }
-    if let Some(k) = first.strip_prefix("k:") {
-        let want: Map<String, Value> = serde_json::from_str(k).ok()?;
-        let item = items
-            .iter()
-            .find(|i| want.iter().all(|(wk, wv)| i.get(wk) == Some(wv)))?;
-        return resolve(item, rest);
-    }
-    None
+/// What changed between two objects, as structured-merge-diff's `Compare` reports it: `added`
+/// holds every node that appears (maps, structs and list items included, which is where
+/// `managedFields` get their `".": {}` entries), `modified` the leaves whose value changed,
+/// `removed` every node that disappeared.
+#[derive(Debug, Default)]
+pub struct Comparison {
+    pub added: FieldSet,
+    pub modified: FieldSet,
+    pub removed: FieldSet,
 }
 
-/// Remove the field a path points at (a whole list item for a `k:…/.` path).
+pub fn compare(old: &Value, new: &Value, schema: Option<&Value>, scope: Scope) -> Comparison {
+    let mut c = Comparison::default();
+    let olds = scoped(old, schema, scope);
+    let news = scoped(new, schema, scope);
+    let mut keys: Vec<&str> = olds.iter().chain(&news).map(|(k, _, _)| *k).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for k in keys {
+        let o = olds.iter().find(|(ok, _, _)| *ok == k);
+        let n = news.iter().find(|(nk, _, _)| *nk == k);
+        let s = o.or(n).and_then(|(_, _, s)| *s);
+        let mut path = vec![format!("f:{k}")];
+        compare_node(o.map(|x| x.1), n.map(|x| x.1), s, k, &mut path, &mut c);
+    }
+    for set in [&mut c.added, &mut c.modified, &mut c.removed] {
+        set.retain(|p| !stripped(p));
+    }
+    c
+}
+
+fn compare_node(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    schema: Option<&Value>,
+    field: &str,
+    path: &mut Path,
+    c: &mut Comparison,
+) {
+    match (old, new) {
+        (None, None) => return,
+        (None, Some(_)) => {
+            c.added.insert(path.clone());
+        }
+        (Some(_), None) => {
+            c.removed.insert(path.clone());
+        }
+        _ => {}
+    }
+    let empty = |v: Option<&Value>| {
+        v.is_none_or(|v| v.is_null() || v.as_object().is_some_and(Map::is_empty))
+    };
+    let is_map = |v: Option<&Value>| v.is_none_or(|v| v.is_object() || v.is_null());
+    let is_list = |v: Option<&Value>| v.is_none_or(Value::is_array);
+    if is_map(old) && is_map(new) && !atomic_map(schema) && !(empty(old) && empty(new)) {
+        let none = Map::new();
+        let om = old.and_then(Value::as_object).unwrap_or(&none);
+        let nm = new.and_then(Value::as_object).unwrap_or(&none);
+        let mut keys: Vec<&String> = om.keys().chain(nm.keys()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            path.push(format!("f:{k}"));
+            compare_node(om.get(k), nm.get(k), child_schema(schema, k), k, path, c);
+            path.pop();
+        }
+        return;
+    }
+    if is_list(old) && is_list(new) {
+        let mut shape = Shape { keys: Vec::new() };
+        let none = Vec::new();
+        let ol = old.and_then(Value::as_array).unwrap_or(&none);
+        let nl = new.and_then(Value::as_array).unwrap_or(&none);
+        match list_type(schema, field, &mut shape) {
+            ListType::Atomic => {}
+            ListType::Set => {
+                for item in ol.iter().filter(|i| !nl.contains(i)) {
+                    path.push(format!("v:{item}"));
+                    c.removed.insert(path.clone());
+                    path.pop();
+                }
+                for item in nl.iter().filter(|i| !ol.contains(i)) {
+                    path.push(format!("v:{item}"));
+                    c.added.insert(path.clone());
+                    path.pop();
+                }
+                return;
+            }
+            ListType::Map(keys) => {
+                let item_schema = schema.and_then(|s| s.get("items"));
+                let mut seen = Vec::new();
+                for item in ol.iter().chain(nl) {
+                    let key = item_key(item, keys);
+                    if seen.contains(&key) {
+                        continue;
+                    }
+                    let o = ol.iter().find(|i| item_key(i, keys) == key);
+                    let n = nl.iter().find(|i| item_key(i, keys) == key);
+                    path.push(key.clone());
+                    compare_node(o, n, item_schema, "", path, c);
+                    path.pop();
+                    seen.push(key);
+                }
+                return;
+            }
+        }
+    }
+    // A leaf: a scalar, an atomic list or map, or a change of kind.
+    if old.is_some() && new.is_some() && old != new {
+        c.modified.insert(path.clone());
+    }
+}
+
+/// Remove the field a path points at (a whole list item for a `k:…` path).
 fn remove_path(v: &mut Value, path: &[String]) {
     match path {
         [] => {}
@@ -208,33 +349,39 @@ fn remove_path(v: &mut Value, path: &[String]) {
                     (v.as_array_mut(), serde_json::from_str::<Value>(val))
             {
                 items.retain(|i| *i != want);
-            }
-        }
-        [item, dot] if dot == "." && item.starts_with("k:") => {
-            if let (Some(items), Ok(want)) = (
-                v.as_array_mut(),
-                serde_json::from_str::<Map<String, Value>>(&item[2..]),
-            ) {
+            } else if let Some(k) = last.strip_prefix("k:")
+                && let (Some(items), Ok(want)) = (
+                    v.as_array_mut(),
+                    serde_json::from_str::<Map<String, Value>>(k),
+                )
+            {
                 items.retain(|i| !want.iter().all(|(wk, wv)| i.get(wk) == Some(wv)));
             }
         }
         [first, rest @ ..] => {
-            let child = if let Some(f) = first.strip_prefix("f:") {
-                v.get_mut(f)
+            if let Some(f) = first.strip_prefix("f:") {
+                if let Some(c) = v.get_mut(f) {
+                    remove_path(c, rest);
+                    // An emptied map or list goes too (kube-apiserver omits empty lists).
+                    if c.as_object().is_some_and(Map::is_empty)
+                        || c.as_array().is_some_and(Vec::is_empty)
+                    {
+                        remove_path(v, std::slice::from_ref(first));
+                    }
+                }
             } else if let Some(k) = first.strip_prefix("k:") {
+                // Found by key, removed by position: once its key fields are gone the item
+                // no longer matches its key.
                 let want: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
-                v.as_array_mut().and_then(|items| {
-                    items
-                        .iter_mut()
-                        .find(|i| want.iter().all(|(wk, wv)| i.get(wk) == Some(wv)))
-                })
-            } else {
-                None
-            };
-            if let Some(c) = child {
-                remove_path(c, rest);
-                if c.as_object().is_some_and(Map::is_empty) {
-                    remove_path(v, std::slice::from_ref(first));
+                if let Some(items) = v.as_array_mut()
+                    && let Some(i) = items
+                        .iter()
+                        .position(|i| want.iter().all(|(wk, wv)| i.get(wk) == Some(wv)))
+                {
+                    remove_path(&mut items[i], rest);
+                    if items[i].as_object().is_some_and(Map::is_empty) {
+                        items.remove(i);
+                    }
                 }
             }
         }
@@ -336,10 +483,17 @@ pub fn read_entries(obj: &Value) -> Vec<Entry> {
         .collect()
 }
 
+/// FieldsV1 to a set of member paths: `{}` and `".": {}` mark the path they are under.
 fn flatten(v: &Value, path: &mut Path, out: &mut FieldSet) {
     match v.as_object() {
         Some(m) if !m.is_empty() => {
             for (k, child) in m {
+                if k == "." {
+                    if !path.is_empty() {
+                        out.insert(path.clone());
+                    }
+                    continue;
+                }
                 path.push(k.clone());
                 flatten(child, path, out);
                 path.pop();
@@ -353,6 +507,8 @@ fn flatten(v: &Value, path: &mut Path, out: &mut FieldSet) {
     }
 }
 
+/// A set of member paths as FieldsV1, written as structured-merge-diff writes it: a member with
+/// no members below it is `{}`, one with members below it also carries `".": {}`.
 fn to_fields_v1(set: &FieldSet) -> Value {
     let mut root = Value::Object(Map::new());
     for path in set {
@@ -364,12 +520,42 @@ fn to_fields_v1(set: &FieldSet) -> Value {
                 .unwrap_or_else(|| unreachable!("fieldsV1 nodes are objects"));
         }
     }
+    for path in set {
+        let mut cur = &mut root;
+        for p in path {
+            cur = cur
+                .get_mut(p)
+                .unwrap_or_else(|| unreachable!("every member was inserted above"));
+        }
+        if let Some(m) = cur.as_object_mut().filter(|m| !m.is_empty()) {
+            m.insert(".".into(), json!({}));
+        }
+    }
     root
 }
 
 pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
-    let list: Vec<Value> = entries
-        .iter()
+    // kube-apiserver sorts the entries: operation (Apply before Update), time, manager,
+    // subresource, apiVersion.
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by(|a, b| {
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.subresource,
+            &a.api_version,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.subresource,
+                &b.api_version,
+            ))
+    });
+    let list: Vec<Value> = sorted
+        .into_iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
             let mut v = json!({
@@ -395,14 +581,46 @@ pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
     }
 }
 
+/// A path as structured-merge-diff prints it in conflicts: `.spec.ports[name="a"].port`,
+/// `.metadata.finalizers[="f"]`.
 fn path_string(p: &Path) -> String {
     p.iter()
-        .filter(|s| s.as_str() != ".")
-        .map(|s| match s.strip_prefix("f:") {
-            Some(f) => format!(".{f}"),
-            None => format!("[{}]", &s[2..]),
+        .map(|s| {
+            if let Some(f) = s.strip_prefix("f:") {
+                format!(".{f}")
+            } else if let Some(k) = s.strip_prefix("k:") {
+                let fields: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("[{}]", parts.join(","))
+            } else if let Some(v) = s.strip_prefix("v:") {
+                format!("[={v}]")
+            } else {
+                s.clone()
+            }
         })
         .collect()
+}
+
+/// The order structured-merge-diff walks a set in: at each level the members that end there
+/// come before the paths that go deeper, each group sorted by name.
+fn smd_order(p: &Path) -> Vec<(bool, &str)> {
+    p.iter()
+        .enumerate()
+        .map(|(i, e)| (i + 1 < p.len(), e.as_str()))
+        .collect()
+}
+
+/// A manager as kube-apiserver names it in a conflict: its name, the subresource, and for an
+/// Update the apiVersion it used.
+fn manager_label(e: &Entry) -> String {
+    let mut m = format!("{:?}", e.manager);
+    if let Some(s) = &e.subresource {
+        m = format!("{m} with subresource {s:?}");
+    }
+    if e.operation == "Update" {
+        m = format!("{m} using {}", e.api_version);
+    }
+    m
 }
 
 /// Server-side apply of `applied` onto `live` (which is `None` on create). Returns the new object
@@ -425,78 +643,30 @@ pub fn apply(
     let new_set = field_set(applied, schema, scope);
     let mut entries = live.map(read_entries).unwrap_or_default();
     let mut result = live.cloned().unwrap_or_else(|| json!({}));
-
-    // Conflicts: a field another manager owns, applied with a different value.
-    let mut conflicts: Vec<(String, Path)> = Vec::new();
-    for e in entries
-        .iter()
-        .filter(|e| e.manager != manager && e.scope() == scope)
-    {
-        for p in new_set.intersection(&e.fields) {
-            if p.last().is_some_and(|l| l == ".") {
-                continue;
-            }
-            if resolve(&result, p) != resolve(applied, p) {
-                conflicts.push((e.manager.clone(), p.clone()));
-            }
-        }
-    }
-    if !conflicts.is_empty() && !force {
-        let causes: Vec<Cause> = conflicts
-            .iter()
-            .map(|(m, p)| {
-                Cause::new(
-                    "FieldManagerConflict",
-                    path_string(p),
-                    format!("conflict with \"{m}\""),
-                )
-            })
-            .collect();
-        let message = if conflicts.len() == 1 {
-            format!(
-                "Apply failed with 1 conflict: conflict with \"{}\": {}",
-                conflicts[0].0,
-                path_string(&conflicts[0].1)
-            )
-        } else {
-            let list: Vec<String> = conflicts
-                .iter()
-                .map(|(m, p)| format!("conflict with \"{m}\": {}", path_string(p)))
-                .collect();
-            format!(
-                "Apply failed with {} conflicts: {}",
-                conflicts.len(),
-                list.join("\n")
-            )
-        };
-        return Err(ApiError::ApplyConflict(target, message, causes));
-    }
-    for (m, p) in &conflicts {
-        for e in entries
-            .iter_mut()
-            .filter(|e| &e.manager == m && e.scope() == scope)
-        {
-            e.fields.remove(p);
-        }
-    }
+    let mine = |e: &Entry| e.manager == manager && e.operation == "Apply" && e.scope() == scope;
 
     // Fields this manager applied before but not now, and nobody else owns, are removed.
     let previous: FieldSet = entries
         .iter()
-        .filter(|e| e.manager == manager && e.operation == "Apply" && e.scope() == scope)
+        .filter(|e| mine(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     let mut dropped: Vec<&Path> = previous
         .difference(&new_set)
-        .filter(|p| {
-            !entries
-                .iter()
-                .any(|e| e.manager != manager && e.fields.contains(*p))
-        })
+        .filter(|p| !entries.iter().any(|e| !mine(e) && e.fields.contains(*p)))
         .collect();
-    dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    // Parents first: a list item must go while its key fields still name it. A parent that
+    // another manager still owns something under stays; its own dropped children go one by one.
+    dropped.sort_by_key(|p| p.len());
     for p in dropped {
-        remove_path(&mut result, p);
+        let shared = entries.iter().filter(|e| !mine(e)).any(|e| {
+            e.fields
+                .iter()
+                .any(|q| q.len() > p.len() && q.starts_with(p))
+        });
+        if !shared {
+            remove_path(&mut result, p);
+        }
     }
 
     let mut config = applied.clone();
@@ -520,6 +690,72 @@ pub fn apply(
     }
     merge(&mut result, &config, schema, "");
 
+    // As structured-merge-diff: every other manager (another name, or this one's Update
+    // entries) that owns a field this apply adds or changes is in conflict.
+    let empty = json!({});
+    let comparison = compare(live.unwrap_or(&empty), &result, schema, scope);
+    let changed: FieldSet = comparison
+        .added
+        .union(&comparison.modified)
+        .cloned()
+        .collect();
+    let conflicts: Vec<(usize, Path)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !mine(e))
+        .flat_map(|(i, e)| {
+            let mut paths: Vec<Path> = e.fields.intersection(&changed).cloned().collect();
+            paths.sort_by(|a, b| smd_order(a).cmp(&smd_order(b)));
+            paths.into_iter().map(move |p| (i, p))
+        })
+        .collect();
+    if !conflicts.is_empty() && !force {
+        let causes: Vec<Cause> = conflicts
+            .iter()
+            .map(|(i, p)| {
+                Cause::new(
+                    "FieldManagerConflict",
+                    path_string(p),
+                    format!("conflict with {}", manager_label(&entries[*i])),
+                )
+            })
+            .collect();
+        let message = if let [(i, p)] = conflicts.as_slice() {
+            format!(
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                manager_label(&entries[*i]),
+                path_string(p)
+            )
+        } else {
+            let mut by_manager: Vec<(String, Vec<String>)> = Vec::new();
+            for (i, p) in &conflicts {
+                let label = manager_label(&entries[*i]);
+                match by_manager.iter_mut().find(|(l, _)| *l == label) {
+                    Some((_, paths)) => paths.push(path_string(p)),
+                    None => by_manager.push((label, vec![path_string(p)])),
+                }
+            }
+            by_manager.sort();
+            let mut lines = Vec::new();
+            for (label, paths) in by_manager {
+                lines.push(format!("conflicts with {label}:"));
+                lines.extend(paths.into_iter().map(|p| format!("- {p}")));
+            }
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                lines.join("\n")
+            )
+        };
+        return Err(ApiError::ApplyConflict(target, message, causes));
+    }
+    for (i, p) in &conflicts {
+        entries[*i].fields.remove(p);
+    }
+    for e in entries.iter_mut().filter(|e| !mine(e)) {
+        e.fields.retain(|p| !comparison.removed.contains(p));
+    }
+
     // A no-op apply keeps the old timestamp, so the object (and its resourceVersion) stays the same.
     let strip = |v: &Value| {
         let mut v = v.clone();
@@ -542,33 +778,18 @@ pub fn apply(
         subresource,
         fields: new_set,
     };
-    match entries
-        .iter()
-        .position(|e| e.manager == manager && e.operation == "Apply" && e.scope() == scope)
-    {
+    match entries.iter().position(mine) {
         Some(i) => entries[i] = entry,
         None => entries.push(entry),
     }
-    prune_entries(&mut entries, &result, schema);
+    entries.retain(|e| !e.fields.is_empty());
     write_entries(&mut result, &entries);
     Ok(result)
 }
 
-fn prune_entries(entries: &mut Vec<Entry>, obj: &Value, schema: Option<&Value>) {
-    let main = field_set(obj, schema, Scope::Main);
-    let status = field_set(obj, schema, Scope::Status);
-    for e in entries.iter_mut() {
-        let live = if e.scope() == Scope::Status {
-            &status
-        } else {
-            &main
-        };
-        e.fields.retain(|p| live.contains(p));
-    }
-    entries.retain(|e| !e.fields.is_empty());
-}
-
-/// Record an Update (create, PUT, PATCH) by `manager`: it owns what it changed, others lose it.
+/// Record an Update (create, PUT, PATCH) by `manager`, as structured-merge-diff's updater does:
+/// it gains what it added or changed, every other manager loses that, and all lose what was
+/// removed.
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -577,31 +798,32 @@ pub fn record_update(
     scope: Scope,
 ) {
     let mut entries = old.map(read_entries).unwrap_or_default();
-    let new_set = field_set(new, schema, scope);
-    let changed: FieldSet = new_set
-        .iter()
-        .filter(|p| old.is_none_or(|o| resolve(o, p) != resolve(new, p)))
+    let empty = json!({});
+    let comparison = compare(old.unwrap_or(&empty), new, schema, scope);
+    let changed: FieldSet = comparison
+        .added
+        .union(&comparison.modified)
         .cloned()
         .collect();
-    if !changed.is_empty() {
-        for e in entries
-            .iter_mut()
-            .filter(|e| e.manager != manager || e.operation != "Update")
-        {
-            e.fields.retain(|p| !changed.contains(p));
-        }
+    let subresource = (scope == Scope::Status).then(|| "status".to_string());
+    let mine =
+        |e: &Entry| e.manager == manager && e.operation == "Update" && e.subresource == subresource;
+    for e in entries.iter_mut().filter(|e| !mine(e)) {
+        e.fields
+            .retain(|p| !changed.contains(p) && !comparison.removed.contains(p));
+    }
+    if !changed.is_empty() || !comparison.removed.is_empty() {
         let api_version = new
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let subresource = (scope == Scope::Status).then(|| "status".to_string());
-        match entries.iter_mut().find(|e| {
-            e.manager == manager && e.operation == "Update" && e.subresource == subresource
-        }) {
+        match entries.iter_mut().find(|e| mine(e)) {
             Some(e) => {
                 e.fields.extend(changed);
+                e.fields.retain(|p| !comparison.removed.contains(p));
                 e.time = now();
+                e.api_version = api_version;
             }
             None => entries.push(Entry {
                 manager: manager.to_string(),
@@ -613,7 +835,7 @@ pub fn record_update(
             }),
         }
     }
-    prune_entries(&mut entries, new, schema);
+    entries.retain(|e| !e.fields.is_empty());
     write_entries(new, &entries);
 }
 

@@ -19,7 +19,41 @@ fn schema_of<T: schemars::JsonSchema>() -> Option<Value> {
         m.remove("title");
         m.remove("$schema");
     }
+    mark_merge_lists(&mut schema);
     Some(schema)
+}
+
+/// k8s-openapi's schemas do not carry the Go `patchStrategy` tags; kube-apiserver's
+/// structured-merge-diff treats a list with a merge key as a map keyed by it and a merged list
+/// of scalars as a set. Mark them as such, so that `managedFields` name their items
+/// (`k:{"name":"a"}`, `v:"f"`) as kube-apiserver's do.
+fn mark_merge_lists(schema: &mut Value) {
+    match schema {
+        Value::Object(m) => {
+            if let Some(Value::Object(props)) = m.get_mut("properties") {
+                for (name, prop) in props.iter_mut() {
+                    if prop.get("type").and_then(Value::as_str) == Some("array") {
+                        if let Some(key) = crate::patch::merge_key(name) {
+                            prop["x-kubernetes-list-type"] = "map".into();
+                            prop["x-kubernetes-list-map-keys"] = serde_json::json!([key]);
+                            // ServiceAccount.secrets holds ObjectReferences, a Go struct tagged
+                            // `structType=atomic`: owned whole, never field by field.
+                            if name == "secrets" && prop.get("items").is_some() {
+                                prop["items"]["x-kubernetes-map-type"] = "atomic".into();
+                            }
+                        } else if crate::patch::primitive_merge(name) {
+                            prop["x-kubernetes-list-type"] = "set".into();
+                        }
+                    }
+                }
+            }
+            for v in m.values_mut() {
+                mark_merge_lists(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_merge_lists),
+        _ => {}
+    }
 }
 
 fn col(name: &str, type_: &str, json_path: &str, priority: i64) -> PrinterColumn {
@@ -53,7 +87,12 @@ fn builtin(
         singular: kind.to_lowercase(),
         namespaced,
         short_names: short_names.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
+        // kube-apiserver files CustomResourceDefinitions under the `api-extensions` category.
+        categories: if kind == "CustomResourceDefinition" {
+            vec!["api-extensions".to_string()]
+        } else {
+            Vec::new()
+        },
         versions: vec![Version {
             name: version.to_string(),
             has_defaults: schema

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -31,7 +31,191 @@ pub async fn ok() -> &'static str {
     "ok"
 }
 
-pub async fn api_versions(headers: HeaderMap) -> Json<Value> {
+/// The checks the health endpoints report, named as kube-apiserver names its own: the
+/// in-memory store stands where etcd is, and CRDs are served as soon as they are stored.
+const HEALTH_CHECKS: &[&str] = &["ping", "log", "etcd", "poststarthook/crd-informer-synced"];
+const READY_CHECKS: &[&str] = &[
+    "ping",
+    "log",
+    "etcd",
+    "etcd-readiness",
+    "informer-sync",
+    "poststarthook/crd-informer-synced",
+    "shutdown",
+];
+
+fn health(
+    endpoint: &str,
+    checks: &[&str],
+    query: &std::collections::HashMap<String, String>,
+) -> Response {
+    // kube-apiserver answers a bare "ok", or with `?verbose` (whatever its value) one
+    // `[+]<check> ok` line per check; `?exclude=<check>` names one it leaves out.
+    let body = if query.contains_key("verbose") {
+        let excluded: Vec<&str> = query
+            .get("exclude")
+            .map(|e| e.split(',').collect())
+            .unwrap_or_default();
+        let mut text = String::new();
+        for c in checks {
+            if excluded.contains(c) {
+                text.push_str(&format!("[+]{c} excluded: ok\n"));
+            } else {
+                text.push_str(&format!("[+]{c} ok\n"));
+            }
+        }
+        text.push_str(&format!("{endpoint} check passed\n"));
+        text
+    } else {
+        "ok".to_string()
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn healthz(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("healthz", HEALTH_CHECKS, &q)
+}
+
+pub async fn livez(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("livez", HEALTH_CHECKS, &q)
+}
+
+pub async fn readyz(
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    health("readyz", READY_CHECKS, &q)
+}
+
+/// `/<endpoint>/<check>`: "ok" for a check the endpoint has, 404 otherwise.
+pub async fn health_check(uri: axum::http::Uri) -> Response {
+    let (endpoint, check) = uri
+        .path()
+        .trim_start_matches('/')
+        .split_once('/')
+        .unwrap_or_default();
+    let checks = if endpoint == "readyz" {
+        READY_CHECKS
+    } else {
+        HEALTH_CHECKS
+    };
+    if checks.contains(&check) {
+        ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "404 page not found\n",
+        )
+            .into_response()
+    }
+}
+
+/// The aggregated-discovery version an `Accept` header asks for (`v2` or `v2beta1`), if any:
+/// `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`, the first choice of
+/// kubectl and client-go ≥ 1.26, which fall back to the legacy documents otherwise.
+fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    for media in accept.split(',') {
+        let params: Vec<&str> = media.split(';').map(str::trim).collect();
+        if params.first() != Some(&"application/json")
+            || !params.contains(&"g=apidiscovery.k8s.io")
+            || !params.contains(&"as=APIGroupDiscoveryList")
+        {
+            continue;
+        }
+        if params.contains(&"v=v2") {
+            return Some("v2");
+        }
+        if params.contains(&"v=v2beta1") {
+            return Some("v2beta1");
+        }
+    }
+    None
+}
+
+/// `APIGroupDiscoveryList` for the core group (`/api`) or the named groups (`/apis`), as
+/// kube-apiserver builds it: per version the resources with their response kind (group and
+/// version left empty for built-in kinds, as kube-apiserver leaves them), scope, verbs and
+/// subresources.
+fn aggregated(store: &Store, core: bool, version: &str) -> Response {
+    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<Value>>> = BTreeMap::new();
+    for rt in store.types.values().filter(|t| t.group.is_empty() == core) {
+        for v in &rt.versions {
+            let kind = if rt.builtin {
+                json!({"group": "", "version": "", "kind": rt.kind})
+            } else {
+                json!({"group": rt.group, "version": v.name, "kind": rt.kind})
+            };
+            let mut r = json!({
+                "resource": rt.plural,
+                "responseKind": kind,
+                "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": rt.singular,
+                "verbs": rt.verbs(),
+            });
+            if !rt.short_names.is_empty() {
+                r["shortNames"] = json!(rt.short_names);
+            }
+            if !rt.categories.is_empty() {
+                r["categories"] = json!(rt.categories);
+            }
+            if v.status_subresource {
+                r["subresources"] = json!([{"subresource": "status", "responseKind": kind,
+                    "verbs": ["get", "patch", "update"]}]);
+            }
+            groups
+                .entry(rt.group.as_str())
+                .or_default()
+                .entry(v.name.as_str())
+                .or_default()
+                .push(r);
+        }
+    }
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(group, versions)| {
+            let mut metadata = json!({"creationTimestamp": null});
+            if !group.is_empty() {
+                metadata["name"] = json!(group);
+            }
+            let versions: Vec<Value> = versions
+                .into_iter()
+                .map(|(v, resources)| {
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    let content_type =
+        format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::VARY, "Accept".to_string()),
+        ],
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+            "metadata": {}, "items": items})
+        .to_string(),
+    )
+        .into_response()
+}
+
+pub async fn api_versions(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(v) = aggregated_version(&headers) {
+        return aggregated(&state.store(), true, v);
+    }
     let host = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
@@ -42,6 +226,7 @@ pub async fn api_versions(headers: HeaderMap) -> Json<Value> {
         "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]
     }))
+    .into_response()
 }
 
 /// group → served versions (preferred first).
@@ -70,13 +255,16 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     })
 }
 
-pub async fn api_groups(State(state): State<AppState>) -> Json<Value> {
+pub async fn api_groups(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let store = state.store();
+    if let Some(v) = aggregated_version(&headers) {
+        return aggregated(&store, false, v);
+    }
     let list: Vec<Value> = groups(&store)
         .iter()
         .map(|(g, vs)| group_json(g, vs))
         .collect();
-    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}))
+    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list})).into_response()
 }
 
 pub async fn api_group(State(state): State<AppState>, Path(group): Path<String>) -> Response {

@@ -53,6 +53,15 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Expired(String),
+    /// A `continue` token older than the history: kube-apiserver's 410 carries, in
+    /// `metadata.continue`, a token that goes on from the same key with current data.
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    ContinueExpired(String),
+    /// A resourceVersion the server has not reached (kube-apiserver waits 3 s, then says this).
+    #[error("Timeout: Too large resource version: {0}, current: {1}")]
+    TooLargeResourceVersion(u64, u64),
     #[error("{}", .1)]
     ApplyConflict(Target, String, Vec<Cause>),
     #[error("internal error: {0}")]
@@ -69,16 +78,19 @@ fn qualified(resource: &str, group: &str) -> String {
 
 fn invalid_message(t: &Target, causes: &[Cause]) -> String {
     let kind = qualified(&t.kind, &t.group);
-    let list: Vec<String> = causes
-        .iter()
-        .map(|c| {
-            if c.field.is_empty() {
-                c.message.clone()
-            } else {
-                format!("{}: {}", c.field, c.message)
-            }
-        })
-        .collect();
+    // As field.ErrorList.ToAggregate: every cause is listed in `details.causes`, but the message
+    // names each distinct error once.
+    let mut list: Vec<String> = Vec::with_capacity(causes.len());
+    for c in causes {
+        let line = if c.field.is_empty() {
+            c.message.clone()
+        } else {
+            format!("{}: {}", c.field, c.message)
+        };
+        if !list.contains(&line) {
+            list.push(line);
+        }
+    }
     if list.len() == 1 {
         format!("{kind} \"{}\" is invalid: {}", t.name, list[0])
     } else {
@@ -98,7 +110,8 @@ impl ApiError {
             ApiError::Forbidden(..) => StatusCode::FORBIDDEN,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Expired(_) => StatusCode::GONE,
+            ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
+            ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -113,7 +126,8 @@ impl ApiError {
             ApiError::Forbidden(..) => "Forbidden",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
-            ApiError::Expired(_) => "Expired",
+            ApiError::Expired(_) | ApiError::ContinueExpired(_) => "Expired",
+            ApiError::TooLargeResourceVersion(..) => "Timeout",
             ApiError::Internal(_) => "InternalError",
         }
     }
@@ -134,8 +148,23 @@ impl ApiError {
             | ApiError::AlreadyExists(t)
             | ApiError::Conflict(t, _)
             | ApiError::Forbidden(t, _) => Some(target_details(t, &[])),
-            ApiError::Invalid(t, causes) | ApiError::ApplyConflict(t, _, causes) => {
-                Some(target_details(t, causes))
+            ApiError::Invalid(t, causes) => Some(target_details(t, causes)),
+            // kube-apiserver's apply conflict names no object, only the conflicting fields.
+            ApiError::ApplyConflict(_, _, causes) => Some(json!({
+                "causes": causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect::<Vec<_>>(),
+            })),
+            ApiError::TooLargeResourceVersion(..) => Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
+            // kube-apiserver's 405 carries an empty details object.
+            ApiError::MethodNotAllowed | ApiError::NoResource => Some(json!({})),
+            ApiError::ContinueExpired(token) => {
+                status["metadata"] = json!({ "continue": token });
+                None
             }
             _ => None,
         };
@@ -147,7 +176,11 @@ impl ApiError {
 }
 
 fn target_details(t: &Target, causes: &[Cause]) -> Value {
-    let mut d = json!({ "name": t.name, "kind": t.kind });
+    // Go's StatusDetails omits empty fields (`omitempty`).
+    let mut d = json!({ "kind": t.kind });
+    if !t.name.is_empty() {
+        d["name"] = json!(t.name);
+    }
     if !t.group.is_empty() {
         d["group"] = json!(t.group);
     }
@@ -163,12 +196,24 @@ fn target_details(t: &Target, causes: &[Cause]) -> Value {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         tracing::debug!(code = self.code().as_u16(), error = %self, "request failed");
-        (
+        let status = self.status();
+        let mut response = (
             self.code(),
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.status().to_string(),
+            status.to_string(),
         )
-            .into_response()
+            .into_response();
+        // As kube-apiserver's error writer: a Status asking to retry later says so in the header
+        // too, which clients (kube-rs, client-go) wait for before retrying.
+        if let Some(secs) = status
+            .pointer("/details/retryAfterSeconds")
+            .and_then(Value::as_u64)
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 

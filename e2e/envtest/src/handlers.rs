@@ -11,7 +11,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::apply::{self, Scope};
-use crate::error::{ApiError, Target};
+use crate::error::{ApiError, Cause, Target};
 use crate::lifecycle::{self, Deleted, FieldValidation, Propagation, WriteOptions, Written};
 use crate::resources::ResourceType;
 use crate::selectors::{Filter, Selector};
@@ -152,6 +152,7 @@ impl Request<'_> {
             )?,
             dry_run: self.dry_run(&Value::Null),
             managed: false,
+            duplicates: Vec::new(),
         })
     }
 
@@ -253,6 +254,13 @@ fn route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
+    if let Some(t) = query.get("timeout") {
+        go_duration(t).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "invalid timeout specified in the request URL - {e}"
+            ))
+        })?;
+    }
     let Some(plural) = path.plural.clone() else {
         let store = state.store();
         return discovery::resource_list(&store, &path.group, &path.version)
@@ -284,13 +292,64 @@ fn route(
         (Method::GET, false) if flag(&req.query, "watch") => start_watch(&req),
         (Method::GET, false) => list(&req),
         (Method::POST, false) => create(&req),
-        (Method::DELETE, false) => delete_collection(&req),
+        (Method::DELETE, false) if req.rt.verbs().contains(&"deletecollection") => {
+            delete_collection(&req)
+        }
         (Method::GET, true) => get(&req),
         (Method::PUT, true) => update(&req),
         (Method::PATCH, true) => patch(&req),
         (Method::DELETE, true) => delete(&req),
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is
+/// Go's wording, which kube-apiserver passes on for an invalid `?timeout=`.
+fn go_duration(s: &str) -> Result<Duration, String> {
+    let invalid = || format!("time: invalid duration \"{s}\"");
+    let mut rest = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let num = &rest[..num_len];
+        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+            return Err(invalid());
+        }
+        let value: f64 = num.parse().map_err(|_| invalid())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let scale = match unit {
+            "" => return Err(format!("time: missing unit in duration \"{s}\"")),
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => {
+                return Err(format!(
+                    "time: unknown unit \"{other}\" in duration \"{s}\""
+                ));
+            }
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    if s.starts_with('-') {
+        return Ok(Duration::ZERO);
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
 }
 
 fn get(req: &Request) -> Result<Response, ApiError> {
@@ -336,6 +395,94 @@ fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
     ))
 }
 
+/// Which state a list reads, as kube-apiserver decides it from `continue`, `resourceVersion` and
+/// `resourceVersionMatch`: (the list's resourceVersion, the key to continue after, the objects
+/// at that resourceVersion when they differ from the live ones).
+type ListPoint = (
+    u64,
+    Option<(String, String)>,
+    Option<std::collections::BTreeMap<(String, String), std::sync::Arc<Value>>>,
+);
+
+fn list_point(req: &Request, store: &Store) -> Result<ListPoint, ApiError> {
+    let rv_param = req.query.get("resourceVersion").filter(|v| !v.is_empty());
+    let rv_match = req
+        .query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    let list_options_invalid = |reason: &str, message: String| {
+        ApiError::Invalid(
+            Target {
+                group: "meta.k8s.io".into(),
+                kind: "ListOptions".into(),
+                name: String::new(),
+            },
+            vec![Cause::new(reason, "resourceVersionMatch", message)],
+        )
+    };
+    if !matches!(rv_match, "" | "Exact" | "NotOlderThan") {
+        return Err(list_options_invalid(
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: \"{rv_match}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+            ),
+        ));
+    }
+    if let Some(c) = req.query.get("continue").filter(|c| !c.is_empty()) {
+        if rv_param.is_some() {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        let (rv, ns, name) = decode_continue(c)?;
+        // rv 0: the token of an expired list's 410, which goes on with current data.
+        if rv == 0 {
+            return Ok((store.current_rv(), Some((ns, name)), None));
+        }
+        if rv < store.compacted_rv() {
+            return Err(ApiError::ContinueExpired(encode_continue(0, &ns, &name)));
+        }
+        let snapshot = store.snapshot_at(&req.rt.key(), rv);
+        return Ok((rv, Some((ns, name)), snapshot));
+    }
+    let Some(rv_text) = rv_param else {
+        if !rv_match.is_empty() {
+            return Err(list_options_invalid(
+                "FieldValueForbidden",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+                    .into(),
+            ));
+        }
+        return Ok((store.current_rv(), None, None));
+    };
+    if rv_text == "0" && rv_match == "Exact" {
+        return Err(list_options_invalid(
+            "FieldValueForbidden",
+            "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+                .into(),
+        ));
+    }
+    let rv: u64 = rv_text.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "resourceVersion: Invalid value: \"{rv_text}\": strconv.ParseUint: parsing \"{rv_text}\": invalid syntax"
+        ))
+    })?;
+    let current = store.current_rv();
+    if rv > current {
+        return Err(ApiError::TooLargeResourceVersion(rv, current));
+    }
+    if rv_match != "Exact" {
+        return Ok((current, None, None));
+    }
+    if rv < store.compacted_rv() {
+        return Err(ApiError::Expired(
+            "The resourceVersion for the provided list is too old.".into(),
+        ));
+    }
+    Ok((rv, None, store.snapshot_at(&req.rt.key(), rv)))
+}
+
 fn list(req: &Request) -> Result<Response, ApiError> {
     let filter = req.filter()?;
     let limit: usize = req
@@ -345,18 +492,30 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
     let store = req.state.store();
-    let (list_rv, after) = match req.query.get("continue").filter(|c| !c.is_empty()) {
-        Some(c) => {
-            let (rv, ns, name) = decode_continue(c)?;
-            (rv, Some((ns, name)))
-        }
-        None => (store.current_rv(), None),
-    };
+    let (list_rv, after, snapshot) = list_point(req, &store)?;
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
+    let objects: Box<dyn Iterator<Item = &std::sync::Arc<Value>>> = match &snapshot {
+        Some(map) => match after.clone() {
+            Some(k) => Box::new(
+                map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
+                    .map(|(_, v)| v),
+            ),
+            None => Box::new(map.values()),
+        },
+        None => store.list_after(&req.rt.key(), after),
+    };
     let mut items: Vec<std::sync::Arc<Value>> = Vec::new();
     let mut cont = None;
-    for obj in store.list_after(&req.rt.key(), after) {
+    // kube-apiserver counts what is left after a page only when no selector filters the list
+    // (etcd counts keys, it cannot evaluate selectors); the last page carries no count.
+    let unfiltered = filter.labels.is_empty() && filter.fields.is_empty();
+    let mut remaining: u64 = 0;
+    for obj in objects {
         if ns.is_some_and(|n| n != meta_str(obj, "namespace")) || !filter.matches(obj) {
+            continue;
+        }
+        if cont.is_some() {
+            remaining += 1;
             continue;
         }
         if items.len() == limit {
@@ -366,7 +525,11 @@ fn list(req: &Request) -> Result<Response, ApiError> {
                 meta_str(last, "namespace"),
                 meta_str(last, "name"),
             ));
-            break;
+            if !unfiltered {
+                break;
+            }
+            remaining = 1;
+            continue;
         }
         items.push(obj.clone());
     }
@@ -386,8 +549,17 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         return Ok(json_response(StatusCode::OK, &t, &[]));
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
-    if let Some(c) = cont {
-        metadata["continue"] = json!(c);
+    match cont {
+        Some(c) => {
+            metadata["continue"] = json!(c);
+            if unfiltered {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
+        }
+        // A custom resource list is unstructured in kube-apiserver: its complete lists say
+        // `continue: ""`, where a built-in kind's typed list omits the empty field.
+        None if !req.rt.builtin => metadata["continue"] = json!(""),
+        None => {}
     }
     // The list is written straight from the stored objects, outside the store lock: copying
     // every object to rewrite apiVersion/kind made a list slower than kube-apiserver's.
@@ -450,7 +622,8 @@ fn create(req: &Request) -> Result<Response, ApiError> {
     } else {
         parse_body(&req.body)?
     };
-    let opts = req.write_options()?;
+    let mut opts = req.write_options()?;
+    opts.duplicates = crate::decode::duplicate_fields(&req.body);
     let mut store = req.state.store();
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
     let w = lifecycle::create(&mut store, &req.rt, &req.path.version, ns, body, &opts)?;
@@ -462,7 +635,8 @@ fn create(req: &Request) -> Result<Response, ApiError> {
 fn update(req: &Request) -> Result<Response, ApiError> {
     let scope = req.scope()?;
     let body = parse_body(&req.body)?;
-    let opts = req.write_options()?;
+    let mut opts = req.write_options()?;
+    opts.duplicates = crate::decode::duplicate_fields(&req.body);
     let mut store = req.state.store();
     let w = lifecycle::update(
         &mut store,
@@ -746,6 +920,25 @@ fn delete_collection(req: &Request) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_parse_and_fail_as_go_does() {
+        assert_eq!(go_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(go_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(go_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(
+            go_duration("abc"),
+            Err("time: invalid duration \"abc\"".to_string())
+        );
+        assert_eq!(
+            go_duration("5"),
+            Err("time: missing unit in duration \"5\"".to_string())
+        );
+        assert_eq!(
+            go_duration("5x"),
+            Err("time: unknown unit \"x\" in duration \"5x\"".to_string())
+        );
+    }
 
     #[test]
     fn parses_resource_paths() {

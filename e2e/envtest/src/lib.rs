@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod assets;
 pub mod builtin;
+pub mod decode;
 pub mod discovery;
 pub mod error;
 pub mod events;

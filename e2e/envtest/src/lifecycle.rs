@@ -41,6 +41,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `managedFields` were already computed (server-side apply).
     pub managed: bool,
+    /// Keys the JSON body repeated (`decode::duplicate_fields`), reported like unknown fields.
+    pub duplicates: Vec<String>,
 }
 
 /// The outcome of a write: the stored object, its HTTP status and warnings.
@@ -101,7 +103,7 @@ fn process_schema(
     version: &str,
     obj: &mut Value,
     old: Option<&Value>,
-    validation: FieldValidation,
+    opts: &WriteOptions,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let Some(v) = rt.version(version) else {
@@ -111,27 +113,27 @@ fn process_schema(
         return Ok(());
     };
     let name = meta_str(obj, "name").to_string();
-    let unknown = schema::prune(&schema, obj);
-    if !unknown.is_empty() {
-        match validation {
+    let mut unknown = schema::prune(&schema, obj);
+    // kube-apiserver's strict decoder lists repeated keys first (in document order), then the
+    // unknown fields, sorted (for built-in kinds its JSON decoder keeps document order, which a
+    // parsed `Value` no longer knows).
+    unknown.sort();
+    let problems: Vec<String> = opts
+        .duplicates
+        .iter()
+        .map(|d| format!("duplicate field \"{d}\""))
+        .chain(unknown.iter().map(|u| format!("unknown field \"{u}\"")))
+        .collect();
+    if !problems.is_empty() {
+        match opts.validation {
             FieldValidation::Strict => {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|u| format!("unknown field \"{u}\""))
-                    .collect();
-                let kind = if rt.group.is_empty() {
-                    rt.kind.clone()
-                } else {
-                    format!("{}.{}", rt.kind, rt.group)
-                };
                 return Err(ApiError::BadRequest(format!(
-                    "{kind} \"{name}\" is invalid: strict decoding error: {}",
-                    list.join(", ")
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    problems.join(", "),
+                    kind = rt.kind,
                 )));
             }
-            FieldValidation::Warn => {
-                warnings.extend(unknown.iter().map(|u| format!("unknown field \"{u}\"")));
-            }
+            FieldValidation::Warn => warnings.extend(problems),
             FieldValidation::Ignore => {}
         }
     }
@@ -140,6 +142,17 @@ fn process_schema(
     }
     let mut causes = Vec::new();
     schema::validate(&schema, obj, "", &mut causes);
+    // Validation ratcheting (kube-apiserver ≥ 1.30, on by default): an update may keep a value
+    // that a since-tightened schema refuses, as long as it leaves that value unchanged. Type
+    // errors and list uniqueness do not ratchet.
+    if let Some(old) = old.filter(|_| !rt.builtin) {
+        causes.retain(|c| {
+            matches!(
+                c.reason.as_str(),
+                "FieldValueTypeInvalid" | "FieldValueDuplicate"
+            ) || !schema::unchanged_at(&schema, obj, old, &c.field)
+        });
+    }
     // A built-in kind is decoded into its Go struct before any validation: a wrong JSON type is
     // a 400 from the decoder, not a 422.
     if rt.builtin
@@ -173,6 +186,7 @@ fn process_schema(
     } else if let Some(cel) = &v.cel {
         causes.extend(schema::validate_cel(
             cel,
+            &schema,
             obj,
             old,
             &rt.kind,
@@ -364,7 +378,30 @@ fn install_crd(store: &mut Store, crd: &Value) {
     if let Some(rt) = resources::from_crd(crd)
         && !store.types.get(&rt.key()).is_some_and(|t| t.builtin)
     {
-        store.types.insert(rt.key(), rt);
+        let key = rt.key();
+        let schemas = |t: &ResourceType| -> Vec<Option<Arc<Value>>> {
+            t.versions.iter().map(|v| v.schema.clone()).collect()
+        };
+        let changed = store
+            .types
+            .get(&key)
+            .is_some_and(|old| schemas(old) != schemas(&rt));
+        // kube-apiserver defaults objects as it reads them from etcd, so a default added to the
+        // schema later shows on objects stored before. The store keeps decoded objects, so they
+        // take the new defaults now, in place (no new resourceVersion, no watch event: etcd's
+        // bytes do not change either).
+        let defaults = rt
+            .versions
+            .iter()
+            .find(|v| v.has_defaults)
+            .and_then(|v| v.schema.clone());
+        store.types.insert(key.clone(), rt);
+        if changed && let Some(schema) = defaults {
+            store.rewrite_in_place(&key, |obj| {
+                let defaulted = schema::apply_defaults(&schema, obj);
+                (defaulted != *obj).then_some(defaulted)
+            });
+        }
     }
 }
 
@@ -476,7 +513,7 @@ pub fn create(
     {
         m.remove("status");
     }
-    process_schema(rt, version, &mut obj, None, opts.validation, &mut warnings)?;
+    process_schema(rt, version, &mut obj, None, opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
     // Validation comes first, as in kube-apiserver (BeforeCreate, then the storage's create): an
     // invalid object whose name is taken is a 422, not a 409.
@@ -587,9 +624,9 @@ pub fn update(
     let rv = meta_str(&obj, "resourceVersion");
     if rv.is_empty() {
         if require_rv && !rt.builtin {
-            return Err(invalid(
-                rt,
-                name,
+            // kube-apiserver's registry names the resource (plural), not the kind, here.
+            return Err(ApiError::Invalid(
+                target(rt, name),
                 vec![Cause::new(
                     "FieldValueInvalid",
                     "metadata.resourceVersion",
@@ -654,26 +691,29 @@ pub fn update(
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
     if deleting {
         let before = finalizers(&old);
-        if finalizers(&obj).iter().any(|f| !before.contains(f)) {
-            return Err(invalid(
-                rt,
-                name,
-                vec![Cause::new(
-                    "FieldValueForbidden",
-                    "metadata.finalizers",
-                    "Forbidden: no new finalizers can be added if the object is being deleted",
-                )],
-            ));
+        // kube-apiserver names the new finalizers as a sorted Go `[]string` literal, and checks
+        // object metadata twice on update (generic and per-kind), so the cause appears twice
+        // while the aggregated message keeps it once.
+        let mut added: Vec<String> = finalizers(&obj)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            added.sort();
+            added.dedup();
+            let quoted: Vec<String> = added.iter().map(|f| go_quote(f)).collect();
+            let cause = Cause::new(
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    quoted.join(", ")
+                ),
+            );
+            return Err(invalid(rt, name, vec![cause.clone(), cause]));
         }
     }
-    process_schema(
-        rt,
-        version,
-        &mut obj,
-        Some(&old),
-        opts.validation,
-        &mut warnings,
-    )?;
+    process_schema(rt, version, &mut obj, Some(&old), opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
     if has_generation(rt) {
         let ignore: &[&str] = if rt.has_status() {
@@ -843,4 +883,23 @@ pub fn delete(
         return Ok(Deleted::Pending(old));
     }
     Ok(Deleted::Pending(store.replace(&key, obj)))
+}
+
+/// A string as Go's `%q` writes it (what kube-apiserver's `%#v` of a `[]string` shows).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

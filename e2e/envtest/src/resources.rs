@@ -70,8 +70,23 @@ impl ResourceType {
         self.versions.iter().any(|v| v.status_subresource)
     }
 
+    /// The verbs discovery lists, in kube-apiserver's order: sorted for built-in kinds, the
+    /// apiextensions-apiserver's own order for custom resources; namespaces have no
+    /// deletecollection.
     pub fn verbs(&self) -> Vec<&'static str> {
-        vec![
+        if !self.builtin {
+            return vec![
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "create",
+                "update",
+                "watch",
+            ];
+        }
+        let mut verbs = vec![
             "create",
             "delete",
             "deletecollection",
@@ -80,7 +95,11 @@ impl ResourceType {
             "patch",
             "update",
             "watch",
-        ]
+        ];
+        if self.group.is_empty() && self.kind == "Namespace" {
+            verbs.retain(|v| *v != "deletecollection");
+        }
+        verbs
     }
 }
 

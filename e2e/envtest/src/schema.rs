@@ -20,12 +20,48 @@ fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool).unwrap_or(false)
 }
 
+/// The fields of `ObjectMeta`: kube-apiserver drops (and under `Strict` refuses) any other key
+/// in `metadata`, at the root and in embedded resources.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+fn prune_metadata(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    if let Value::Object(m) = meta {
+        m.retain(|k, _| {
+            let keep = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !keep {
+                unknown.push(join(path, k));
+            }
+            keep
+        });
+    }
+}
+
 /// Remove fields the schema does not declare; returns their paths (e.g. `spec.foo`).
 pub fn prune(schema: &Value, obj: &mut Value) -> Vec<String> {
     let mut unknown = Vec::new();
     if let Value::Object(map) = obj {
         for (k, v) in map.iter_mut() {
-            if k == "apiVersion" || k == "kind" || k == "metadata" {
+            if k == "metadata" {
+                prune_metadata(v, "metadata", &mut unknown);
+                continue;
+            }
+            if k == "apiVersion" || k == "kind" {
                 continue;
             }
             if let Some(s) = schema.pointer(&format!("/properties/{k}")) {
@@ -71,7 +107,9 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<Stri
                     keep
                 });
                 for (k, child) in map.iter_mut() {
-                    if let Some(s) = props.get(k) {
+                    if embedded && k == "metadata" && !props.contains_key(k) {
+                        prune_metadata(child, &join(path, k), unknown);
+                    } else if let Some(s) = props.get(k) {
                         prune_value(s, child, &join(path, k), unknown);
                     }
                 }
@@ -644,8 +682,97 @@ pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) 
 }
 
 /// Evaluate every `x-kubernetes-validations` rule (with `oldSelf` on updates).
+/// Whether the value at a dotted error path (`spec.ports[1].name`) is the same in `old` as in
+/// `new`, as validation ratcheting correlates them: through object fields, map entries, and the
+/// items of `x-kubernetes-list-type` map (by key) and set (by value) lists. Items of other lists
+/// cannot be correlated, so an error under them never ratchets.
+pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> bool {
+    let mut node = Some(schema);
+    let (mut n, mut o) = (Some(new), Some(old));
+    for segment in dotted.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = match segment.find('[') {
+            Some(i) => segment.split_at(i),
+            None => (segment, ""),
+        };
+        node = node.and_then(|s| {
+            s.pointer(&format!("/properties/{name}"))
+                .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+        });
+        n = n.and_then(|v| v.get(name));
+        o = o.and_then(|v| v.get(name));
+        for index in indices
+            .split(['[', ']'])
+            .filter(|i| !i.is_empty())
+            .map(str::parse::<usize>)
+        {
+            let Ok(index) = index else { return false };
+            let list_type = node
+                .and_then(|s| s.get("x-kubernetes-list-type"))
+                .and_then(Value::as_str);
+            let item = n.and_then(|v| v.get(index));
+            let old_item = match (list_type, item) {
+                (Some("map"), Some(item)) => {
+                    let keys = list_map_keys(node.unwrap_or(&Value::Null));
+                    o.and_then(Value::as_array).and_then(|items| {
+                        items
+                            .iter()
+                            .find(|c| keys.iter().all(|k| c.get(k) == item.get(k)))
+                    })
+                }
+                (Some("set"), Some(item)) => o
+                    .and_then(Value::as_array)
+                    .and_then(|items| items.iter().find(|c| *c == item)),
+                _ => return false,
+            };
+            node = node.and_then(|s| s.get("items"));
+            n = item;
+            o = old_item;
+        }
+    }
+    n == o
+}
+
+/// A CEL error's field path as kube-apiserver writes it: kube-cel joins every step with a dot,
+/// but a map entry (a key under `additionalProperties`, not a declared property) is `map[key]`.
+pub fn cel_field_path(schema: &Value, dotted: &str) -> String {
+    let mut out = String::new();
+    let mut node = Some(schema);
+    for segment in dotted.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = match segment.find('[') {
+            Some(i) => segment.split_at(i),
+            None => (segment, ""),
+        };
+        let current = node;
+        node = None;
+        if let Some(prop) = current.and_then(|n| n.pointer(&format!("/properties/{name}"))) {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            node = Some(prop);
+        } else if let Some(ap) = current
+            .and_then(|n| n.get("additionalProperties"))
+            .filter(|a| a.is_object())
+        {
+            out.push_str(&format!("[{name}]"));
+            node = Some(ap);
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+        }
+        for _ in indices.matches('[') {
+            node = node.and_then(|n| n.get("items"));
+        }
+        out.push_str(indices);
+    }
+    out
+}
+
 pub fn validate_cel(
     compiled: &kube_cel::CompiledSchema,
+    schema: &Value,
     obj: &Value,
     old: Option<&Value>,
     kind: &str,
@@ -662,6 +789,13 @@ pub fn validate_cel(
         Ok(()) => Vec::new(),
         Err(errors) => errors
             .iter()
+            // Ratcheting: a rule (other than a transition rule) that fails on a value the update
+            // left as it was does not block the update.
+            .filter(|e| {
+                old.is_none_or(|o| {
+                    e.rule.contains("oldSelf") || !unchanged_at(schema, obj, o, &e.field_path)
+                })
+            })
             .map(|e| {
                 let field = if e.field_path.is_empty() {
                     String::new()
@@ -676,7 +810,7 @@ pub fn validate_cel(
                     .unwrap_or_else(|| "\"object\"".to_string());
                 Cause::new(
                     e.reason.as_deref().unwrap_or("FieldValueInvalid"),
-                    field,
+                    cel_field_path(schema, &field),
                     format!("Invalid value: {value}: {}", e.message),
                 )
             })
@@ -688,6 +822,23 @@ pub fn validate_cel(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn cel_paths_write_map_entries_with_brackets() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                "v": {"type": "integer"}}}},
+            "l": {"type": "array", "items": {"type": "object", "properties": {
+                "tags": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}});
+        assert_eq!(cel_field_path(&schema, "spec.m.k1"), "spec.m[k1]");
+        assert_eq!(cel_field_path(&schema, "spec.m.k1.v"), "spec.m[k1].v");
+        assert_eq!(
+            cel_field_path(&schema, "spec.l[2].tags.a"),
+            "spec.l[2].tags[a]"
+        );
+        assert_eq!(cel_field_path(&schema, "spec.unknown.x"), "spec.unknown.x");
+        assert_eq!(cel_field_path(&schema, ""), "");
+    }
 
     fn schema() -> Value {
         json!({
@@ -752,10 +903,10 @@ mod tests {
         let s = kube_cel::compile_schema(&schema());
         let new = json!({"spec": {"size": 2}});
         let old = json!({"spec": {"size": 5}});
-        let causes = validate_cel(&s, &new, Some(&old), "K", "x/v1");
+        let causes = validate_cel(&s, &schema(), &new, Some(&old), "K", "x/v1");
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert!(causes[0].message.contains("size may not shrink"));
-        assert!(validate_cel(&s, &old, Some(&new), "K", "x/v1").is_empty());
-        assert!(validate_cel(&s, &new, None, "K", "x/v1").is_empty());
+        assert!(validate_cel(&s, &schema(), &old, Some(&new), "K", "x/v1").is_empty());
+        assert!(validate_cel(&s, &schema(), &new, None, "K", "x/v1").is_empty());
     }
 }

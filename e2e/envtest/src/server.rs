@@ -66,6 +66,7 @@ impl AppState {
                 validation: lifecycle::FieldValidation::Strict,
                 dry_run: false,
                 managed: false,
+                duplicates: Vec::new(),
             };
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let obj =
@@ -110,12 +111,19 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/version", get(discovery::version))
-        .route("/healthz", get(discovery::ok))
-        .route("/readyz", get(discovery::ok))
-        .route("/livez", get(discovery::ok))
+        .route("/healthz", get(discovery::healthz))
+        .route("/readyz", get(discovery::readyz))
+        .route("/livez", get(discovery::livez))
+        .route("/healthz/{*check}", get(discovery::health_check))
+        .route("/readyz/{*check}", get(discovery::health_check))
+        .route("/livez/{*check}", get(discovery::health_check))
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
         .route("/apis/{group}", get(discovery::api_group))
+        // kube-apiserver serves the discovery documents with a trailing slash too.
+        .route("/api/", get(discovery::api_versions))
+        .route("/apis/", get(discovery::api_groups))
+        .route("/apis/{group}/", get(discovery::api_group))
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*gv}", get(openapi::group_version))

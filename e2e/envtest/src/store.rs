@@ -136,6 +136,50 @@ impl Store {
         self.history.iter().filter(move |c| c.rv > rv)
     }
 
+    /// The objects of one type as they were at `rv`, rebuilt by undoing the history after it;
+    /// `None` when nothing of that type changed since (the live objects are that state). The
+    /// caller checks `rv >= compacted_rv()` first, below which the history is incomplete.
+    pub fn snapshot_at(
+        &self,
+        key: &ResourceKey,
+        rv: u64,
+    ) -> Option<BTreeMap<ObjectKey, Arc<Value>>> {
+        let mut undo = self
+            .history
+            .iter()
+            .rev()
+            .take_while(|c| c.rv > rv)
+            .filter(|c| &c.key == key)
+            .peekable();
+        undo.peek()?;
+        let mut map = self.objects.get(key).cloned().unwrap_or_default();
+        for c in undo {
+            match (c.type_, &c.old) {
+                (EventType::Added, _) => {
+                    map.remove(&object_key(&c.object));
+                }
+                (_, Some(old)) => {
+                    map.insert(object_key(old), old.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        Some(map)
+    }
+
+    /// Replace objects of one type where `f` returns a new value, keeping their
+    /// resourceVersion and announcing nothing: for changes that are not writes (defaults a
+    /// CRD update adds, which kube-apiserver applies when it reads from etcd).
+    pub fn rewrite_in_place(&mut self, key: &ResourceKey, f: impl Fn(&Value) -> Option<Value>) {
+        if let Some(map) = self.objects.get_mut(key) {
+            for obj in map.values_mut() {
+                if let Some(new) = f(obj) {
+                    *obj = Arc::new(new);
+                }
+            }
+        }
+    }
+
     /// Drop the whole history and end every open watch with `410 Expired`.
     pub fn compact(&mut self) {
         self.rv += 1;

@@ -97,6 +97,7 @@ pub fn install_crds(state: &AppState, crds: &[Value]) -> Result<(), ApiError> {
         validation: FieldValidation::Strict,
         dry_run: false,
         managed: false,
+        duplicates: Vec::new(),
     };
     for crd in crds {
         lifecycle::create(&mut store, &rt, "v1", None, crd.clone(), &opts)?;
@@ -116,6 +117,7 @@ fn install_namespaces(state: &AppState, names: &[String]) -> Result<(), ApiError
         validation: FieldValidation::Strict,
         dry_run: false,
         managed: false,
+        duplicates: Vec::new(),
     };
     for n in names {
         let ns =

@@ -1,0 +1,1214 @@
+//! Client-compatibility tests: the exact answers kube-apiserver 1.32 gives (status code, reason,
+//! message, causes, list metadata, managedFields), as its source builds them and as the real
+//! server returned them when these tests were written. `make test` runs them on the in-memory
+//! server and, with KUBEBUILDER_ASSETS, on kube-apiserver itself, so an expectation that only our
+//! server meets fails there.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use strata_envtest::TestEnv;
+
+const GROUP: &str = "fidelity.strata.dev";
+
+/// A CRD with what the error tests need: bounds, an enum with a default, a list-map, a
+/// preserve-unknown-fields map, a CEL rule on an object-valued field and a status subresource.
+fn gizmo_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gizmos.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                        "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {"type": "object", "required": ["name"], "properties": {
+                                "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "m": {"type": "object", "additionalProperties": {"type": "object",
+                            "properties": {"v": {"type": "integer"}},
+                            "x-kubernetes-validations": [{"rule": "self.v < 5", "message": "v small"}]}},
+                        "inner": {"type": "object", "properties": {"a": {"type": "string"}},
+                            "x-kubernetes-validations": [{"rule": "has(self.a)", "message": "inner needs a"}]}
+                    }},
+                    "status": {"type": "object", "properties": {
+                        "phase": {"type": "string"},
+                        "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["type"],
+                            "items": {"type": "object", "required": ["type"], "properties": {
+                                "type": {"type": "string"}, "status": {"type": "string"},
+                                "reason": {"type": "string"}}}}
+                    }}
+                }}}
+            }]
+        }
+    })
+}
+
+async fn env_ns() -> (TestEnv, String) {
+    let env = TestEnv::builder().crd(gizmo_crd()).start().await.unwrap();
+    let ns = format!("f-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(env.client())
+        .create(&PostParams::default(), &body)
+        .await
+        .unwrap();
+    (env, ns)
+}
+
+fn gizmos(ns: &str) -> String {
+    format!("/apis/{GROUP}/v1/namespaces/{ns}/gizmos")
+}
+
+fn gizmo(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gizmo", "metadata": {"name": name}, "spec": spec})
+}
+
+/// A `Status` failure body as kube-apiserver writes it.
+fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+    let mut s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    if let Some(d) = details {
+        s["details"] = d;
+    }
+    s
+}
+
+fn invalid(kind: &str, name: &str, group: Option<&str>, causes: Value, message: &str) -> Value {
+    let mut d = json!({"name": name, "kind": kind, "causes": causes});
+    if let Some(g) = group {
+        d["group"] = json!(g);
+    }
+    status(422, "Invalid", message, Some(d))
+}
+
+const NOT_CHECKED: &str = "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+
+// kube-apiserver: the strict decoder lists repeated keys, then unknown fields (metadata's too),
+// in a 400 that names the kind and version, not the object.
+#[tokio::test]
+async fn strict_decoding_errors_name_kind_version_and_fields() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let body = format!(
+        r#"{{"zeta":1,"apiVersion":"{GROUP}/v1","kind":"Gizmo","metadata":{{"name":"s1","bogus":2}},"spec":{{"size":1,"size":2,"bogus":1,"aaa":3}}}}"#
+    );
+    let (code, text) = raw_text(
+        &c,
+        "POST",
+        &format!("{}?fieldValidation=Strict", gizmos(&ns)),
+        "application/json",
+        &[],
+        Some(body),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        status(
+            400,
+            "BadRequest",
+            "Gizmo in version \"v1\" cannot be handled as a Gizmo: strict decoding error: duplicate field \"spec.size\", unknown field \"metadata.bogus\", unknown field \"spec.aaa\", unknown field \"spec.bogus\", unknown field \"zeta\"",
+            None
+        )
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/configmaps?fieldValidation=Strict"),
+        "application/json",
+        Some(json!({"metadata": {"name": "c", "bogus": 1}, "data": {"a": "b"}})),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body,
+        status(
+            400,
+            "BadRequest",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"metadata.bogus\"",
+            None
+        )
+    );
+    // Under Warn (the default) the same problems are Warning headers and the object is created
+    // without them.
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gizmo",
+            "metadata": {"name": "w", "bogus": 1}, "spec": {"size": 1, "bogus": 1}})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(body["metadata"].get("bogus").is_none() && body["spec"].get("bogus").is_none());
+}
+
+// kube-apiserver (apiextensions-apiserver's strategy): a "blocking" schema error (type, required,
+// enum, too long, too many) skips the CEL rules and says so in a `<nil>` cause; a bound error does
+// not, and a CEL rule on an object reports the value as "object" (1.32).
+#[tokio::test]
+async fn schema_errors_and_cel_causes_are_kube_apiservers() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let post = |spec: Value| {
+        let c = c.clone();
+        let path = gizmos(&ns);
+        async move {
+            raw(
+                &c,
+                "POST",
+                &path,
+                "application/json",
+                Some(gizmo("g", spec)),
+            )
+            .await
+        }
+    };
+    let (code, body) = post(json!({"size": 1, "color": "green", "inner": {}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body,
+        invalid(
+            "Gizmo",
+            "g",
+            Some(GROUP),
+            json!([
+                {"reason": "FieldValueNotSupported", "message": "Unsupported value: \"green\": supported values: \"red\", \"blue\"", "field": "spec.color"},
+                {"reason": "FieldValueInvalid", "message": NOT_CHECKED, "field": "<nil>"}
+            ]),
+            &format!(
+                "Gizmo.{GROUP} \"g\" is invalid: [spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\", <nil>: {NOT_CHECKED}]"
+            )
+        )
+    );
+    let (code, body) = post(json!({"size": 0, "inner": {}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body,
+        invalid(
+            "Gizmo",
+            "g",
+            Some(GROUP),
+            json!([
+                {"reason": "FieldValueInvalid", "message": "Invalid value: 0: spec.size in body should be greater than or equal to 1", "field": "spec.size"},
+                {"reason": "FieldValueInvalid", "message": "Invalid value: \"object\": inner needs a", "field": "spec.inner"}
+            ]),
+            &format!(
+                "Gizmo.{GROUP} \"g\" is invalid: [spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1, spec.inner: Invalid value: \"object\": inner needs a]"
+            )
+        )
+    );
+    // A map entry's path is `map[key]` in a CEL error (the schema errors write `map.key`).
+    let (code, body) = post(json!({"size": 1, "m": {"k1": {"v": 9}}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body,
+        invalid(
+            "Gizmo",
+            "g",
+            Some(GROUP),
+            json!([{"reason": "FieldValueInvalid", "message": "Invalid value: \"object\": v small", "field": "spec.m[k1]"}]),
+            &format!(
+                "Gizmo.{GROUP} \"g\" is invalid: spec.m[k1]: Invalid value: \"object\": v small"
+            )
+        )
+    );
+    let (code, body) = post(json!({"size": "x"})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"],
+        json!([
+            {"reason": "FieldValueTypeInvalid", "message": "Invalid value: \"string\": spec.size in body must be of type integer: \"string\"", "field": "spec.size"},
+            {"reason": "FieldValueInvalid", "message": NOT_CHECKED, "field": "<nil>"}
+        ])
+    );
+}
+
+// kube-apiserver validates object metadata twice on update (generic and per-kind): the cause is
+// listed twice, the message once, and it names the new finalizers as a sorted Go []string.
+#[tokio::test]
+async fn new_finalizers_on_a_deleting_object_are_refused_as_kube_apiserver_does() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    for (path, kind, group, body) in [
+        (
+            format!("/api/v1/namespaces/{ns}/configmaps"),
+            "ConfigMap",
+            None,
+            json!({"metadata": {"name": "fz", "finalizers": ["a.b/c"]}}),
+        ),
+        (gizmos(&ns), "Gizmo", Some(GROUP), {
+            let mut g = gizmo("fz", json!({"size": 1}));
+            g["metadata"]["finalizers"] = json!(["a.b/c"]);
+            g
+        }),
+    ] {
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(body))
+                .await
+                .0,
+            201
+        );
+        let one = format!("{path}/fz");
+        assert_eq!(
+            raw(&c, "DELETE", &one, "application/json", None).await.0,
+            200
+        );
+        let (code, got) = raw(
+            &c,
+            "PATCH",
+            &one,
+            "application/merge-patch+json",
+            Some(json!({"metadata": {"finalizers": ["a.b/c", "z/z", "x.y/z"]}})),
+        )
+        .await;
+        assert_eq!(code, 422, "{got}");
+        let msg = "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"x.y/z\", \"z/z\"}";
+        let cause = json!({"reason": "FieldValueForbidden", "message": msg, "field": "metadata.finalizers"});
+        let qualified = group.map_or(kind.to_string(), |g| format!("{kind}.{g}"));
+        assert_eq!(
+            got,
+            invalid(
+                kind,
+                "fz",
+                group,
+                json!([cause, cause]),
+                &format!("{qualified} \"fz\" is invalid: metadata.finalizers: {msg}")
+            )
+        );
+        // Let the object go (a bare control plane has no namespace controller to do it).
+        let (code, _) = raw(
+            &c,
+            "PATCH",
+            &one,
+            "application/merge-patch+json",
+            Some(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+        assert_eq!(code, 200);
+    }
+}
+
+// kube-apiserver: an unstructured (custom resource) list says `continue: ""` when complete, a
+// typed one omits it; `remainingItemCount` on every page but the last unless a selector filters;
+// every page carries the first page's resourceVersion.
+#[tokio::test]
+async fn list_metadata_continue_remaining_items_and_resource_version() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    for i in 1..=3 {
+        let (code, _) = raw(
+            &c,
+            "POST",
+            &gizmos(&ns),
+            "application/json",
+            Some(gizmo(&format!("g{i}"), json!({"size": i}))),
+        )
+        .await;
+        assert_eq!(code, 201);
+        let cm = json!({"metadata": {"name": format!("c{i}")}});
+        let path = format!("/api/v1/namespaces/{ns}/configmaps");
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(cm)).await.0,
+            201
+        );
+    }
+    let get = |path: String| {
+        let c = c.clone();
+        async move {
+            let (code, body) = raw(&c, "GET", &path, "application/json", None).await;
+            assert_eq!(code, 200, "{body}");
+            body
+        }
+    };
+    let whole = get(gizmos(&ns)).await;
+    let rv = whole["metadata"]["resourceVersion"].clone();
+    assert_eq!(
+        whole["metadata"],
+        json!({"continue": "", "resourceVersion": rv})
+    );
+    let exact = get(format!("{}?limit=3", gizmos(&ns))).await;
+    assert_eq!(exact["metadata"]["continue"], json!(""));
+    assert!(exact["metadata"].get("remainingItemCount").is_none());
+    let cms = get(format!("/api/v1/namespaces/{ns}/configmaps")).await;
+    assert_eq!(
+        cms["metadata"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        vec!["resourceVersion"]
+    );
+
+    for (base, complete_continue) in [
+        (gizmos(&ns), Some(json!(""))),
+        (format!("/api/v1/namespaces/{ns}/configmaps"), None),
+    ] {
+        let first = get(format!("{base}?limit=1")).await;
+        let rv = first["metadata"]["resourceVersion"].clone();
+        assert_eq!(first["metadata"]["remainingItemCount"], json!(2), "{base}");
+        // A write between pages changes nothing in the pages: they show the first one's state.
+        let mut names = vec![first["items"][0]["metadata"]["name"].clone()];
+        let mut token = first["metadata"]["continue"].as_str().unwrap().to_string();
+        let mut remaining = vec![];
+        loop {
+            let page = get(format!("{base}?limit=1&continue={token}")).await;
+            assert_eq!(page["metadata"]["resourceVersion"], rv, "{base}");
+            names.push(page["items"][0]["metadata"]["name"].clone());
+            remaining.push(page["metadata"].get("remainingItemCount").cloned());
+            match page["metadata"]["continue"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+            {
+                Some(t) => token = t.to_string(),
+                None => {
+                    assert_eq!(page["metadata"].get("continue").cloned(), complete_continue);
+                    break;
+                }
+            }
+        }
+        assert_eq!(remaining, vec![Some(json!(1)), None], "{base}");
+        assert_eq!(names.len(), 3);
+        let filtered = get(format!("{base}?limit=1&labelSelector=x%21%3Dy")).await;
+        assert!(
+            filtered["metadata"]["continue"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        );
+        assert!(
+            filtered["metadata"].get("remainingItemCount").is_none(),
+            "{base}"
+        );
+    }
+}
+
+// kube-apiserver: `resourceVersionMatch` is validated as ListOptions; `Exact` lists the state at
+// that resourceVersion; a resourceVersion the server has not reached is a 504 after its wait.
+#[tokio::test]
+async fn list_resource_version_match() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let list_invalid = |reason: &str, msg: &str| {
+        status(
+            422,
+            "Invalid",
+            &format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: {msg}"),
+            Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
+                "causes": [{"reason": reason, "message": msg, "field": "resourceVersionMatch"}]})),
+        )
+    };
+    for (query, want) in [
+        (
+            "resourceVersionMatch=Exact",
+            list_invalid(
+                "FieldValueForbidden",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ),
+        ),
+        (
+            "resourceVersion=0&resourceVersionMatch=Exact",
+            list_invalid(
+                "FieldValueForbidden",
+                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ),
+        ),
+        (
+            "resourceVersion=1&resourceVersionMatch=Bogus",
+            list_invalid(
+                "FieldValueNotSupported",
+                "Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+            ),
+        ),
+    ] {
+        let (code, body) = raw(&c, "GET", &format!("{path}?{query}"), "", None).await;
+        assert_eq!((code, body), (422, want), "{query}");
+    }
+    let create = |name: &str| {
+        let c = c.clone();
+        let (path, body) = (path.clone(), json!({"metadata": {"name": name}}));
+        async move {
+            let (code, obj) = raw(&c, "POST", &path, "application/json", Some(body)).await;
+            assert_eq!(code, 201);
+            obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let rv_a = create("a").await;
+    create("b").await;
+    let (code, at_a) = raw(
+        &c,
+        "GET",
+        &format!("{path}?resourceVersion={rv_a}&resourceVersionMatch=Exact"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(at_a["metadata"]["resourceVersion"], json!(rv_a));
+    let names: Vec<&Value> = at_a["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["metadata"]["name"])
+        .collect();
+    assert_eq!(names, vec!["a"]);
+    let (_, now) = raw(&c, "GET", &path, "", None).await;
+    let current: u64 = now["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let future = current + 1_000_000;
+    // kube-rs retries a 504 (15 times, waiting as Retry-After says): ask once.
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(env.kubeconfig_path()).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    config.default_retry = false;
+    let once = kube::Client::try_from(config).unwrap();
+    let (code, text) = raw_text(
+        &once,
+        "GET",
+        &format!("{path}?resourceVersion={future}&resourceVersionMatch=NotOlderThan"),
+        "",
+        &[],
+        None,
+    )
+    .await;
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code, 504);
+    assert_eq!(body["reason"], json!("Timeout"));
+    assert!(
+        body["message"].as_str().unwrap().starts_with(&format!(
+            "Timeout: Too large resource version: {future}, current: "
+        )),
+        "{body}"
+    );
+    assert_eq!(
+        body["details"],
+        json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})
+    );
+}
+
+// A compacted history (`AppState::compact`, as etcd compaction on a real server, which runs
+// every 5 minutes and cannot be forced from a client) makes an Exact list and a continue token
+// from before it 410 Expired, with kube-apiserver's messages and, for continue, a token to go on.
+#[tokio::test]
+async fn lists_from_compacted_history_are_expired() {
+    if skip_unless_embedded(
+        "lists_from_compacted_history_are_expired",
+        "state().compact() (etcd compaction cannot be forced through the API)",
+    ) {
+        return;
+    }
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    for n in ["a", "b"] {
+        let body = json!({"metadata": {"name": n}});
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(body))
+                .await
+                .0,
+            201
+        );
+    }
+    let (_, first) = raw(&c, "GET", &format!("{path}?limit=1"), "", None).await;
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    env.state().unwrap().compact();
+    let (code, body) = raw(
+        &c,
+        "GET",
+        &format!("{path}?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body),
+        (
+            410,
+            status(
+                410,
+                "Expired",
+                "The resourceVersion for the provided list is too old.",
+                None
+            )
+        )
+    );
+    let (code, body) = raw(
+        &c,
+        "GET",
+        &format!("{path}?limit=1&continue={token}"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(code, 410);
+    assert_eq!(body["reason"], json!("Expired"));
+    assert!(body["message"].as_str().unwrap().starts_with(
+        "The provided continue parameter is too old to display a consistent list result."
+    ));
+    let next = body["metadata"]["continue"].as_str().unwrap();
+    let (code, rest) = raw(
+        &c,
+        "GET",
+        &format!("{path}?limit=1&continue={next}"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(rest["items"][0]["metadata"]["name"], json!("b"));
+}
+
+fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> Value {
+    let mut e = json!({"apiVersion": format!("{GROUP}/v1"), "fieldsType": "FieldsV1",
+        "fieldsV1": fields, "manager": manager, "operation": operation});
+    if let Some(s) = subresource {
+        e["subresource"] = json!(s);
+    }
+    e
+}
+
+fn managed_fields(obj: &Value) -> Value {
+    let mut mf = obj["metadata"]["managedFields"].clone();
+    for e in mf.as_array_mut().unwrap() {
+        assert!(e["time"].is_string(), "{e}");
+        e.as_object_mut().unwrap().remove("time");
+    }
+    mf
+}
+
+// kube-apiserver's structured-merge-diff: what each manager owns after create, apply, status
+// apply, status and main merge patches, entry order (Apply before Update), and the 409 of an
+// apply that changes fields others own.
+#[tokio::test]
+async fn managed_fields_match_structured_merge_diff() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let base = gizmos(&ns);
+    let one = format!("{base}/w1");
+    let mut created = gizmo(
+        "w1",
+        json!({"size": 1, "ports": [{"name": "a", "port": 1}], "free": {"x": {"y": 1}}}),
+    );
+    created["metadata"]["labels"] = json!({"l": "1"});
+    let (code, obj) = raw(
+        &c,
+        "POST",
+        &format!("{base}?fieldManager=creator"),
+        "application/json",
+        Some(created),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let creator = entry(
+        "creator",
+        "Update",
+        None,
+        json!({"f:metadata": {"f:labels": {".": {}, "f:l": {}}}, "f:spec": {".": {}, "f:color": {},
+            "f:free": {".": {}, "f:x": {".": {}, "f:y": {}}}, "f:size": {},
+            "f:ports": {".": {}, "k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:port": {}}}}}),
+    );
+    assert_eq!(managed_fields(&obj), json!([creator]));
+
+    let mut applied = gizmo(
+        "w1",
+        json!({"size": 2, "ports": [{"name": "p", "port": 1}], "free": {"x": {"y": 1}, "e": {}}}),
+    );
+    applied["metadata"]["labels"] = json!({"a": "b"});
+    let (code, obj) = raw(
+        &c,
+        "PATCH",
+        &format!("{one}?fieldManager=m1&force=true"),
+        "application/apply-patch+yaml",
+        Some(applied),
+    )
+    .await;
+    assert_eq!(code, 200, "{obj}");
+    let m1 = entry(
+        "m1",
+        "Apply",
+        None,
+        json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:free": {"f:e": {},
+            "f:x": {".": {}, "f:y": {}}}, "f:size": {},
+            "f:ports": {"k:{\"name\":\"p\"}": {".": {}, "f:name": {}, "f:port": {}}}}}),
+    );
+    let mut creator_after = creator.clone();
+    creator_after["fieldsV1"]["f:spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("f:size");
+    assert_eq!(managed_fields(&obj), json!([m1, creator_after]));
+
+    let mut status_apply = gizmo("w1", json!(null));
+    status_apply.as_object_mut().unwrap().remove("spec");
+    status_apply["status"] =
+        json!({"phase": "x", "conditions": [{"type": "Ready", "status": "True"}]});
+    let (code, _) = raw(
+        &c,
+        "PATCH",
+        &format!("{one}/status?fieldManager=m2"),
+        "application/apply-patch+yaml",
+        Some(status_apply),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = raw(
+        &c,
+        "PATCH",
+        &format!("{one}/status?fieldManager=upd"),
+        "application/merge-patch+json",
+        Some(json!({"status": {"phase": "y", "conditions": [{"type": "Ready", "status": "False", "reason": "r"}]}})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, obj) = raw(
+        &c,
+        "PATCH",
+        &format!("{one}?fieldManager=upd"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"annotations": {"q": "r"}}, "spec": {"free": {"k": {"z": 1}}}})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let m2 = entry(
+        "m2",
+        "Apply",
+        Some("status"),
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:type": {}}}}}),
+    );
+    let upd = entry(
+        "upd",
+        "Update",
+        None,
+        json!({"f:metadata": {"f:annotations": {".": {}, "f:q": {}}},
+            "f:spec": {"f:free": {"f:k": {".": {}, "f:z": {}}}}}),
+    );
+    let upd_status = entry(
+        "upd",
+        "Update",
+        Some("status"),
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {"f:reason": {}, "f:status": {}}},
+            "f:phase": {}}}),
+    );
+    let mut got = managed_fields(&obj);
+    // Entries sort by operation, then time (seconds), manager, subresource: compare the Update
+    // entries, which may share a second, by manager and subresource.
+    let updates = got.as_array_mut().unwrap().split_off(2);
+    assert_eq!(got, json!([m1, m2]));
+    let mut updates = updates;
+    updates.sort_by_key(|e| {
+        (
+            e["manager"].to_string(),
+            e.get("subresource").cloned().map(|s| s.to_string()),
+        )
+    });
+    assert_eq!(updates, vec![creator_after, upd, upd_status]);
+
+    let conflicting = gizmo(
+        "w1",
+        json!({"size": 7, "ports": [{"name": "p", "port": 3}], "color": "blue"}),
+    );
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &format!("{one}?fieldManager=m3"),
+        "application/apply-patch+yaml",
+        Some(conflicting),
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body["message"],
+        json!(format!(
+            "Apply failed with 3 conflicts: conflicts with \"creator\" using {GROUP}/v1:\n- .spec.color\nconflicts with \"m1\":\n- .spec.size\n- .spec.ports[name=\"p\"].port"
+        ))
+    );
+    let mut causes = body["details"]["causes"].as_array().unwrap().clone();
+    causes.sort_by_key(|c| c["field"].to_string());
+    assert_eq!(
+        causes,
+        vec![
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"creator\" using {GROUP}/v1"), "field": ".spec.color"}),
+            json!({"reason": "FieldManagerConflict", "message": "conflict with \"m1\"", "field": ".spec.ports[name=\"p\"].port"}),
+            json!({"reason": "FieldManagerConflict", "message": "conflict with \"m1\"", "field": ".spec.size"}),
+        ]
+    );
+    assert_eq!(
+        body["details"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        vec!["causes"]
+    );
+}
+
+// kube-apiserver's registry: a custom resource PUT without resourceVersion is Invalid on the
+// resource (plural), not the kind.
+#[tokio::test]
+async fn update_without_resource_version_names_the_resource() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let g = gizmo("u", json!({"size": 1}));
+    assert_eq!(
+        raw(
+            &c,
+            "POST",
+            &gizmos(&ns),
+            "application/json",
+            Some(g.clone())
+        )
+        .await
+        .0,
+        201
+    );
+    let (code, body) = raw(
+        &c,
+        "PUT",
+        &format!("{}/u", gizmos(&ns)),
+        "application/json",
+        Some(g),
+    )
+    .await;
+    let msg = "Invalid value: 0x0: must be specified for an update";
+    assert_eq!(
+        (code, body),
+        (
+            422,
+            invalid(
+                "gizmos",
+                "u",
+                Some(GROUP),
+                json!([{"reason": "FieldValueInvalid", "message": msg, "field": "metadata.resourceVersion"}]),
+                &format!("gizmos.{GROUP} \"u\" is invalid: metadata.resourceVersion: {msg}")
+            )
+        )
+    );
+}
+
+// kube-apiserver: a `?timeout=` that Go's time.ParseDuration refuses is a 400 with Go's words.
+#[tokio::test]
+async fn invalid_timeout_is_bad_request() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    for (t, why) in [
+        ("abc", "time: invalid duration \"abc\""),
+        ("5", "time: missing unit in duration \"5\""),
+        ("5x", "time: unknown unit \"x\" in duration \"5x\""),
+    ] {
+        let path = format!("/api/v1/namespaces/{ns}/configmaps?timeout={t}");
+        let want = status(
+            400,
+            "BadRequest",
+            &format!("invalid timeout specified in the request URL - {why}"),
+            None,
+        );
+        assert_eq!(raw(&c, "GET", &path, "", None).await, (400, want.clone()));
+        let body = json!({"metadata": {"name": "t"}});
+        assert_eq!(
+            raw(&c, "POST", &path, "application/json", Some(body)).await,
+            (400, want)
+        );
+    }
+    let ok = format!("/api/v1/namespaces/{ns}/configmaps?timeout=1m30s");
+    assert_eq!(raw(&c, "GET", &ok, "", None).await.0, 200);
+}
+
+// kube-apiserver's healthz package: `?verbose` (any value) lists each check as `[+]<name> ok`
+// and ends with "<endpoint> check passed"; a single check answers at `/<endpoint>/<check>`.
+#[tokio::test]
+async fn health_endpoints_honour_verbose() {
+    let env = TestEnv::builder().start().await.unwrap();
+    let c = env.client();
+    for endpoint in ["healthz", "livez", "readyz"] {
+        for query in ["?verbose", "?verbose=false", "?verbose=1"] {
+            let (code, text) =
+                raw_text(&c, "GET", &format!("/{endpoint}{query}"), "", &[], None).await;
+            assert_eq!(code, 200);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(
+                lines.last(),
+                Some(&format!("{endpoint} check passed").as_str())
+            );
+            assert!(text.ends_with('\n'));
+            let checks = &lines[..lines.len() - 1];
+            assert!(checks.len() >= 3, "{text}");
+            for l in checks {
+                assert!(l.starts_with("[+]") && l.ends_with(" ok"), "{l}");
+            }
+            for must in ["[+]ping ok", "[+]log ok", "[+]etcd ok"] {
+                assert!(checks.contains(&must), "{endpoint}: {text}");
+            }
+        }
+        let (code, text) = raw_text(&c, "GET", &format!("/{endpoint}/ping"), "", &[], None).await;
+        assert_eq!((code, text.as_str()), (200, "ok"));
+        let (code, _) = raw_text(
+            &c,
+            "GET",
+            &format!("/{endpoint}/no-such-check"),
+            "",
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(code, 404);
+    }
+}
+
+// kube-apiserver ≥ 1.30 (CRDValidationRatcheting, on by default): after a schema is tightened,
+// an update that leaves the now-invalid value unchanged is accepted; changing it is refused.
+#[tokio::test]
+async fn validation_ratchets_unchanged_values() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let created = gizmo("r", json!({"size": 50, "m": {"a": {"v": 4}}}));
+    assert_eq!(
+        raw(&c, "POST", &gizmos(&ns), "application/json", Some(created))
+            .await
+            .0,
+        201
+    );
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{GROUP}");
+    let spec = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties";
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([
+            {"op": "replace", "path": format!("{spec}/size/maximum"), "value": 10},
+            {"op": "replace", "path": format!("{spec}/m/additionalProperties/x-kubernetes-validations/0/rule"), "value": "self.v < 3"}
+        ])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A real server applies a CRD change asynchronously: wait until new objects see it.
+    let mut n = 0;
+    loop {
+        let probe = gizmo(&format!("p{n}"), json!({"size": 50}));
+        let (code, _) = raw(&c, "POST", &gizmos(&ns), "application/json", Some(probe)).await;
+        if code == 422 {
+            break;
+        }
+        n += 1;
+        assert!(n < 300, "the tightened schema never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let one = format!("{}/r", gizmos(&ns));
+    let patch = |p: Value| {
+        let (c, one) = (c.clone(), one.clone());
+        async move { raw(&c, "PATCH", &one, "application/merge-patch+json", Some(p)).await }
+    };
+    let (code, body) = patch(json!({"spec": {"color": "blue"}})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = patch(json!({"spec": {"size": 60}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["details"]["causes"],
+        json!([{"reason": "FieldValueInvalid", "field": "spec.size",
+            "message": "Invalid value: 60: spec.size in body should be less than or equal to 10"}])
+    );
+    // CEL rules ratchet too: another entry may be added while `a` keeps its value.
+    let (code, body) = patch(json!({"spec": {"m": {"b": {"v": 1}}}})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = patch(json!({"spec": {"m": {"a": {"v": 5}}}})).await;
+    assert_eq!(code, 422);
+    assert_eq!(body["details"]["causes"][0]["field"], json!("spec.m[a]"));
+}
+
+// kube-apiserver defaults objects as it reads them: a default added to the schema later shows
+// on an object stored before, with its resourceVersion unchanged (etcd's bytes did not change).
+#[tokio::test]
+async fn defaults_added_later_show_on_stored_objects() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let (code, before) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(gizmo("d", json!({"size": 3}))),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(before["spec"].get("level").is_none());
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{GROUP}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([{"op": "add",
+            "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/level",
+            "value": {"type": "string", "default": "low"}}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let one = format!("{}/d", gizmos(&ns));
+    let mut tries = 0;
+    let after = loop {
+        let (code, obj) = raw(&c, "GET", &one, "", None).await;
+        assert_eq!(code, 200);
+        if obj["spec"].get("level").is_some() {
+            break obj;
+        }
+        tries += 1;
+        assert!(tries < 300, "the default never showed: {obj}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        after["spec"],
+        json!({"size": 3, "color": "red", "level": "low"})
+    );
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let (_, list) = raw(&c, "GET", &gizmos(&ns), "", None).await;
+    assert_eq!(list["items"][0]["spec"]["level"], json!("low"));
+}
+
+// kube-apiserver ≥ 1.26 (aggregated discovery, what kubectl and client-go ask for first): one
+// APIGroupDiscoveryList per `/api` and `/apis`, with the v2 media type in Content-Type; the
+// legacy documents also answer with a trailing slash.
+#[tokio::test]
+async fn aggregated_discovery_and_trailing_slashes() {
+    let env = TestEnv::builder().crd(gizmo_crd()).start().await.unwrap();
+    let c = env.client();
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let get = |path: &'static str| {
+        let c = c.clone();
+        async move {
+            let req = http::Request::builder()
+                .uri(path)
+                .header("accept", accept)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let resp = c.send(req).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+            let bytes = resp.into_body().collect_bytes().await.unwrap();
+            (ct, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let find = |list: &Value, group: &str, resource: &str| -> Value {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["metadata"]["name"].as_str().unwrap_or("") == group)
+            .flat_map(|g| g["versions"][0]["resources"].as_array().unwrap().clone())
+            .find(|r| r["resource"] == resource)
+            .unwrap_or_else(|| panic!("{group}/{resource} missing"))
+    };
+    let (ct, apis) = get("/apis").await;
+    assert_eq!(
+        ct,
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    assert_eq!(
+        (&apis["kind"], &apis["apiVersion"]),
+        (
+            &json!("APIGroupDiscoveryList"),
+            &json!("apidiscovery.k8s.io/v2")
+        )
+    );
+    let kind = json!({"group": GROUP, "version": "v1", "kind": "Gizmo"});
+    assert_eq!(
+        find(&apis, GROUP, "gizmos"),
+        json!({"resource": "gizmos", "responseKind": kind, "scope": "Namespaced",
+            "singularResource": "gizmo",
+            "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+            "subresources": [{"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}]})
+    );
+    let group = apis["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == GROUP)
+        .unwrap();
+    assert_eq!(group["versions"][0]["freshness"], json!("Current"));
+    let crd = find(&apis, "apiextensions.k8s.io", "customresourcedefinitions");
+    assert_eq!(
+        crd["responseKind"],
+        json!({"group": "", "version": "", "kind": "CustomResourceDefinition"})
+    );
+    assert_eq!(crd["categories"], json!(["api-extensions"]));
+    let (_, core) = get("/api").await;
+    assert_eq!(
+        core["items"][0]["metadata"],
+        json!({"creationTimestamp": null})
+    );
+    let cm = find(&core, "", "configmaps");
+    assert_eq!(
+        cm,
+        json!({"resource": "configmaps", "responseKind": {"group": "", "version": "", "kind": "ConfigMap"},
+            "scope": "Namespaced", "singularResource": "configmap", "shortNames": ["cm"],
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]})
+    );
+    let ns = find(&core, "", "namespaces");
+    assert!(
+        !ns["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+    for (path, kind) in [
+        ("/api/", "APIVersions"),
+        ("/apis/", "APIGroupList"),
+        ("/apis/fidelity.strata.dev/", "APIGroup"),
+        ("/apis/fidelity.strata.dev/v1/", "APIResourceList"),
+    ] {
+        let (code, body) = raw(&c, "GET", path, "", None).await;
+        assert_eq!((code, &body["kind"]), (200, &json!(kind)), "{path}");
+    }
+    // Namespaces cannot be deleted as a collection.
+    let (code, body) = raw(&c, "DELETE", "/api/v1/namespaces?dryRun=All", "", None).await;
+    assert_eq!(
+        (code, body),
+        (
+            405,
+            status(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+                Some(json!({}))
+            )
+        )
+    );
+}
+
+// apimachinery's strategic merge patch: lists with a merge strategy merge by key or value, new
+// items before the live ones (mergeSortedSlice), `$setElementOrder`, `$patch: delete|replace`,
+// `$deleteFromPrimitiveList`; lists without a strategy are replaced. managedFields name the items
+// (`k:{"name":"z"}` for ServiceAccount.secrets, whose ObjectReferences are atomic).
+#[tokio::test]
+async fn strategic_merge_patch_orders_and_directives() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts");
+    let sa = json!({"metadata": {"name": "a", "finalizers": ["x.io/f1", "x.io/f2"]},
+        "secrets": [{"name": "s1"}, {"name": "s2"}], "imagePullSecrets": [{"name": "p1"}]});
+    let (code, _) = raw(
+        &c,
+        "POST",
+        &format!("{path}?fieldManager=writer"),
+        "application/json",
+        Some(sa),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let names = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map_or_else(|| i["name"].as_str().unwrap().to_string(), str::to_string)
+            })
+            .collect()
+    };
+    let steps = [
+        (
+            json!({"metadata": {"finalizers": ["x.io/f0"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f0", "x.io/f1", "x.io/f2"],
+        ),
+        (
+            json!({"secrets": [{"name": "s3"}]}),
+            "/secrets",
+            vec!["s3", "s1", "s2"],
+        ),
+        (
+            json!({"secrets": [{"name": "s1", "$patch": "delete"}]}),
+            "/secrets",
+            vec!["s3", "s2"],
+        ),
+        (
+            json!({"metadata": {"$setElementOrder/finalizers": ["x.io/f2", "x.io/f0", "x.io/f1"], "finalizers": ["x.io/f2"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f2", "x.io/f0", "x.io/f1"],
+        ),
+        (
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x.io/f0"]}}),
+            "/metadata/finalizers",
+            vec!["x.io/f2", "x.io/f1"],
+        ),
+        (
+            json!({"$setElementOrder/secrets": [{"name": "s3"}, {"name": "s0"}, {"name": "s2"}], "secrets": [{"name": "s0"}]}),
+            "/secrets",
+            vec!["s3", "s0", "s2"],
+        ),
+        (
+            json!({"imagePullSecrets": [{"name": "p2"}]}),
+            "/imagePullSecrets",
+            vec!["p2"],
+        ),
+        (
+            json!({"secrets": [{"$patch": "replace"}, {"name": "z"}]}),
+            "/secrets",
+            vec!["z"],
+        ),
+    ];
+    let mut last = Value::Null;
+    for (patch, pointer, want) in steps {
+        let (code, obj) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}/a?fieldManager=writer"),
+            "application/strategic-merge-patch+json",
+            Some(patch.clone()),
+        )
+        .await;
+        assert_eq!(code, 200, "{patch}: {obj}");
+        assert_eq!(names(obj.pointer(pointer).unwrap()), want, "{patch}");
+        last = obj;
+    }
+    let mut mf = last["metadata"]["managedFields"].clone();
+    mf[0].as_object_mut().unwrap().remove("time");
+    assert_eq!(
+        mf,
+        json!([{"manager": "writer", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:imagePullSecrets": {},
+                "f:metadata": {"f:finalizers": {".": {}, "v:\"x.io/f1\"": {}, "v:\"x.io/f2\"": {}}},
+                "f:secrets": {".": {}, "k:{\"name\":\"z\"}": {}}}}])
+    );
+    // Clear the finalizers so a real cluster could delete the namespace.
+    let (code, _) = raw(
+        &c,
+        "PATCH",
+        &format!("{path}/a"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"finalizers": null}})),
+    )
+    .await;
+    assert_eq!(code, 200);
+}
