@@ -316,6 +316,17 @@ impl Stack {
         )
     }
 
+    /// Runs kubectl against the test's API server (every request bounded), in the test's namespace.
+    pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.env.kubeconfig_path())
+            .args(["--request-timeout=60s", "-n", &self.ns])
+            .args(args)
+            .output()
+            .expect("kubectl on the PATH (make tools)")
+    }
+
     /// The emulator's `/_sim/` API.
     pub fn inspector(&self) -> Inspector {
         Inspector::new(self.sim.url.clone())
