@@ -29,10 +29,10 @@ use tokio::task::JoinHandle;
 )]
 struct Args {
     /// Port of the Kubernetes API test server on 127.0.0.1 (0: any free port).
-    #[arg(long, default_value_t = 16443)]
+    #[arg(long, default_value_t = 26443)]
     api_port: u16,
     /// Port of the ARM emulator on 127.0.0.1 (0: any free port).
-    #[arg(long, default_value_t = 18443)]
+    #[arg(long, default_value_t = 28443)]
     arm_port: u16,
     /// The emulator's clock: real seconds per simulated second (0.1: a 60 s VM creation takes 6 s).
     #[arg(long, default_value_t = 0.1)]
