@@ -171,10 +171,11 @@ async fn default_cluster_lives_scales_2_4_1_and_deletes_to_an_empty_cloud() {
         cp[0].data["status"]
     );
 
-    // Scale as `kubectl scale machinedeployment strata-demo-md-0 --replicas=N` does.
+    // Scale through the scale subresource, as `kubectl scale machinedeployment strata-demo-md-0
+    // --replicas=N` does.
     let mds = stack.capi("MachineDeployment");
     for (replicas, ceiling) in [(4, 5), (1, 5)] {
-        mds.patch(
+        mds.patch_scale(
             "strata-demo-md-0",
             &PatchParams::default(),
             &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
