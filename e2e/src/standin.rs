@@ -308,11 +308,19 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let current = serde_json::to_value(obj)?;
-    let changed = status
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(k, v)| current.pointer(&format!("/status/{k}")) != Some(v));
+    // The typed objects leave out empty lists and maps: an empty value equals an absent one, or
+    // every reconcile would write (and wake itself) while, say, a machine has no address yet.
+    let empty = |v: &Value| {
+        v.is_null()
+            || v.as_array().is_some_and(Vec::is_empty)
+            || v.as_object().is_some_and(serde_json::Map::is_empty)
+    };
+    let changed = status.as_object().into_iter().flatten().any(|(k, v)| {
+        match current.pointer(&format!("/status/{k}")) {
+            Some(cur) => cur != v,
+            None => !empty(v),
+        }
+    });
     if changed {
         api.patch_status(
             &obj.name_any(),
