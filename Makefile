@@ -43,7 +43,10 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## What exists today, on embedded defaults (no cluster, no cloud): the API test server with
-## Strata's CRDs and samples, and the ARM emulator. Grows into the end-to-end demo.
+## The demo (no cluster, no cloud): the API test server, the ARM emulator, the CAPI-core stand-in,
+## strata-translator and strata-operator in one process; applies samples/capi/default-cluster.yaml,
+## shows the cloud CRs converging, prints a summary and how to explore, serves until Ctrl-C.
+## `make tools` first, for kubectl. Options: make demo DEMO_ARGS="--exit-when-ready".
+DEMO_ARGS ?=
 demo: tools
-	bash e2e/demo.sh
+	$(CARGO) run --release --locked -p strata-e2e --bin strata-demo -- $(DEMO_ARGS)

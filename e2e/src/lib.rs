@@ -17,10 +17,94 @@ use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
 
+pub mod standin;
+
+/// The eleven cloud CR kinds, in dependency order.
+pub const KINDS: [&str; 11] = [
+    "ResourceGroup",
+    "VirtualNetwork",
+    "Subnet",
+    "NetworkSecurityGroup",
+    "RouteTable",
+    "NatGateway",
+    "PublicIPAddress",
+    "LoadBalancer",
+    "NetworkInterface",
+    "AvailabilitySet",
+    "VirtualMachine",
+];
+
+/// The plural of a cloud CR kind.
+pub fn plural(kind: &str) -> String {
+    if kind == "PublicIPAddress" {
+        "publicipaddresses".to_owned()
+    } else {
+        format!("{}s", kind.to_ascii_lowercase())
+    }
+}
+
+/// A cloud CR is Ready when its `Ready` condition is True for its current generation (what
+/// kstatus and `kubectl wait --for=condition=Ready` look at).
+pub fn is_ready(obj: &DynamicObject) -> bool {
+    let generation = obj.metadata.generation;
+    let observed = obj
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    ready_condition(obj).is_some_and(|c| c["status"] == "True") && observed == generation
+}
+
+/// The `Ready` condition of an object, if it has one.
+pub fn ready_condition(obj: &DynamicObject) -> Option<&Value> {
+    obj.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+}
+
 /// The subscription the samples name.
 pub const SUB: &str = "00000000-0000-0000-0000-000000000000";
 /// The emulator's clock: a 60 s VM creation takes 0.6 s.
 pub const TIME_SCALE: f64 = 0.01;
+
+/// The operator's settings against an emulator at `arm_url` on the clock `time_scale`, with the
+/// global workload-identity credential of `token_file`. The one place the e2e tests and the demo
+/// build `strata_operator::Settings`.
+pub fn operator_settings(
+    arm_url: &str,
+    token_file: &Path,
+    namespace: Option<&str>,
+    time_scale: f64,
+) -> Settings {
+    // The emulator's own URL: a parse failure is a bug of the caller, not an input error.
+    let url = azure_core::Url::parse(arm_url).expect("the emulator's URL");
+    Settings {
+        endpoint: url.clone(),
+        authority: url,
+        global: Some(Credential {
+            subscription: SUB.into(),
+            tenant: "tenant".into(),
+            client_id: "strata-operator".into(),
+            client_secret: None,
+            federated_token_file: Some(token_file.to_path_buf()),
+        }),
+        limits: Limits::default().scaled(time_scale),
+        timing: Timing {
+            poll_interval: Duration::from_millis(100),
+            throttled_retry: Duration::from_millis(200),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            ..Timing::default()
+        },
+        scope: Scope {
+            namespace: namespace.map(str::to_owned),
+            concurrency: 16,
+            selector: None,
+            shard: Default::default(),
+        },
+        service: Default::default(),
+    }
+}
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -108,39 +192,28 @@ impl Stack {
     }
 
     pub fn start_operator_in(&mut self, ns: &str) {
-        let url = azure_core::Url::parse(&self.sim.url).unwrap();
-        let settings = Settings {
-            endpoint: url.clone(),
-            authority: url,
-            global: Some(Credential {
-                subscription: SUB.into(),
-                tenant: "tenant".into(),
-                client_id: "strata-operator".into(),
-                client_secret: None,
-                federated_token_file: Some(self.token_file.clone()),
-            }),
-            limits: Limits::default().scaled(TIME_SCALE),
-            timing: Timing {
-                poll_interval: Duration::from_millis(100),
-                throttled_retry: Duration::from_millis(200),
-                backoff_min: Duration::from_millis(100),
-                backoff_max: Duration::from_secs(2),
-                ..Timing::default()
-            },
-            scope: Scope {
-                namespace: Some(ns.to_owned()),
-                concurrency: 16,
-                selector: None,
-                shard: Default::default(),
-            },
-            service: Default::default(),
-        };
+        let settings = operator_settings(&self.sim.url, &self.token_file, Some(ns), TIME_SCALE);
         let client = self.env.client();
         self.tasks.push(tokio::spawn(async move {
             strata_operator::run(client, settings)
                 .await
                 .expect("operator");
         }));
+    }
+
+    /// The CAPI-core stand-in (tests and demo only) in the test's namespace: Machines, AzureMachines
+    /// and bootstrap Secrets from the KubeadmControlPlane and MachineDeployments, as CAPI would.
+    pub fn start_standin(&mut self) {
+        let ns = self.ns.clone();
+        self.start_standin_in(&ns);
+    }
+
+    pub fn start_standin_in(&mut self, ns: &str) {
+        let settings = standin::Settings {
+            namespace: Some(ns.to_owned()),
+        };
+        self.tasks
+            .push(tokio::spawn(standin::run(self.env.client(), settings)));
     }
 
     /// Another namespace with its own translator and operator (a second tenant, or the target of
@@ -210,12 +283,48 @@ impl Stack {
 
     /// The cloud CRs of one kind in a namespace.
     pub fn cloud(&self, ns: &str, kind: &str) -> Api<DynamicObject> {
-        let plural = if kind == "PublicIPAddress" {
-            "publicipaddresses".to_owned()
+        self.api_in(ns, "azure.strata.dev", "v1alpha1", kind, &plural(kind))
+    }
+
+    /// Every cloud CR of a namespace, with its kind.
+    pub async fn cloud_crs(&self, ns: &str) -> Vec<(String, DynamicObject)> {
+        let mut out = Vec::new();
+        for kind in KINDS {
+            let list = self
+                .cloud(ns, kind)
+                .list(&Default::default())
+                .await
+                .unwrap();
+            out.extend(list.into_iter().map(|o| (kind.to_owned(), o)));
+        }
+        out
+    }
+
+    /// A CAPI core kind (`Cluster`, `Machine`, `MachineDeployment`) or `KubeadmControlPlane` in
+    /// the test's namespace.
+    pub fn capi(&self, kind: &str) -> Api<DynamicObject> {
+        let group = if kind == "KubeadmControlPlane" {
+            "controlplane.cluster.x-k8s.io"
         } else {
-            format!("{}s", kind.to_ascii_lowercase())
+            "cluster.x-k8s.io"
         };
-        self.api_in(ns, "azure.strata.dev", "v1alpha1", kind, &plural)
+        self.api(
+            group,
+            "v1beta1",
+            kind,
+            &format!("{}s", kind.to_ascii_lowercase()),
+        )
+    }
+
+    /// Runs kubectl against the test's API server (every request bounded), in the test's namespace.
+    pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.env.kubeconfig_path())
+            .args(["--request-timeout=60s", "-n", &self.ns])
+            .args(args)
+            .output()
+            .expect("kubectl on the PATH (make tools)")
     }
 
     /// The emulator's `/_sim/` API.

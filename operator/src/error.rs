@@ -51,6 +51,11 @@ const IN_USE: &[&str] = &[
     "NicInUse",
     "PublicIPAddressInUse",
     "InUseAvailabilitySetCannotBeDeleted",
+    // What the emulator (and ARM) answer for an availability set that still holds a VM and a
+    // load balancer still referenced: found by the e2e lifecycle test, where the last worker's
+    // VM was still being deleted when the availability set's turn came.
+    "AvailabilitySetInUse",
+    "InUseLoadBalancerCannotBeDeleted",
 ];
 
 /// ARM error codes that a retry can fix although their status is 4xx.
@@ -129,10 +134,9 @@ mod tests {
             classify(&http(429, "TooManyRequests")),
             ErrorClass::Throttled
         );
-        assert_eq!(
-            classify(&http(400, "InUseSubnetCannotBeDeleted")),
-            ErrorClass::InUse
-        );
+        for code in ["InUseSubnetCannotBeDeleted", "AvailabilitySetInUse"] {
+            assert_eq!(classify(&http(400, code)), ErrorClass::InUse, "{code}");
+        }
         assert_eq!(
             classify(&ArmError::Transport("reset".into())),
             ErrorClass::Transient

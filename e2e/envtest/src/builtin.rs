@@ -102,6 +102,7 @@ fn builtin(
             cel: None,
             schema: schema.map(std::sync::Arc::new),
             status_subresource: status,
+            scale: None,
             printer_columns: columns,
         }],
         builtin: true,

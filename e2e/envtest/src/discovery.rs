@@ -311,6 +311,17 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value>
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if rt.version(version).is_some_and(|v| v.scale.is_some()) {
+            resources.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if resources.is_empty() {
         return None;

@@ -288,6 +288,9 @@ fn route(
         body,
     };
     let has_name = req.path.name.is_some();
+    if has_name && req.path.subresource.as_deref() == Some("scale") {
+        return scale(&req, method);
+    }
     match (method, has_name) {
         (Method::GET, false) if flag(&req.query, "watch") => start_watch(&req),
         (Method::GET, false) => list(&req),
@@ -350,6 +353,106 @@ fn go_duration(s: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     Duration::try_from_secs_f64(total).map_err(|_| invalid())
+}
+
+/// The `autoscaling/v1` Scale of an object of a CRD with a scale subresource.
+fn scale_of(obj: &Value, paths: &crate::resources::ScalePaths) -> Value {
+    use crate::resources::ScalePaths;
+    let at = |path: &str| obj.pointer(&ScalePaths::pointer(path)).cloned();
+    let mut scale = json!({
+        "apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {
+            "name": obj.pointer("/metadata/name"),
+            "uid": obj.pointer("/metadata/uid"),
+            "resourceVersion": obj.pointer("/metadata/resourceVersion"),
+            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
+        },
+        "spec": {"replicas": at(&paths.spec_replicas).unwrap_or(json!(0))},
+        "status": {"replicas": at(&paths.status_replicas).unwrap_or(json!(0))},
+    });
+    if let Some(ns) = obj.pointer("/metadata/namespace") {
+        scale["metadata"]["namespace"] = ns.clone();
+    }
+    if let Some(selector) = paths.label_selector.as_deref().and_then(at) {
+        scale["status"]["selector"] = selector;
+    }
+    scale
+}
+
+/// `GET`, `PUT` and `PATCH` (merge or JSON patch) of `/scale`: reads and writes only the replicas
+/// path of the main resource, as kube-apiserver does (`kubectl scale`, HPA).
+fn scale(req: &Request, method: Method) -> Result<Response, ApiError> {
+    let paths = req
+        .rt
+        .version(&req.path.version)
+        .and_then(|v| v.scale.clone())
+        .ok_or(ApiError::NoResource)?;
+    let mut store = req.state.store();
+    let current = store
+        .get(&req.rt.key(), req.namespace(), req.name())
+        .ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
+    let mut desired = scale_of(&current, &paths);
+    match method {
+        Method::GET => return Ok(json_response(StatusCode::OK, &desired, &[])),
+        Method::PUT => desired = parse_body(&req.body)?,
+        Method::PATCH => {
+            let patch = parse_body(&req.body)?;
+            match req.content_type() {
+                "application/merge-patch+json" => crate::patch::merge_patch(&mut desired, &patch),
+                "application/json-patch+json" => crate::patch::json_patch(&mut desired, &patch)?,
+                other => {
+                    return Err(ApiError::UnsupportedMediaType(format!(
+                        "{other} on /scale; use application/merge-patch+json or application/json-patch+json"
+                    )));
+                }
+            }
+        }
+        _ => return Err(ApiError::MethodNotAllowed),
+    }
+    let replicas = desired
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .filter(|r| *r >= 0)
+        .ok_or_else(|| {
+            ApiError::BadRequest("Scale spec.replicas must be an integer, 0 or more".into())
+        })?;
+    let mut obj = (*current).clone();
+    let pointer = crate::resources::ScalePaths::pointer(&paths.spec_replicas);
+    let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", &pointer));
+    let mut at = &mut obj;
+    for seg in parent.split('/').filter(|s| !s.is_empty()) {
+        if !at.get(seg).is_some_and(Value::is_object) {
+            at[seg] = json!({});
+        }
+        at = &mut at[seg];
+    }
+    at[field] = json!(replicas);
+    // A Scale carrying a resourceVersion is a conditional update, as on the main resource.
+    if let Some(rv) = desired
+        .pointer("/metadata/resourceVersion")
+        .filter(|v| !v.is_null())
+    {
+        obj["metadata"]["resourceVersion"] = rv.clone();
+    }
+    let mut opts = req.write_options()?;
+    opts.managed = false;
+    let w = lifecycle::update(
+        &mut store,
+        &req.rt,
+        &req.path.version,
+        req.namespace(),
+        req.name(),
+        obj,
+        Scope::Main,
+        false,
+        &opts,
+    )?;
+    req.state.reconcile(&mut store);
+    Ok(json_response(
+        StatusCode::OK,
+        &scale_of(&w.object, &paths),
+        &[],
+    ))
 }
 
 fn get(req: &Request) -> Result<Response, ApiError> {

@@ -28,7 +28,24 @@ pub struct Version {
     /// write made custom-resource writes tens of times slower than kube-apiserver's).
     pub cel: Option<Arc<kube_cel::CompiledSchema>>,
     pub status_subresource: bool,
+    /// The CRD's `subresources.scale`: `/scale` serves an `autoscaling/v1` Scale over these paths.
+    pub scale: Option<ScalePaths>,
     pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// JSON paths of a scale subresource (`.spec.replicas` style).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// A JSON pointer for one of the CRD's simple dotted paths (`.spec.replicas` → `/spec/replicas`).
+    pub fn pointer(path: &str) -> String {
+        path.replace('.', "/")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +162,16 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
                     .map(|s| Arc::new(kube_cel::compile_schema(s))),
                 schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
                 status_subresource: v.pointer("/subresources/status").is_some(),
+                scale: v.pointer("/subresources/scale").and_then(|s| {
+                    Some(ScalePaths {
+                        spec_replicas: s.get("specReplicasPath")?.as_str()?.to_string(),
+                        status_replicas: s.get("statusReplicasPath")?.as_str()?.to_string(),
+                        label_selector: s
+                            .get("labelSelectorPath")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    })
+                }),
                 printer_columns: v
                     .get("additionalPrinterColumns")
                     .and_then(Value::as_array)
