@@ -123,3 +123,46 @@ async fn events_say_what_happened_once() {
     );
     assert_eq!(vm.reporting_controller.as_deref(), Some("strata-operator"));
 }
+
+/// Whether `text` holds an access token of the emulator (`armsim.` and 32 hex digits).
+fn has_arm_token(text: &str) -> bool {
+    text.match_indices("armsim.").any(|(i, m)| {
+        let rest = &text[i + m.len()..];
+        rest.len() >= 32 && rest[..32].chars().all(|c| c.is_ascii_hexdigit())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_appears_in_any_log_line_at_any_level() {
+    let mut w = World::start("no-secrets").await;
+    w.stop_operator();
+    // The operator's own client secret, a namespace's credential Secret, and the tokens the
+    // emulator issues for both.
+    let own = "own-client-secret-7c1f0a";
+    let team = "team-client-secret-93be21";
+    w.credential_secret(&w.ns, "strata-credential", SUB, "team", team)
+        .await;
+    let kubeconfig = w.env.kubeconfig_path().to_owned();
+    let mut operator = w.spawn_replica_with(
+        "no-secrets",
+        &["--log-format", "json"],
+        &kubeconfig,
+        &[("AZURE_CLIENT_SECRET", own), ("RUST_LOG", "trace")],
+    );
+    let objects = w
+        .apply_file(&repo_root().join("samples/azure/cluster-resources.yaml"))
+        .await;
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+    operator.kill().await;
+    let logs = std::fs::read_to_string(&operator.log).unwrap();
+    assert!(logs.lines().count() > 100, "trace logs were written");
+    assert!(
+        logs.lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "--log-format json writes one JSON object per line"
+    );
+    for secret in [own, team] {
+        assert!(!logs.contains(secret), "{secret} in the logs");
+    }
+    assert!(!has_arm_token(&logs), "an access token in the logs");
+}

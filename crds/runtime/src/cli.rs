@@ -84,10 +84,10 @@ impl RunArgs {
         }))
     }
 
-    /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`).
+    /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`), with the
+    /// dependencies' log targets that print secrets held at `info` whatever `RUST_LOG` says.
     pub fn init_logs(&self) {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
         let logs = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr);
@@ -97,6 +97,23 @@ impl RunArgs {
             logs.init();
         }
     }
+}
+
+/// Log targets of dependencies that write secrets below `info`: the Azure SDK's transport
+/// policy prints every request, `Authorization: Bearer …` included, at `debug`.
+const SECRET_TARGETS: [&str; 1] = ["azure_core::policies::transport"];
+
+/// The log filter for `RUST_LOG` (`None`: `info`), never below `info` for [`SECRET_TARGETS`].
+pub fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let mut filter = rust_log
+        .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    for target in SECRET_TARGETS {
+        if let Ok(directive) = format!("{target}=info").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
 }
 
 #[cfg(test)]
@@ -145,5 +162,15 @@ mod tests {
             let err = Cli::try_parse_from(bad).err().unwrap();
             assert_eq!(err.exit_code(), 2, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn secret_printing_targets_stay_at_info_even_with_trace() {
+        let shown = log_filter(Some("trace")).to_string();
+        assert!(
+            shown.contains("azure_core::policies::transport=info"),
+            "{shown}"
+        );
+        assert!(log_filter(None).to_string().contains("info"));
     }
 }

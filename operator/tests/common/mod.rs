@@ -504,6 +504,17 @@ impl World {
 
     /// As [`World::spawn_replica`], with the API server credentials of `kubeconfig`.
     pub fn spawn_replica_as(&self, name: &str, args: &[&str], kubeconfig: &Path) -> Replica {
+        self.spawn_replica_with(name, args, kubeconfig, &[])
+    }
+
+    /// As [`World::spawn_replica_as`], with environment variables added or replaced.
+    pub fn spawn_replica_with(
+        &self,
+        name: &str,
+        args: &[&str],
+        kubeconfig: &Path,
+        env: &[(&str, &str)],
+    ) -> Replica {
         let metrics = free_port();
         let lease_ns: &[&str] = if args.contains(&"--leader-elect-namespace") {
             &[]
@@ -531,6 +542,7 @@ impl World {
             .env("AZURE_SUBSCRIPTION_ID", SUB)
             .env("POD_NAME", name)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
             .stderr(out)
             .kill_on_drop(true)
