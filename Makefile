@@ -19,8 +19,8 @@ test: tools
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) STRATA_ENVTEST_SKIP_LOG=$(ENVTEST_SKIPS) \
 		$(CARGO) test -p strata-envtest --all-targets --locked
 	@touch $(ENVTEST_SKIPS); \
-		echo "== strata-envtest on kube-apiserver: $$(wc -l < $(ENVTEST_SKIPS)) tests skipped:"; \
-		sort $(ENVTEST_SKIPS) | sed 's/^/  - /'
+		echo "== strata-envtest on kube-apiserver: $$(sort -u $(ENVTEST_SKIPS) | wc -l) tests skipped:"; \
+		sort -u $(ENVTEST_SKIPS) | sed 's/^/  - /'
 	@echo "== strata-operator, strata-translator and strata-e2e on kube-apiserver + etcd"
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
 		$(CARGO) test -p strata-operator -p strata-translator -p strata-e2e --tests --locked

@@ -166,3 +166,62 @@ async fn no_secret_appears_in_any_log_line_at_any_level() {
     }
     assert!(!has_arm_token(&logs), "an access token in the logs");
 }
+
+/// `/readyz` answers 503 until every kind's watch has listed (here: until the CRDs exist) and
+/// 200 after; `/healthz` answers 200 throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_watches_and_healthz_does_not() {
+    let env = strata_envtest::TestEnv::start().await.unwrap();
+    let health = free_port();
+    let _operator = tokio::process::Command::new(env!("CARGO_BIN_EXE_strata-operator"))
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--health-addr", &health.to_string()])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env_remove("AZURE_CLIENT_ID")
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let status = |path: &'static str| {
+        let http = http.clone();
+        async move {
+            http.get(format!("http://{health}{path}"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+        }
+    };
+    // Up, but no CRD to watch: alive and not ready, for as long as that lasts.
+    let start = std::time::Instant::now();
+    while status("/healthz").await != Some(200) {
+        assert!(start.elapsed() < Duration::from_secs(30), "never alive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for _ in 0..10 {
+        assert_eq!(status("/readyz").await, Some(503));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let crds = repo_root().join("crds/generated");
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["apply", "-f", crds.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let start = std::time::Instant::now();
+    while status("/readyz").await != Some(200) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "not ready after the CRDs were installed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status("/healthz").await, Some(200));
+}
