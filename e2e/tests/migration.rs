@@ -2,6 +2,8 @@
 //! `sigs.k8s.io_cluster-api-provider-azure_cluster_<name>: owned` tag and no Strata tag) is taken
 //! over by applying the same cluster with `strata.dev/adopt: "true"`: no DELETE, nothing
 //! recreated (same resourceGuid and vmId), at most one PUT per resource (the ownership tag).
+//! Before that, the same cluster annotated `strata.dev/reconcile-policy: observe` is imported
+//! without takeover: reported ready to CAPI with no write to Azure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -123,7 +125,51 @@ async fn a_capz_built_cluster_is_taken_over_in_place() {
     assert!(before.len() > 10, "{before:?}");
     stack.clear_requests().await;
 
-    // 2. The same cluster, applied with the migration annotation in a new namespace.
+    // 2. Import without takeover: the same cluster annotated `strata.dev/reconcile-policy:
+    //    observe`, in a namespace of its own, is discovered and reported to CAPI (ready, with its
+    //    control-plane endpoint) without a single write to Azure.
+    let observer = stack.add_namespace("observe").await;
+    let observing = sample.replacen(
+        "kind: AzureCluster\nmetadata:\n  name: strata-demo\n",
+        "kind: AzureCluster\nmetadata:\n  name: strata-demo\n  annotations:\n    strata.dev/reconcile-policy: observe\n",
+        1,
+    );
+    assert_ne!(observing, sample, "the annotation went in");
+    stack.apply_yaml_in(&observer, &observing).await;
+    let observed = stack.api_in(
+        &observer,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "AzureCluster",
+        "azureclusters",
+    );
+    stack
+        .eventually(
+            "the observed cluster is reported ready with its endpoint",
+            Duration::from_secs(60),
+            || async {
+                let azc = observed.get("strata-demo").await.unwrap().data;
+                azc.pointer("/status/ready") == Some(&Value::Bool(true))
+                    && azc
+                        .pointer("/spec/controlPlaneEndpoint/host")
+                        .and_then(Value::as_str)
+                        .is_some_and(|h| !h.is_empty())
+            },
+        )
+        .await;
+    let writes: Vec<Value> = stack
+        .arm_requests()
+        .await
+        .into_iter()
+        .filter(|r| r["method"] != "GET")
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "importing without takeover writes nothing to Azure: {writes:#?}"
+    );
+    stack.clear_requests().await;
+
+    // 3. The same cluster, applied with the migration annotation in a new namespace.
     let target = stack.add_namespace("strata").await;
     let migrating = sample.replacen(
         "kind: AzureCluster\nmetadata:\n  name: strata-demo\n",

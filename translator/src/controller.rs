@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -138,34 +138,43 @@ pub async fn run_observed(
     let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
 
     // AzureCluster controller.
-    let clusters = Controller::new(api::<AzureCluster>(&client, ns), wc.clone())
+    let queue = Queue::new::<AzureCluster>(&metrics);
+    let clusters = queue
+        .controller(api::<AzureCluster>(&client, ns), &wc)
         .with_config(controller_config.clone());
     let store = clusters.store();
     let cluster_store = store.clone();
     let by_identity = store.clone();
-    let clusters = owns_cluster_crs(clusters, &client, ns, &wc)
-        .owns(api::<Secret>(&client, ns), label_config())
-        .watches(api::<Cluster>(&client, ns), wc.clone(), |c| {
-            c.spec
-                .infrastructure_ref
-                .as_ref()
-                .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
-                .and_then(|r| r.name.clone())
-                .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
-        })
-        .watches(api::<Machine>(&client, ns), wc.clone(), move |m| {
-            azure_cluster_of(
-                &store,
-                &m.namespace().unwrap_or_default(),
-                &m.spec.cluster_name,
-            )
-        })
+    let clusters = owns_cluster_crs(clusters, &queue, &client, ns)
+        .watches(
+            api::<Cluster>(&client, ns),
+            wc.clone(),
+            queue.counted(|c: Cluster| {
+                c.spec
+                    .infrastructure_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
+                    .and_then(|r| r.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
+            }),
+        )
+        .watches(
+            api::<Machine>(&client, ns),
+            wc.clone(),
+            queue.counted(move |m: Machine| {
+                azure_cluster_of(
+                    &store,
+                    &m.namespace().unwrap_or_default(),
+                    &m.spec.cluster_name,
+                )
+            }),
+        )
         // Identities may live in any namespace; a change (allowedNamespaces, client) wakes the
         // AzureClusters that name it.
         .watches(
             Api::<AzureClusterIdentity>::all(client.clone()),
             wc.clone(),
-            move |id| {
+            queue.counted(move |id: AzureClusterIdentity| {
                 let id_ns = id.namespace().unwrap_or_default();
                 let id_name = id.name_any();
                 by_identity
@@ -180,7 +189,7 @@ pub async fn run_observed(
                     })
                     .map(|a| ObjectRef::from_obj(a.as_ref()))
                     .collect::<Vec<_>>()
-            },
+            }),
         )
         .shutdown_on_signal()
         .run(reconcile_cluster, error_policy, ctx.clone())
@@ -192,50 +201,62 @@ pub async fn run_observed(
         });
 
     // AzureMachine controller.
-    let ms = Controller::new(api::<AzureMachine>(&client, ns), wc.clone())
+    let queue = Queue::new::<AzureMachine>(&metrics);
+    let ms = queue
+        .controller(api::<AzureMachine>(&client, ns), &wc)
         .with_config(controller_config);
     let machine_store = ms.store();
     watch_health(&health, &metrics, &cluster_store, &machine_store, &machines);
     let by_machine = machines.clone();
     let machines_for_cluster = machines.clone();
-    let ms = ms
-        .owns(api::<azure::NetworkInterface>(&client, ns), label_config())
-        .owns(api::<azure::PublicIPAddress>(&client, ns), label_config())
-        .owns(api::<azure::VirtualMachine>(&client, ns), label_config())
-        .owns(api::<Secret>(&client, ns), label_config())
-        .watches(api::<Machine>(&client, ns), wc.clone(), |m| {
-            (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
-                .then(|| m.spec.infrastructure_ref.name.clone())
-                .flatten()
-                .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
-        })
-        .watches(api::<Secret>(&client, ns), wc.clone(), move |s| {
-            // A bootstrap Secret wakes the AzureMachine of the Machine that names it.
-            let ns = s.namespace().unwrap_or_default();
-            let name = s.name_any();
-            by_machine
-                .state()
-                .into_iter()
-                .filter(|m| {
-                    m.namespace().as_deref() == Some(&ns)
-                        && m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
-                })
-                .filter_map(|m| m.spec.infrastructure_ref.name.clone())
-                .map(|n| ObjectRef::new(&n).within(&ns))
-                .collect::<Vec<_>>()
-        })
-        .watches(api::<AzureCluster>(&client, ns), wc.clone(), move |azc| {
-            // Cluster infrastructure becoming ready lets VMs be made.
-            let ns = azc.namespace().unwrap_or_default();
-            let cluster = cluster_label(&azc).unwrap_or_else(|| azc.name_any());
-            machines_for_cluster
-                .state()
-                .into_iter()
-                .filter(|m| m.namespace().as_deref() == Some(&ns) && m.spec.cluster_name == cluster)
-                .filter_map(|m| m.spec.infrastructure_ref.name.clone())
-                .map(|n| ObjectRef::new(&n).within(&ns))
-                .collect::<Vec<_>>()
-        })
+    let ms = owns_machine_crs(ms, &queue, &client, ns)
+        .watches(
+            api::<Machine>(&client, ns),
+            wc.clone(),
+            queue.counted(|m: Machine| {
+                (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
+                    .then(|| m.spec.infrastructure_ref.name.clone())
+                    .flatten()
+                    .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
+            }),
+        )
+        .watches(
+            api::<Secret>(&client, ns),
+            wc.clone(),
+            queue.counted(move |s: Secret| {
+                // A bootstrap Secret wakes the AzureMachine of the Machine that names it.
+                let ns = s.namespace().unwrap_or_default();
+                let name = s.name_any();
+                by_machine
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace().as_deref() == Some(&ns)
+                            && m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
+                    })
+                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&ns))
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .watches(
+            api::<AzureCluster>(&client, ns),
+            wc.clone(),
+            queue.counted(move |azc: AzureCluster| {
+                // Cluster infrastructure becoming ready lets VMs be made.
+                let ns = azc.namespace().unwrap_or_default();
+                let cluster = cluster_label(&azc).unwrap_or_else(|| azc.name_any());
+                machines_for_cluster
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace().as_deref() == Some(&ns) && m.spec.cluster_name == cluster
+                    })
+                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&ns))
+                    .collect::<Vec<_>>()
+            }),
+        )
         .shutdown_on_signal()
         .run(reconcile_machine, error_policy, ctx.clone())
         .for_each(|r| {
@@ -302,6 +323,10 @@ where
     F: FnOnce(Arc<K>, Arc<Context>, Events) -> Fut,
     Fut: std::future::Future<Output = Result<Action, Error>>,
 {
+    ctx.metrics.dequeued(
+        kind_label::<K>(),
+        &queue_key(obj.meta().namespace.as_deref(), &obj.name_any()),
+    );
     if !ctx.settings.shard.owns(obj.meta()) {
         return Ok(Action::await_change());
     }
@@ -377,24 +402,145 @@ fn label_config() -> watcher::Config {
     watcher::Config::default().labels(naming::CLUSTER_NAME_LABEL)
 }
 
+/// The queue of one controller, as seen from outside: kube-runtime keeps its queue private, so
+/// every trigger goes through `counted` (a watch event of the main kind or a mapped wake-up) and
+/// `queue_depth` counts the objects waiting, deduplicated as the queue is; `observed` takes
+/// an object off when its reconcile starts.
+#[derive(Clone)]
+struct Queue {
+    kind: &'static str,
+    metrics: Arc<ControllerMetrics>,
+}
+
+impl Queue {
+    fn new<K: Resource<DynamicType = ()>>(metrics: &Arc<ControllerMetrics>) -> Self {
+        Self {
+            kind: kind_label::<K>(),
+            metrics: metrics.clone(),
+        }
+    }
+
+    fn push<K: kube::runtime::reflector::Lookup>(&self, r: &ObjectRef<K>) {
+        self.metrics
+            .queued(self.kind, queue_key(r.namespace.as_deref(), &r.name));
+    }
+
+    /// A controller of `K` whose own watch events are counted, as `Controller::new` would
+    /// build it otherwise.
+    fn controller<K>(&self, api: Api<K>, wc: &watcher::Config) -> Controller<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let queue = self.clone();
+        let events = reflector(writer, watcher(api, wc.clone()))
+            .applied_objects()
+            .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
+        Controller::for_stream(events, reader)
+    }
+
+    /// `mapper`, with every object it wakes counted as queued.
+    fn counted<T, K, I>(
+        &self,
+        mapper: impl Fn(T) -> I + Send + Sync + 'static,
+    ) -> impl Fn(T) -> Vec<ObjectRef<K>> + Send + Sync + 'static
+    where
+        K: kube::runtime::reflector::Lookup,
+        I: IntoIterator<Item = ObjectRef<K>>,
+    {
+        let queue = self.clone();
+        move |obj| {
+            let refs: Vec<_> = mapper(obj).into_iter().collect();
+            refs.iter().for_each(|r| queue.push(r));
+            refs
+        }
+    }
+}
+
+/// The `kind` label of `K`'s metrics (the translator's two kinds are static types).
+fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()) {
+        std::borrow::Cow::Borrowed(kind) => kind,
+        std::borrow::Cow::Owned(_) => "unknown",
+    }
+}
+
+fn queue_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
+}
+
+/// What kube-runtime's `Controller::owns` wakes: the owners of kind `K` in the child's
+/// ownerReferences (here as a mapper, so that the queue can count them).
+fn owners<K, C>(child: C) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+    C: Resource,
+{
+    let ns = child.meta().namespace.as_deref();
+    child
+        .owner_references()
+        .iter()
+        .filter_map(|o| ObjectRef::from_owner_ref(ns, o, ()))
+        .collect()
+}
+
+/// What `Controller::owns` does, with the wake-ups counted: watches the children (cloud CRs and
+/// Secrets, labelled with their cluster) and wakes their owners of kind `K`.
+fn watch_owned<K, C>(c: Controller<K>, queue: &Queue, children: Api<C>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    C: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    c.watches(children, label_config(), queue.counted(owners::<K, C>))
+}
+
+/// The cloud CRs and the Secret an AzureCluster owns.
 fn owns_cluster_crs(
     c: Controller<AzureCluster>,
+    queue: &Queue,
     client: &Client,
     ns: Option<&str>,
-    _wc: &watcher::Config,
 ) -> Controller<AzureCluster> {
-    c.owns(api::<azure::ResourceGroup>(client, ns), label_config())
-        .owns(api::<azure::VirtualNetwork>(client, ns), label_config())
-        .owns(api::<azure::Subnet>(client, ns), label_config())
-        .owns(
-            api::<azure::NetworkSecurityGroup>(client, ns),
-            label_config(),
-        )
-        .owns(api::<azure::RouteTable>(client, ns), label_config())
-        .owns(api::<azure::NatGateway>(client, ns), label_config())
-        .owns(api::<azure::PublicIPAddress>(client, ns), label_config())
-        .owns(api::<azure::LoadBalancer>(client, ns), label_config())
-        .owns(api::<azure::AvailabilitySet>(client, ns), label_config())
+    let c = watch_owned(c, queue, api::<azure::ResourceGroup>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::VirtualNetwork>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::Subnet>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::NetworkSecurityGroup>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::RouteTable>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::NatGateway>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::LoadBalancer>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::AvailabilitySet>(client, ns));
+    watch_owned(c, queue, api::<Secret>(client, ns))
+}
+
+/// The cloud CRs and the Secret an AzureMachine owns.
+fn owns_machine_crs(
+    c: Controller<AzureMachine>,
+    queue: &Queue,
+    client: &Client,
+    ns: Option<&str>,
+) -> Controller<AzureMachine> {
+    let c = watch_owned(c, queue, api::<azure::NetworkInterface>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
+    let c = watch_owned(c, queue, api::<azure::VirtualMachine>(client, ns));
+    watch_owned(c, queue, api::<Secret>(client, ns))
 }
 
 fn cluster_label<K: Resource>(obj: &K) -> Option<String> {

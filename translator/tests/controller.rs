@@ -3,269 +3,19 @@
 //! (set `Ready` and outputs on the cloud CRs) is done here by hand where a test needs it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 use strata_crds::capi::{Cluster, Machine};
 use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
-use strata_translator::controller::{Settings, run};
-use strata_translator::render::Inputs;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-struct Env {
-    _env: strata_envtest::TestEnv,
-    client: Client,
-    ns: String,
-    controller: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.controller.abort();
-    }
-}
-
-async fn start(ns: &str) -> Env {
-    start_with(ns, |_, client, ns| {
-        let settings = Settings {
-            namespace: Some(ns.to_owned()),
-            ..Settings::default()
-        };
-        tokio::spawn(run(client, settings))
-    })
-    .await
-}
-
-/// The API test server with the namespace `ns`, and the translator `spawn` starts.
-async fn start_with(
-    ns: &str,
-    spawn: impl FnOnce(&strata_envtest::TestEnv, Client, &str) -> tokio::task::JoinHandle<()>,
-) -> Env {
-    let env = strata_envtest::TestEnv::builder()
-        .crd_dir(repo().join("crds/generated"))
-        .garbage_collection(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns, "labels": {"team": ns}}}))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let controller = spawn(&env, client.clone(), ns);
-    Env {
-        _env: env,
-        client,
-        ns: ns.to_owned(),
-        controller,
-    }
-}
-
-fn resource_of(kind: &str) -> Option<ApiResource> {
-    Some(match kind {
-        "Cluster" => ApiResource::erase::<Cluster>(&()),
-        "AzureCluster" => ApiResource::erase::<AzureCluster>(&()),
-        "Machine" => ApiResource::erase::<Machine>(&()),
-        "AzureMachine" => ApiResource::erase::<AzureMachine>(&()),
-        "AzureClusterIdentity" => ApiResource::erase::<AzureClusterIdentity>(&()),
-        "Secret" => ApiResource::erase::<Secret>(&()),
-        _ => return None,
-    })
-}
-
-/// The documents of a YAML text, moved to namespace `ns`.
-fn docs(text: &str, ns: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .map(|mut v: Value| {
-            v["metadata"]["namespace"] = json!(ns);
-            v
-        })
-        .collect()
-}
-
-/// Creates the objects of `text` that the translator reads (other kinds are skipped).
-async fn create_all(env: &Env, text: &str) {
-    for doc in docs(text, &env.ns) {
-        let Some(ar) = resource_of(doc["kind"].as_str().unwrap()) else {
-            continue;
-        };
-        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
-        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.ns, &ar)
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
-    }
-}
-
-/// What CAPI core would create for a cluster: a control-plane Machine and a worker, their
-/// AzureMachines and bootstrap Secrets.
-fn capi_machines(cluster: &str) -> String {
-    let mut out = String::new();
-    for (name, cp, zone) in [
-        (format!("{cluster}-control-plane-abc12"), true, None),
-        (format!("{cluster}-md-0-xyz98"), false, Some("2")),
-    ] {
-        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
-        if cp {
-            labels["cluster.x-k8s.io/control-plane"] = json!("");
-        } else {
-            labels["cluster.x-k8s.io/deployment-name"] = json!(format!("{cluster}-md-0"));
-        }
-        let docs = [
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"clusterName": cluster, "failureDomain": zone,
-                    "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
-                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine", "name": name}}}),
-            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine",
-                "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-                "spec": {"vmSize": "Standard_D2s_v3", "osDisk": {"osType": "Linux", "diskSizeGB": 128}, "sshPublicKey": ""}}),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": format!("{name}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-                "stringData": {"value": format!("#cloud-config for {name}"), "format": "cloud-config"}}),
-        ];
-        for d in docs {
-            out.push_str("---\n");
-            out.push_str(&serde_yaml_ng::to_string(&d).unwrap());
-        }
-    }
-    out
-}
-
-fn dyn_api(env: &Env, kind: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind),
-        &match kind {
-            "PublicIPAddress" => "publicipaddresses".to_owned(),
-            k => format!("{}s", k.to_lowercase()),
-        },
-    );
-    Api::namespaced_with(env.client.clone(), &env.ns, &ar)
-}
-
-const KINDS: [&str; 11] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "PublicIPAddress",
-    "NatGateway",
-    "Subnet",
-    "LoadBalancer",
-    "AvailabilitySet",
-    "NetworkInterface",
-    "VirtualMachine",
-];
-
-/// Every cloud CR in the namespace: (kind, name) → object.
-async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
-    let mut out = BTreeMap::new();
-    for kind in KINDS {
-        for o in dyn_api(env, kind)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-        {
-            out.insert((kind.to_owned(), o.name_any()), o);
-        }
-    }
-    out
-}
-
-/// The (kind, name) set `render` gives for the same input.
-fn rendered(text: &str, ns: &str) -> Vec<(String, String)> {
-    let mut inputs = Inputs::default();
-    let moved: String = docs(text, ns)
-        .iter()
-        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
-        .collect();
-    inputs.add_yaml("input", &moved).unwrap();
-    let t = inputs.translate().unwrap();
-    t.resources
-        .iter()
-        .map(|r| (r.kind().to_owned(), r.name().to_owned()))
-        .collect()
-}
-
-/// Polls `f` until it returns Some, for at most 20 s.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..200 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// Plays the reconciler: every cloud CR Ready with an ARM ID, IPs on public IPs and NICs.
-async fn make_all_ready(env: &Env) {
-    for ((kind, name), o) in cloud_crs(env).await {
-        let mut status = json!({
-            "id": format!("/subscriptions/s/resourceGroups/Strata-RG/providers/x/{kind}/{name}"),
-            "provisioningState": "Succeeded",
-            "observedGeneration": o.metadata.generation,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        });
-        match kind.as_str() {
-            "PublicIPAddress" => status["ipAddress"] = json!("20.1.2.3"),
-            "NetworkInterface" => status["privateIPAddress"] = json!("10.0.0.4"),
-            "VirtualMachine" => {
-                status["id"] = json!(format!(
-                    "/subscriptions/s/resourceGroups/Strata-RG/providers/Microsoft.Compute/virtualMachines/{name}"
-                ));
-                status["vmId"] = json!("0000-vm");
-                status["powerState"] = json!("running");
-            }
-            _ => {}
-        }
-        dyn_api(env, &kind)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .unwrap();
-    }
-}
-
-async fn azure_cluster(env: &Env, name: &str) -> AzureCluster {
-    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
-        .get(name)
-        .await
-        .unwrap()
-}
-
-fn sample(name: &str) -> String {
-    std::fs::read_to_string(repo().join("samples/capi").join(name)).unwrap()
-}
-
+use common::*;
 #[tokio::test]
 async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled() {
     let env = start("tr-default").await;
@@ -452,8 +202,9 @@ async fn editing_the_azure_cluster_changes_only_the_affected_crs_and_prunes_remo
     }
     assert_eq!(after.len(), after2.len());
 
-    // Remove the node subnet: its Subnet, NAT gateway, NAT IP and route table go, the node NSG
-    // too (no subnet names it).
+    // Replace the node subnet by another: its Subnet CR goes, the new one comes, and the CR set
+    // is exactly what `render` gives for the edited input (the node NSG, route table and NAT
+    // gateway are shared by name and stay).
     let mut azc = api.get("strata-demo").await.unwrap();
     azc.spec
         .network_spec
@@ -465,19 +216,27 @@ async fn editing_the_azure_cluster_changes_only_the_affected_crs_and_prunes_remo
         .unwrap(),
     );
     set_subnets(&api, &azc).await;
-    eventually("node subnet pruned", || async {
-        let crs = cloud_crs(&env).await;
-        (!crs.contains_key(&(
-            "Subnet".to_owned(),
-            "strata-demo-vnet-node-subnet".to_owned(),
-        )) && crs.contains_key(&("Subnet".to_owned(), "strata-demo-vnet-other".to_owned())))
-        .then_some(())
+    let edited = sample("default-cluster.yaml").replace(
+        "    - name: node-subnet\n      role: node\n",
+        "    - name: other\n      role: node\n      cidrBlocks: [10.2.0.0/16]\n",
+    );
+    let mut want = rendered(&edited, &env.ns);
+    want.sort();
+    assert!(want.contains(&("Subnet".to_owned(), "strata-demo-vnet-other".to_owned())));
+    eventually("node subnet replaced", || async {
+        let have: Vec<(String, String)> = cloud_crs(&env).await.into_keys().collect();
+        (have == want).then_some(())
     })
     .await;
 }
 
+/// Sets (`Some`) or removes (`None`) CAPI's `cluster.x-k8s.io/paused` annotation.
+fn capi_paused(value: Option<&str>) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": value}}}))
+}
+
 #[tokio::test]
-async fn paused_marks_the_crs_and_unpausing_clears_it() {
+async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
     let env = start("tr-paused").await;
     create_all(&env, &sample("default-cluster.yaml")).await;
     let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
@@ -487,34 +246,73 @@ async fn paused_marks_the_crs_and_unpausing_clears_it() {
     })
     .await;
     let clusters = Api::<Cluster>::namespaced(env.client.clone(), &env.ns);
+    let pp = PatchParams::default();
     clusters
         .patch(
             "strata-demo",
-            &PatchParams::default(),
+            &pp,
             &Patch::Merge(json!({"spec": {"paused": true}})),
         )
         .await
         .unwrap();
-    eventually("paused annotation", || async {
+    let paused = eventually("paused annotation", || async {
         let crs = cloud_crs(&env).await;
         crs.values()
             .all(|o| o.annotations().get("strata.dev/paused").map(String::as_str) == Some("true"))
-            .then_some(())
+            .then_some(crs)
     })
     .await;
+
+    // While paused, a new NSG rule changes no CR.
+    let azcs = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    let mut azc = azcs.get("strata-demo").await.unwrap();
+    azc.spec.network_spec.subnets[0].security_group = Some(
+        serde_json::from_value(json!({
+        "securityRules": [{"name": "allow_https", "protocol": "Tcp", "direction": "Inbound",
+            "priority": 2300, "destinationPorts": "443"}]}))
+        .unwrap(),
+    );
+    set_subnets(&azcs, &azc).await;
+    // CAPI's annotation on the AzureCluster pauses it as well: lifting spec.paused alone
+    // resumes nothing.
+    azcs.patch("strata-demo", &pp, &capi_paused(Some("")))
+        .await
+        .unwrap();
     clusters
         .patch(
             "strata-demo",
-            &PatchParams::default(),
+            &pp,
             &Patch::Merge(json!({"spec": {"paused": false}})),
         )
         .await
         .unwrap();
-    eventually("unpaused", || async {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let still = cloud_crs(&env).await;
+    for (k, o) in &paused {
+        assert_eq!(
+            o.resource_version(),
+            still[k].resource_version(),
+            "{k:?} changed while paused"
+        );
+    }
+
+    // Lifting the annotation too resumes: the rule arrives and the mark is gone.
+    azcs.patch("strata-demo", &pp, &capi_paused(None))
+        .await
+        .unwrap();
+    let nsg = (
+        "NetworkSecurityGroup".to_owned(),
+        "strata-demo-controlplane-nsg".to_owned(),
+    );
+    eventually("unpaused with the new rule", || async {
         let crs = cloud_crs(&env).await;
-        crs.values()
-            .all(|o| !o.annotations().contains_key("strata.dev/paused"))
-            .then_some(())
+        let unmarked = crs
+            .values()
+            .all(|o| !o.annotations().contains_key("strata.dev/paused"));
+        let rule = crs[&nsg].data["spec"]["securityRules"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["name"] == "allow_https"));
+        (unmarked && rule).then_some(())
     })
     .await;
 }
@@ -955,7 +753,7 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
     env.controller.abort();
 
     let log = env
-        ._env
+        .server
         .request_log()
         .expect("a request log (not with USE_EXISTING_CLUSTER)");
     let used = strata_envtest::requests::accesses_of(&log, "strata-translator/");

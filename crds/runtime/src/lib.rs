@@ -75,11 +75,18 @@ pub enum ClientError {
 
 /// A Kubernetes client from KUBECONFIG or the in-cluster configuration that names itself
 /// (`User-Agent: <agent>`, e.g. `strata-operator/0.1.0`), as Go clients do: the API server's
-/// audit log, its metrics and Strata's RBAC test tell the controllers apart by it.
+/// audit log, its metrics and Strata's RBAC test tell the controllers apart by it. With
+/// `POD_NAME` set (the Deployments pass it from the downward API) the agent names the replica
+/// too, `strata-operator/0.1.0 (strata-operator-5d8f…)`, so that one replica's requests can be
+/// told from another's.
 pub async fn client(agent: &str) -> Result<kube::Client, ClientError> {
     let mut config = kube::Config::infer().await?;
-    let value = axum::http::HeaderValue::from_str(agent)
-        .map_err(|_| ClientError::UserAgent(agent.to_owned()))?;
+    let agent = match std::env::var("POD_NAME") {
+        Ok(pod) if !pod.is_empty() => format!("{agent} ({pod})"),
+        _ => agent.to_owned(),
+    };
+    let value =
+        axum::http::HeaderValue::from_str(&agent).map_err(|_| ClientError::UserAgent(agent))?;
     config.headers.push((axum::http::header::USER_AGENT, value));
     Ok(kube::Client::try_from(config)?)
 }

@@ -1,0 +1,337 @@
+//! What the translator's integration tests share: the API test server with a namespace and a
+//! translator, the sample inputs, and a stand-in for the reconciler that makes cloud CRs Ready.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use strata_crds::capi::{Cluster, Machine};
+use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use strata_translator::controller::{Settings, run};
+use strata_translator::render::Inputs;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+pub struct Env {
+    pub server: strata_envtest::TestEnv,
+    pub client: Client,
+    pub ns: String,
+    pub controller: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.controller.abort();
+    }
+}
+
+pub async fn start(ns: &str) -> Env {
+    start_with(ns, |_, client, ns| {
+        let settings = Settings {
+            namespace: Some(ns.to_owned()),
+            ..Settings::default()
+        };
+        tokio::spawn(run(client, settings))
+    })
+    .await
+}
+
+/// The API test server with the namespace `ns`, and the translator `spawn` starts.
+pub async fn start_with(
+    ns: &str,
+    spawn: impl FnOnce(&strata_envtest::TestEnv, Client, &str) -> tokio::task::JoinHandle<()>,
+) -> Env {
+    let env = strata_envtest::TestEnv::builder()
+        .crd_dir(repo().join("crds/generated"))
+        .garbage_collection(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns, "labels": {"team": ns}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let controller = spawn(&env, client.clone(), ns);
+    Env {
+        server: env,
+        client,
+        ns: ns.to_owned(),
+        controller,
+    }
+}
+
+pub fn resource_of(kind: &str) -> Option<ApiResource> {
+    Some(match kind {
+        "Cluster" => ApiResource::erase::<Cluster>(&()),
+        "AzureCluster" => ApiResource::erase::<AzureCluster>(&()),
+        "Machine" => ApiResource::erase::<Machine>(&()),
+        "AzureMachine" => ApiResource::erase::<AzureMachine>(&()),
+        "AzureClusterIdentity" => ApiResource::erase::<AzureClusterIdentity>(&()),
+        "Secret" => ApiResource::erase::<Secret>(&()),
+        _ => return None,
+    })
+}
+
+/// The documents of a YAML text, moved to namespace `ns`.
+pub fn docs(text: &str, ns: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .map(|mut v: Value| {
+            v["metadata"]["namespace"] = json!(ns);
+            v
+        })
+        .collect()
+}
+
+/// Creates the objects of `text` that the translator reads (other kinds are skipped).
+pub async fn create_all(env: &Env, text: &str) {
+    for doc in docs(text, &env.ns) {
+        let Some(ar) = resource_of(doc["kind"].as_str().unwrap()) else {
+            continue;
+        };
+        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.ns, &ar)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+}
+
+/// What CAPI core would create for a cluster: a control-plane Machine and a worker, their
+/// AzureMachines and bootstrap Secrets.
+pub fn capi_machines(cluster: &str) -> String {
+    let mut out = String::new();
+    for (name, cp, zone) in [
+        (format!("{cluster}-control-plane-abc12"), true, None),
+        (format!("{cluster}-md-0-xyz98"), false, Some("2")),
+    ] {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+        if cp {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        } else {
+            labels["cluster.x-k8s.io/deployment-name"] = json!(format!("{cluster}-md-0"));
+        }
+        let docs = [
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"clusterName": cluster, "failureDomain": zone,
+                    "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine", "name": name}}}),
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine",
+                "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "spec": {"vmSize": "Standard_D2s_v3", "osDisk": {"osType": "Linux", "diskSizeGB": 128}, "sshPublicKey": ""}}),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "stringData": {"value": format!("#cloud-config for {name}"), "format": "cloud-config"}}),
+        ];
+        for d in docs {
+            out.push_str("---\n");
+            out.push_str(&serde_yaml_ng::to_string(&d).unwrap());
+        }
+    }
+    out
+}
+
+pub fn dyn_api(env: &Env, kind: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind),
+        &match kind {
+            "PublicIPAddress" => "publicipaddresses".to_owned(),
+            k => format!("{}s", k.to_lowercase()),
+        },
+    );
+    Api::namespaced_with(env.client.clone(), &env.ns, &ar)
+}
+
+pub const KINDS: [&str; 11] = [
+    "ResourceGroup",
+    "VirtualNetwork",
+    "NetworkSecurityGroup",
+    "RouteTable",
+    "PublicIPAddress",
+    "NatGateway",
+    "Subnet",
+    "LoadBalancer",
+    "AvailabilitySet",
+    "NetworkInterface",
+    "VirtualMachine",
+];
+
+/// Every cloud CR in the namespace: (kind, name) → object.
+pub async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
+    let mut out = BTreeMap::new();
+    for kind in KINDS {
+        for o in dyn_api(env, kind)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+        {
+            out.insert((kind.to_owned(), o.name_any()), o);
+        }
+    }
+    out
+}
+
+/// The (kind, name) set `render` gives for the same input.
+pub fn rendered(text: &str, ns: &str) -> Vec<(String, String)> {
+    let mut inputs = Inputs::default();
+    let moved: String = docs(text, ns)
+        .iter()
+        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+        .collect();
+    inputs.add_yaml("input", &moved).unwrap();
+    let t = inputs.translate().unwrap();
+    t.resources
+        .iter()
+        .map(|r| (r.kind().to_owned(), r.name().to_owned()))
+        .collect()
+}
+
+/// Polls `f` until it returns Some, for at most 20 s.
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Plays the reconciler: every cloud CR Ready with an ARM ID, IPs on public IPs and NICs.
+pub async fn make_all_ready(env: &Env) {
+    for ((kind, name), o) in cloud_crs(env).await {
+        let mut status = json!({
+            "id": format!("/subscriptions/s/resourceGroups/Strata-RG/providers/x/{kind}/{name}"),
+            "provisioningState": "Succeeded",
+            "observedGeneration": o.metadata.generation,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        });
+        match kind.as_str() {
+            "PublicIPAddress" => status["ipAddress"] = json!("20.1.2.3"),
+            "NetworkInterface" => status["privateIPAddress"] = json!("10.0.0.4"),
+            "VirtualMachine" => {
+                status["id"] = json!(format!(
+                    "/subscriptions/s/resourceGroups/Strata-RG/providers/Microsoft.Compute/virtualMachines/{name}"
+                ));
+                status["vmId"] = json!("0000-vm");
+                status["powerState"] = json!("running");
+            }
+            _ => {}
+        }
+        dyn_api(env, &kind)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+pub async fn azure_cluster(env: &Env, name: &str) -> AzureCluster {
+    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+pub fn sample(name: &str) -> String {
+    std::fs::read_to_string(repo().join("samples/capi").join(name)).unwrap()
+}
+
+/// Plays the reconciler until every AzureCluster and AzureMachine of the namespace is Ready.
+pub async fn converge(env: &Env, what: &str, timeout: Duration) {
+    let start = Instant::now();
+    let clusters = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    let machines = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns);
+    loop {
+        make_all_ready(env).await;
+        let lp = ListParams::default();
+        let c = clusters.list(&lp).await.unwrap().items;
+        let m = machines.list(&lp).await.unwrap().items;
+        let not_ready: Vec<String> = c
+            .iter()
+            .filter(|c| !c.status.as_ref().is_some_and(|s| s.ready))
+            .map(|c| {
+                format!(
+                    "AzureCluster/{}",
+                    c.metadata.name.clone().unwrap_or_default()
+                )
+            })
+            .chain(
+                m.iter()
+                    .filter(|m| !m.status.as_ref().is_some_and(|s| s.ready))
+                    .map(|m| {
+                        format!(
+                            "AzureMachine/{}",
+                            m.metadata.name.clone().unwrap_or_default()
+                        )
+                    }),
+            )
+            .collect();
+        if !c.is_empty() && not_ready.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{what}: not Ready after {timeout:?}: {not_ready:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The default sample cluster (and what CAPI core would make for it) named `name`.
+pub fn cluster_input(name: &str) -> String {
+    format!(
+        "{}\n{}",
+        sample("default-cluster.yaml"),
+        capi_machines("strata-demo")
+    )
+    .replace("strata-demo", name)
+}
+
+/// Whether a YAML document is an AzureClusterIdentity (its own top-level `kind`, not the
+/// AzureCluster's indented `identityRef.kind`).
+pub fn is_identity(doc: &str) -> bool {
+    doc.lines().any(|l| l == "kind: AzureClusterIdentity")
+}
+
+/// The AzureClusterIdentity the clusters share.
+pub async fn create_identity(env: &Env) {
+    let text = cluster_input("any");
+    let docs: Vec<&str> = text.split("\n---").filter(|d| is_identity(d)).collect();
+    create_all(env, &docs.join("\n---")).await;
+}
+
+/// Creates the inputs of several clusters (not their identity).
+pub async fn create_clusters(env: &Env, names: &[String]) {
+    for name in names {
+        let text = cluster_input(name);
+        let docs: Vec<&str> = text.split("\n---").filter(|d| !is_identity(d)).collect();
+        create_all(env, &docs.join("\n---")).await;
+    }
+}
