@@ -135,6 +135,12 @@ impl World {
 
     /// Starts (or restarts, with fresh in-memory state) the operator.
     pub fn start_operator(&mut self) {
+        self.start_operator_with(|_| {});
+    }
+
+    /// As [`World::start_operator`], with the settings changed by `change` (e.g. another global
+    /// credential).
+    pub fn start_operator_with(&mut self, change: impl FnOnce(&mut Settings)) {
         self.stop_operator();
         let mut settings = settings(&self.sim.url, &self.ns);
         settings.limits = self.limits.scaled(TIME_SCALE);
@@ -144,6 +150,7 @@ impl World {
             settings.scope.namespace = None;
             settings.scope.selector = Some(format!("strata-test={}", self.ns));
         }
+        change(&mut settings);
         let client = self.env.client();
         let bound = self.bound.clone();
         *bound.lock().unwrap() = None;
