@@ -178,7 +178,11 @@ impl Registry {
         // be verified here, so it stands for the principal's secret. A JWT's validity period is
         // checked as Azure AD checks it (a rotated-away, expired token file is refused).
         let assertion = form.get("client_assertion").is_some_and(|a| !a.is_empty());
-        if let Some(claims) = form.get("client_assertion").and_then(|a| jwt_claims(a)) {
+        if let Some(claims) = form
+            .get("client_assertion")
+            .map(String::as_str)
+            .and_then(jwt_claims)
+        {
             let now = chrono::Utc::now().timestamp();
             let at = |k: &str| claims.get(k).and_then(serde_json::Value::as_i64);
             let (nbf, exp) = (at("nbf").unwrap_or(i64::MIN), at("exp").unwrap_or(i64::MAX));
@@ -311,7 +315,8 @@ pub async fn token(
         principal: form.get("client_id").cloned(),
         assertion: form
             .get("client_assertion")
-            .and_then(|a| jwt_claims(a))
+            .map(String::as_str)
+            .and_then(jwt_claims)
             .and_then(|c| c.get("jti").and_then(|j| j.as_str()).map(str::to_owned)),
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     });
