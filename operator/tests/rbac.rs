@@ -36,20 +36,11 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
     // The proof is the API server's request log: the embedded server's, or kube-apiserver's
     // audit log (KUBEBUILDER_ASSETS), both of `make test`'s modes. A separately started server
     // (USE_EXISTING_CLUSTER) offers none, and its RBAC is not ours to set up.
-    if w.env.request_log().is_none() {
-        // As e2e/envtest's skips: stderr, and a line in STRATA_ENVTEST_SKIP_LOG when it is set.
-        let line = "the_cluster_role_grants_what_the_operator_uses_and_nothing_more: \
-                    USE_EXISTING_CLUSTER gives no API request log to compare the role with";
-        eprintln!("SKIPPED {line}");
-        if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
-            use std::io::Write;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .and_then(|mut f| writeln!(f, "{line}"))
-                .unwrap();
-        }
+    if skip_on_existing_cluster(
+        &w.env,
+        "the_cluster_role_grants_what_the_operator_uses_and_nothing_more",
+        "USE_EXISTING_CLUSTER gives no API request log to compare the role with",
+    ) {
         return;
     }
     let rbac = repo_root().join("operator/deploy/rbac.yaml");

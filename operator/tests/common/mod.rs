@@ -452,6 +452,26 @@ impl World {
     }
 }
 
+/// Skips a test against a separately started server (`USE_EXISTING_CLUSTER=true`: no request
+/// log, shared state) — never in `make test`'s two modes. As e2e/envtest's skips: prints why and
+/// appends `<test>: <reason>` to `STRATA_ENVTEST_SKIP_LOG` when it is set. True: return.
+pub fn skip_on_existing_cluster(env: &TestEnv, test: &str, reason: &str) -> bool {
+    if env.is_embedded() || env.request_log().is_some() {
+        return false;
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| writeln!(f, "{test}: {reason}"))
+            .unwrap();
+    }
+    true
+}
+
 /// Counts requests by method for paths (operations polls excluded).
 pub fn count(requests: &[Value], method: &str) -> usize {
     requests.iter().filter(|r| r["method"] == method).count()
