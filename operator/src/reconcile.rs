@@ -384,13 +384,13 @@ async fn reconcile_inner<K: AzureResource>(
     let status = obj.base_status().cloned().unwrap_or_default();
     let flag = |name: &str| annotations.get(name).is_some_and(|v| v == "true");
 
+    let invalid_policy = format!("{POLICY} must be manage, observe or detach-on-delete");
     let Some(policy) = Policy::parse(annotations.get(POLICY).map(String::as_str)) else {
-        let message = format!("{POLICY} must be manage, observe or detach-on-delete");
         report(
             &ctx,
             &api,
             obj.as_ref(),
-            Report::new("False", "InvalidSpec", message),
+            Report::new("False", "InvalidSpec", invalid_policy),
         )
         .await?;
         return Ok(Action::await_change());
@@ -404,7 +404,10 @@ async fn reconcile_inner<K: AzureResource>(
                 .saturating_sub(c.last_transition_time.0.as_second())
                 .max(0) as u64,
         );
+        // An unknown policy is fixed by an annotation, which leaves the generation as it was:
+        // it must not hold the fixed CR as a refused spec would.
         matches!(c.reason.as_str(), "AzureError" | "InvalidSpec")
+            && c.message != invalid_policy
             && status.observed_generation == Some(generation)
             && age < ctx.timing.sync_period
     }) || ctx.is_held(&key, generation);

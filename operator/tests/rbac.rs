@@ -33,6 +33,16 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
 async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
     let mut w = World::start("rbac-operator").await;
     w.stop_operator();
+    // The proof is the API server's request log: the embedded server's, or kube-apiserver's
+    // audit log (KUBEBUILDER_ASSETS), both of `make test`'s modes. A separately started server
+    // (USE_EXISTING_CLUSTER) offers none, and its RBAC is not ours to set up.
+    if skip_on_existing_cluster(
+        &w.env,
+        "the_cluster_role_grants_what_the_operator_uses_and_nothing_more",
+        "USE_EXISTING_CLUSTER gives no API request log to compare the role with",
+    ) {
+        return;
+    }
     let rbac = repo_root().join("operator/deploy/rbac.yaml");
     let admin = w.env.kubeconfig_path().to_owned();
     let kubeconfig = if w.env.is_embedded() {

@@ -47,6 +47,9 @@ pub struct Registry {
     /// Registered tenant IDs, lower case. Empty: every tenant exists.
     pub tenants: HashSet<String>,
     pub tokens: HashMap<String, Caller>,
+    /// Lifetime of the access tokens issued from now on (`POST /_sim/tokens`); `None`: ARM's
+    /// 3599 s. Real seconds, not scaled: the SDK refreshes a token 20 s before it expires.
+    pub token_lifetime: Option<Duration>,
 }
 
 impl Registry {
@@ -171,9 +174,31 @@ impl Registry {
                     .into(),
             ));
         }
-        // Workload identity sends a federated assertion instead of a secret; it cannot be verified
-        // here, so it stands for the principal's secret.
+        // Workload identity sends a federated assertion instead of a secret; its signature cannot
+        // be verified here, so it stands for the principal's secret. A JWT's validity period is
+        // checked as Azure AD checks it (a rotated-away, expired token file is refused).
         let assertion = form.get("client_assertion").is_some_and(|a| !a.is_empty());
+        if let Some(claims) = form
+            .get("client_assertion")
+            .map(String::as_str)
+            .and_then(jwt_claims)
+        {
+            let now = chrono::Utc::now().timestamp();
+            let at = |k: &str| claims.get(k).and_then(serde_json::Value::as_i64);
+            let (nbf, exp) = (at("nbf").unwrap_or(i64::MIN), at("exp").unwrap_or(i64::MAX));
+            if now < nbf || now >= exp {
+                return Err(aad(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_client",
+                    format!(
+                        "AADSTS700024: Client assertion is not within its valid time range. Current time: {}, assertion valid from {}, expiry time of assertion {}.",
+                        rfc3339(now),
+                        rfc3339(nbf),
+                        rfc3339(exp)
+                    ),
+                ));
+            }
+        }
         if !self.principals.is_empty() {
             let known: Vec<&Principal> = self
                 .principals
@@ -211,11 +236,55 @@ impl Registry {
                 tenant_id: tenant.to_string(),
                 client_id,
                 secret: (!assertion).then_some(secret),
-                expires: now + TOKEN_LIFETIME,
+                expires: now + self.token_lifetime.unwrap_or(TOKEN_LIFETIME),
             },
         );
         Ok(token)
     }
+
+    fn lifetime(&self) -> Duration {
+        self.token_lifetime.unwrap_or(TOKEN_LIFETIME)
+    }
+}
+
+/// The claims of a JWT (`header.payload.signature`, base64url), or `None` for anything else (an
+/// opaque assertion is accepted unverified).
+pub fn jwt_claims(token: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let mut parts = token.trim().split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    serde_json::from_slice(&base64url(payload)?).ok()
+}
+
+/// Decodes unpadded (or padded) base64url.
+fn base64url(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.trim_end_matches('=').bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((acc >> bits) & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
+fn rfc3339(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| "-".into())
 }
 
 /// `POST /{tenant}/oauth2/v2.0/token`.
@@ -227,6 +296,7 @@ pub async fn token(
     let started = Instant::now();
     let mut sim = app.lock();
     let result = sim.auth.issue(&tenant, &form);
+    let lifetime = sim.auth.lifetime();
     let status = match &result {
         Ok(_) => StatusCode::OK,
         Err((s, _)) => *s,
@@ -243,13 +313,18 @@ pub async fn token(
             .and_then(|(_, b)| b["error"].as_str().map(str::to_string)),
         subscription: None,
         principal: form.get("client_id").cloned(),
+        assertion: form
+            .get("client_assertion")
+            .map(String::as_str)
+            .and_then(jwt_claims)
+            .and_then(|c| c.get("jti").and_then(|j| j.as_str()).map(str::to_owned)),
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     });
     match result {
         Ok(token) => Json(json!({
             "token_type": "Bearer",
-            "expires_in": TOKEN_LIFETIME.as_secs(),
-            "ext_expires_in": TOKEN_LIFETIME.as_secs(),
+            "expires_in": lifetime.as_secs(),
+            "ext_expires_in": lifetime.as_secs(),
             "access_token": token,
         }))
         .into_response(),
@@ -314,5 +389,53 @@ mod tests {
             (e.status, e.code.as_str()),
             (StatusCode::UNAUTHORIZED, "AuthenticationFailed")
         );
+    }
+
+    #[test]
+    fn a_jwt_assertion_is_accepted_only_within_its_validity_period() {
+        let b64 = |v: &serde_json::Value| {
+            // base64url without padding, by hand (the emulator has no base64 dependency).
+            const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let bytes = v.to_string().into_bytes();
+            let mut out = String::new();
+            for chunk in bytes.chunks(3) {
+                let n = chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b))
+                    << (8 * (3 - chunk.len()));
+                for i in 0..=chunk.len() {
+                    out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                }
+            }
+            out
+        };
+        let jwt = |exp: i64| {
+            format!(
+                "{}.{}.sig",
+                b64(&json!({"alg": "RS256"})),
+                b64(&json!({"jti": "j1", "exp": exp, "sub": "system:serviceaccount:x:y"}))
+            )
+        };
+        let mut form = form("c", "");
+        form.remove("client_secret");
+        let now = chrono::Utc::now().timestamp();
+        let mut registry = Registry::default();
+        form.insert("client_assertion".into(), jwt(now + 60));
+        assert_eq!(
+            jwt_claims(&form["client_assertion"]).unwrap()["jti"],
+            json!("j1")
+        );
+        assert!(registry.issue("t", &form).is_ok());
+        form.insert("client_assertion".into(), jwt(now - 1));
+        let (status, body) = registry.issue("t", &form).unwrap_err();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"], "invalid_client");
+        assert!(
+            body["error_description"]
+                .as_str()
+                .unwrap()
+                .starts_with("AADSTS700024"),
+            "{body}"
+        );
+        form.insert("client_assertion".into(), "opaque-token".into());
+        assert!(registry.issue("t", &form).is_ok(), "not a JWT: unverified");
     }
 }

@@ -1,5 +1,5 @@
 //! Inspection and control under `/_sim/`: state, request log, fault rules, reset, drift,
-//! registered subscriptions and principals, throttling limits.
+//! registered subscriptions and principals, throttling limits, access-token lifetime.
 
 use axum::Json;
 use axum::Router;
@@ -32,6 +32,7 @@ pub fn routes() -> Router<App> {
         .route("/tenants", get(tenants).post(add_tenant))
         .route("/principals", get(principals).post(add_principal))
         .route("/throttle", get(throttle).post(set_throttle))
+        .route("/tokens", post(set_tokens))
 }
 
 fn problem(status: StatusCode, message: impl Into<String>) -> Response {
@@ -228,6 +229,19 @@ async fn add_principal(State(app): State<App>, Json(p): Json<Principal>) -> Stat
         .retain(|x| !x.client_id.eq_ignore_ascii_case(&p.client_id));
     sim.auth.principals.push(p);
     StatusCode::CREATED
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Tokens {
+    lifetime_seconds: u64,
+}
+
+/// `POST /_sim/tokens {"lifetimeSeconds"}`: the lifetime of access tokens issued from now on
+/// (tests of token refresh; ARM's is 3599 s). Real seconds, whatever the time scale.
+async fn set_tokens(State(app): State<App>, Json(t): Json<Tokens>) -> StatusCode {
+    app.lock().auth.token_lifetime = Some(std::time::Duration::from_secs(t.lifetime_seconds));
+    StatusCode::NO_CONTENT
 }
 
 async fn throttle(State(app): State<App>) -> Json<ThrottleConfig> {

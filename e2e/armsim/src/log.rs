@@ -19,6 +19,9 @@ pub struct Entry {
     pub subscription: Option<String>,
     /// Client ID of the caller.
     pub principal: Option<String>,
+    /// Token requests: the `jti` of the workload-identity assertion (a JWT) presented.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assertion: Option<String>,
     pub duration_ms: f64,
 }
 

@@ -71,6 +71,7 @@ pub async fn handle(
         code,
         subscription: seen.subscription,
         principal: seen.principal,
+        assertion: None,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     };
     tracing::debug!(method = %entry.method, path = %entry.path, status = entry.status, "arm request");

@@ -135,6 +135,12 @@ impl World {
 
     /// Starts (or restarts, with fresh in-memory state) the operator.
     pub fn start_operator(&mut self) {
+        self.start_operator_with(|_| {});
+    }
+
+    /// As [`World::start_operator`], with the settings changed by `change` (e.g. another global
+    /// credential).
+    pub fn start_operator_with(&mut self, change: impl FnOnce(&mut Settings)) {
         self.stop_operator();
         let mut settings = settings(&self.sim.url, &self.ns);
         settings.limits = self.limits.scaled(TIME_SCALE);
@@ -144,6 +150,7 @@ impl World {
             settings.scope.namespace = None;
             settings.scope.selector = Some(format!("strata-test={}", self.ns));
         }
+        change(&mut settings);
         let client = self.env.client();
         let bound = self.bound.clone();
         *bound.lock().unwrap() = None;
@@ -443,6 +450,26 @@ impl World {
         let path = path.strip_prefix("/_sim").unwrap_or(path);
         self.inspector().post(path, &body).await.unwrap();
     }
+}
+
+/// Skips a test against a separately started server (`USE_EXISTING_CLUSTER=true`: no request
+/// log, shared state) — never in `make test`'s two modes. As e2e/envtest's skips: prints why and
+/// appends `<test>: <reason>` to `STRATA_ENVTEST_SKIP_LOG` when it is set. True: return.
+pub fn skip_on_existing_cluster(env: &TestEnv, test: &str, reason: &str) -> bool {
+    if env.is_embedded() || env.request_log().is_some() {
+        return false;
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| writeln!(f, "{test}: {reason}"))
+            .unwrap();
+    }
+    true
 }
 
 /// Counts requests by method for paths (operations polls excluded).
