@@ -223,12 +223,14 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     let token_file = config.log_dir.join(format!("{ns}.token"));
     std::fs::write(&token_file, "a-projected-service-account-token")?;
     let log = std::fs::File::create(config.log_dir.join(format!("{ns}-operator.log")))?;
+    let health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let mut operator = tokio::process::Command::new(&config.operator_exe)
         .arg("operator")
         .args(["--arm-url", &sim.url, "--namespace", &ns])
         .args(["--time-scale", &config.time_scale.to_string()])
         .arg("--token-file")
         .arg(&token_file)
+        .args(["--health-addr", &health.to_string()])
         .args(matches!(behaviour, Behaviour::AsoBaseline { .. }).then_some("--baseline"))
         .env("KUBECONFIG", env.kubeconfig_path())
         .env(
@@ -243,6 +245,8 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         .id()
         .ok_or_else(|| Error::Invalid("the operator exited at once".into()))?;
 
+    // Time starts when the operator can act: its watches have listed (`/readyz`).
+    wait_ready(&format!("http://{health}/readyz"), &mut operator).await?;
     let mut tasks = Tasks(Vec::new());
     tasks
         .0
@@ -310,6 +314,8 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         }));
     }
 
+    // The translator's and the stand-in's watches list before the first apply.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // Apply the clusters, a few at a time, each timed from its own first write.
     let discovery = Discovery::new(client.clone()).run().await?;
     let template = std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml"))?;
@@ -417,6 +423,27 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     })
 }
 
+/// Waits until the operator answers 200 on `/readyz` (a minute at most).
+async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(), Error> {
+    let http = reqwest::Client::new();
+    for _ in 0..600 {
+        if let Ok(Some(status)) = operator.try_wait() {
+            return Err(Error::Invalid(format!(
+                "the operator exited ({status}) before it was ready"
+            )));
+        }
+        if let Ok(r) = http.get(url).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(Error::Invalid(format!(
+        "the operator was not ready in a minute ({url})"
+    )))
+}
+
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -470,13 +497,18 @@ async fn apply_yaml(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
-            .patch(
-                &name,
-                &PatchParams::apply("strata-bench").force(),
-                &Patch::Apply(&v),
-            )
-            .await?;
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar);
+        // Every cluster names the same AzureClusterIdentity: concurrent applies of it may
+        // conflict, and the next attempt applies the same content again.
+        let mut attempt = 0;
+        loop {
+            let params = PatchParams::apply("strata-bench").force();
+            match api.patch(&name, &params, &Patch::Apply(&v)).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 5 => attempt += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
     Ok(())
 }
@@ -807,6 +839,16 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
 /// The Markdown table printed on stdout.
 pub fn markdown(report: &Report, time_scale: f64) -> String {
     let (s, b) = (&report.strata, &report.baseline);
+    let per_cr = |f: &Figures| {
+        if f.cloud_crs == 0 {
+            "-".to_owned()
+        } else {
+            format!(
+                "{:.0}",
+                f.operator_peak_rss_mb * 1024.0 / f.cloud_crs as f64
+            )
+        }
+    };
     let methods = |f: &Figures| {
         f.arm_requests
             .iter()
@@ -871,6 +913,7 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             s.cloud_crs.to_string(),
             b.cloud_crs.to_string(),
         ),
+        ("operator peak RSS per cloud CR (KiB)", per_cr(s), per_cr(b)),
     ];
     let mut out = format!(
         "{} clusters × {} machines, time scale {time_scale} (times in simulated seconds)\n\n| | Strata | ASO-like baseline |\n| --- | --- | --- |\n",
@@ -967,8 +1010,10 @@ pub fn operator_settings(
     namespace: &str,
     time_scale: f64,
     baseline: bool,
+    health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
     let mut settings = crate::operator_settings(arm_url, token_file, Some(namespace), time_scale);
+    settings.service.health_addr = health_addr;
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {
         sync_period: scaled(3600.0),

@@ -59,6 +59,9 @@ enum Command {
         /// Behave as the ASO-like baseline.
         #[arg(long)]
         baseline: bool,
+        /// Serve /healthz and /readyz here (the benchmark starts its clock once ready).
+        #[arg(long)]
+        health_addr: Option<std::net::SocketAddr>,
     },
 }
 
@@ -84,9 +87,16 @@ fn main() -> ExitCode {
             time_scale,
             ref token_file,
             baseline,
+            health_addr,
         }) => runtime.block_on(async {
-            let settings =
-                bench::operator_settings(arm_url, token_file, namespace, time_scale, baseline);
+            let settings = bench::operator_settings(
+                arm_url,
+                token_file,
+                namespace,
+                time_scale,
+                baseline,
+                health_addr,
+            );
             let client = kube::Client::try_default()
                 .await
                 .context("a Kubernetes client from KUBECONFIG")?;
