@@ -69,6 +69,9 @@ pub struct Config {
     pub operator_exe: PathBuf,
     /// Simulated seconds of steady state after convergence (an hour: one sync period).
     pub steady_state_s: f64,
+    /// The operator's sync period, simulated seconds (an hour, its default). Only the test
+    /// shortens it, with the steady state, to run in half a minute.
+    pub sync_period_s: f64,
     /// Simulated seconds to wait for convergence.
     pub timeout_s: f64,
     /// Where the operators' logs go.
@@ -83,6 +86,7 @@ impl Config {
             time_scale,
             operator_exe,
             steady_state_s: 3600.0,
+            sync_period_s: 3600.0,
             timeout_s: 7200.0,
             log_dir: repo_root().join("target/strata-bench"),
         }
@@ -228,6 +232,7 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         .arg("operator")
         .args(["--arm-url", &sim.url, "--namespace", &ns])
         .args(["--time-scale", &config.time_scale.to_string()])
+        .args(["--sync-period-s", &config.sync_period_s.to_string()])
         .arg("--token-file")
         .arg(&token_file)
         .args(["--health-addr", &health.to_string()])
@@ -1009,6 +1014,7 @@ pub fn operator_settings(
     token_file: &Path,
     namespace: &str,
     time_scale: f64,
+    sync_period_s: f64,
     baseline: bool,
     health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
@@ -1016,7 +1022,7 @@ pub fn operator_settings(
     settings.service.health_addr = health_addr;
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {
-        sync_period: scaled(3600.0),
+        sync_period: scaled(sync_period_s),
         poll_interval: scaled(5.0),
         throttled_retry: scaled(10.0),
         backoff_min: scaled(1.0),

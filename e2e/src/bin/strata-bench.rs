@@ -54,6 +54,8 @@ enum Command {
         namespace: String,
         #[arg(long)]
         time_scale: f64,
+        #[arg(long, default_value_t = 3600.0)]
+        sync_period_s: f64,
         #[arg(long)]
         token_file: PathBuf,
         /// Behave as the ASO-like baseline.
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
             ref arm_url,
             ref namespace,
             time_scale,
+            sync_period_s,
             ref token_file,
             baseline,
             health_addr,
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
                 token_file,
                 namespace,
                 time_scale,
+                sync_period_s,
                 baseline,
                 health_addr,
             );
