@@ -166,6 +166,8 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         .start()
         .await?;
     let strata = run_one(&env, config, Behaviour::Strata).await?;
+    // Strata's figures are not lost when the baseline does not converge in time.
+    tracing::info!(figures = %serde_json::to_string(&strata).unwrap_or_default(), "strata");
     let baseline = run_one(&env, config, Behaviour::aso_baseline(config.time_scale)).await?;
     Ok(Report { strata, baseline })
 }
