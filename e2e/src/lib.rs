@@ -17,6 +17,7 @@ use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
 
+pub mod bench;
 pub mod standin;
 
 /// The eleven cloud CR kinds, in dependency order.

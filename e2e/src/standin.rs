@@ -216,6 +216,50 @@ fn cluster_of_kcp(store: &Store<Cluster>, kcp: &KubeadmControlPlane) -> Option<A
     })
 }
 
+/// The Cluster as the API server holds it now. Each controller is woken by its own watch, which
+/// may be ahead of the Cluster controller's store (`Ctx::clusters`): a decision read from that
+/// store can see the state from before the very change that woke the reconcile — "infrastructure
+/// not ready" just after it became ready — and then nothing wakes it again. This stalled the
+/// benchmark at 100 clusters: a control-plane machine never created after the infrastructure
+/// was Ready. The store is used only to find names.
+async fn live_cluster(client: &Client, ns: &str, name: &str) -> Result<Option<Cluster>, Error> {
+    Ok(Api::<Cluster>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await?)
+}
+
+/// The Cluster whose `controlPlaneRef` names this KubeadmControlPlane, read live (the store may
+/// not hold a Cluster created a moment ago).
+async fn live_cluster_of_kcp(
+    ctx: &Ctx,
+    kcp: &KubeadmControlPlane,
+) -> Result<Option<Cluster>, Error> {
+    let ns = ns_of(kcp);
+    let name = match cluster_of_kcp(&ctx.clusters, kcp) {
+        Some(c) => c.name_any(),
+        None => {
+            let all = Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?;
+            let store = reflector_of(all.items);
+            match cluster_of_kcp(&store, kcp) {
+                Some(c) => c.name_any(),
+                None => return Ok(None),
+            }
+        }
+    };
+    live_cluster(&ctx.client, &ns, &name).await
+}
+
+/// A store holding `objects`, to search them as the controllers' stores are searched.
+fn reflector_of(objects: Vec<Cluster>) -> Store<Cluster> {
+    let (store, mut writer) = kube::runtime::reflector::store();
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(o));
+    }
+    store
+}
+
 fn kcp_of(c: &Cluster) -> Option<ObjectRef<KubeadmControlPlane>> {
     let r = c.spec.control_plane_ref.as_ref()?;
     (r.kind.as_deref() == Some("KubeadmControlPlane"))
@@ -563,7 +607,7 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Ctx>) -> Result<A
     let client = &ctx.client;
     let kcps: Api<KubeadmControlPlane> = Api::namespaced(client.clone(), &ns);
     let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
-    let cluster = cluster_of_kcp(&ctx.clusters, &kcp);
+    let cluster = live_cluster_of_kcp(&ctx, &kcp).await?;
     let mine = machines
         .list(&label_selector(&[(CONTROL_PLANE_NAME, &name)]))
         .await?
@@ -602,7 +646,7 @@ async fn reconcile_kcp(kcp: Arc<KubeadmControlPlane>, ctx: Arc<Ctx>) -> Result<A
         .status
         .as_ref()
         .is_some_and(|s| s.infrastructure_ready);
-    let paused = cluster.spec.paused == Some(true) || deleting(cluster.as_ref());
+    let paused = cluster.spec.paused == Some(true) || deleting(&cluster);
 
     if !paused && infra_ready && live.len() < want && live.iter().all(|m| machine_ready(m)) {
         // One machine at a time (each joins an existing etcd), in the least-used control-plane
@@ -701,12 +745,10 @@ async fn reconcile_md(md: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Actio
         return Ok(Action::await_change());
     }
     add_finalizer(&mds, md.as_ref(), MD_FINALIZER).await?;
-    let cluster = ctx
-        .clusters
-        .get(&ObjectRef::new(&md.spec.cluster_name).within(&ns));
+    let cluster = live_cluster(client, &ns, &md.spec.cluster_name).await?;
     let paused = cluster
         .as_ref()
-        .is_none_or(|c| c.spec.paused == Some(true) || deleting(c.as_ref()));
+        .is_none_or(|c| c.spec.paused == Some(true) || deleting(c));
     let mut live: Vec<Machine> = mine.into_iter().filter(|m| !deleting(m)).collect();
     let want = usize::try_from(md.spec.replicas.unwrap_or(1)).unwrap_or(0);
 
@@ -858,9 +900,7 @@ async fn reconcile_machine(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, Err
 
     // Bootstrap data, as the kubeadm bootstrap provider writes it: a worker's only once the
     // control plane is initialized (it joins that control plane).
-    let cluster = ctx
-        .clusters
-        .get(&ObjectRef::new(&m.spec.cluster_name).within(&ns));
+    let cluster = live_cluster(client, &ns, &m.spec.cluster_name).await?;
     let control_plane = m.labels().contains_key(CONTROL_PLANE);
     let cp_initialized = cluster.as_ref().is_some_and(|c| {
         c.status.as_ref().is_some_and(|s| {
@@ -935,4 +975,74 @@ async fn reconcile_machine(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, Err
     )
     .await?;
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_envtest::TestEnv;
+
+    /// The benchmark's stall at 100 clusters: the KubeadmControlPlane controller was woken by the
+    /// Cluster becoming infrastructure-ready (its own watch) but read the Cluster from the Cluster
+    /// controller's store, which had not seen that change yet — so no control-plane machine, and
+    /// nothing to wake it again. It must decide from the Cluster as the API server holds it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_control_plane_reads_the_cluster_live_not_a_stale_store() {
+        let env = TestEnv::builder()
+            .crd_dir(crate::repo_root().join("crds/generated"))
+            .start()
+            .await
+            .unwrap();
+        let client = env.client();
+        let ns = format!("standin-stale-{}", std::process::id());
+        let body = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap();
+        let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+        let cluster: Cluster = serde_json::from_value(json!({
+            "apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "c1", "namespace": ns},
+            "spec": {"controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+                "kind": "KubeadmControlPlane", "name": "c1-cp"}}}))
+        .unwrap();
+        let stale = clusters
+            .create(&PostParams::default(), &cluster)
+            .await
+            .unwrap();
+        clusters
+            .patch_status(
+                "c1",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": {"infrastructureReady": true}})),
+            )
+            .await
+            .unwrap();
+        let kcp: KubeadmControlPlane = serde_json::from_value(json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+            "metadata": {"name": "c1-cp", "namespace": ns},
+            "spec": {"replicas": 1, "version": "v1.30.2", "kubeadmConfigSpec": {},
+                "machineTemplate": {"infrastructureRef": {"apiVersion": INFRA,
+                    "kind": "AzureMachineTemplate", "name": "c1-cp"}}}}))
+        .unwrap();
+        let kcp = Api::<KubeadmControlPlane>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &kcp)
+            .await
+            .unwrap();
+        // The Cluster controller's store still holds the Cluster from before it was ready.
+        let ctx = Arc::new(Ctx {
+            client: client.clone(),
+            clusters: reflector_of(vec![stale]),
+        });
+        reconcile_kcp(Arc::new(kcp), ctx).await.unwrap();
+        let machines = Api::<Machine>::namespaced(client, &ns)
+            .list(&label_selector(&[(CONTROL_PLANE_NAME, "c1-cp")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            machines.items.len(),
+            1,
+            "one control-plane machine once the infrastructure is ready"
+        );
+    }
 }

@@ -81,6 +81,9 @@ pub struct Observation {
     pub held: bool,
     /// `None` until the loop has fetched the resource.
     pub azure: Option<Azure>,
+    /// PUT even when Azure matches the spec: the ASO-like baseline of the benchmark re-sends
+    /// every resource on each resync, as ASO does by default. Never set for Strata itself.
+    pub resync_put: bool,
 }
 
 /// The one thing to do now.
@@ -153,6 +156,7 @@ pub fn decide(o: &Observation) -> Step {
             Ownership::Ours if *failed => Step::Update("provisioningState Failed".to_owned()),
             Ownership::Ours => match drift {
                 Some(path) => Step::Update(path.clone()),
+                None if o.resync_put => Step::Update("resync".to_owned()),
                 None => Step::Ready,
             },
         },
@@ -195,6 +199,7 @@ mod tests {
             id_known: true,
             held: false,
             azure: None,
+            resync_put: false,
         }
     }
 
@@ -247,6 +252,15 @@ mod tests {
             ("untagged → refused", Observation { azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
             ("other owner → refused", Observation { azure: present(other.clone()), ..base() }, Step::AdoptionRefused("the resource belongs to ns/VirtualNetwork/x".into())),
             ("adopt → update", Observation { adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
+            // The benchmark's ASO-like baseline: a PUT on every resync, but never a write that
+            // Strata itself would not make for the other states.
+            ("baseline: up to date → PUT anyway", Observation { resync_put: true, azure: present(Ownership::Ours), ..base() }, Step::Update("resync".into())),
+            ("baseline: drift wins over resync", Observation { resync_put: true, azure: drifted.clone(), ..base() }, Step::Update("tags.env".into())),
+            ("baseline: operation running → wait", Observation { resync_put: true, azure: busy.clone(), ..base() }, Step::InProgress),
+            ("baseline: waiting still makes no call", Observation { resync_put: true, dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
+            ("baseline: observe policy never writes", Observation { resync_put: true, policy: Policy::Observe, azure: present(Ownership::Ours), ..base() }, Step::Ready),
+            ("baseline: not ours → still refused", Observation { resync_put: true, azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
+            ("baseline: deletion unchanged", Observation { resync_put: true, deleting: true, azure: present(Ownership::Ours), ..base() }, Step::Delete),
             // Deletion
             ("deleted, finalizer gone", Observation { deleting: true, has_finalizer: false, ..base() }, Step::Done),
             ("delete: observe first", Observation { deleting: true, ..base() }, Step::Observe),

@@ -27,7 +27,7 @@ pub mod throttle;
 use std::sync::Arc;
 
 pub use controller::Scope;
-pub use reconcile::{Context, Timing};
+pub use reconcile::{Behaviour, Context, Timing};
 pub use strata_runtime::http::Bound;
 
 /// Everything the operator needs to run, apart from the Kubernetes client.

@@ -58,6 +58,34 @@ pub const ADOPT_REQUIRES_TAG: &str = "strata.dev/adopt-requires-tag";
 /// The field manager of the operator's writes.
 pub const MANAGER: &str = "strata-operator";
 
+/// Which reconciler the loop plays. `Strata` is the product; `AsoBaseline` exists only so that the
+/// benchmark (`strata-bench`) can compare Strata with the tool users would otherwise pick, run by
+/// the same code against the same emulator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Behaviour {
+    #[default]
+    Strata,
+    /// Azure Service Operator v2's documented defaults: a CR waiting for its owner or a reference
+    /// is polled with exponential backoff from `poll_min` to `poll_max` (controller-runtime's
+    /// rate limiter, 1 s → 1 min) instead of being woken by the dependency; every resource gets a
+    /// PUT on every resync, changed or not; one reconcile at a time per kind
+    /// (`MAX_CONCURRENT_RECONCILES=1`).
+    AsoBaseline {
+        poll_min: Duration,
+        poll_max: Duration,
+    },
+}
+
+impl Behaviour {
+    /// ASO's defaults, on a clock `time_scale` times real time (the emulator's).
+    pub fn aso_baseline(time_scale: f64) -> Behaviour {
+        Behaviour::AsoBaseline {
+            poll_min: Duration::from_secs(1).mul_f64(time_scale),
+            poll_max: Duration::from_secs(60).mul_f64(time_scale),
+        }
+    }
+}
+
 /// How the loop paces itself.
 #[derive(Clone, Debug)]
 pub struct Timing {
@@ -70,6 +98,8 @@ pub struct Timing {
     /// Bounds of the jittered exponential backoff after transient errors.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// Strata, or the benchmark's baseline.
+    pub behaviour: Behaviour,
 }
 
 impl Default for Timing {
@@ -80,6 +110,7 @@ impl Default for Timing {
             throttled_retry: Duration::from_secs(10),
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            behaviour: Behaviour::Strata,
         }
     }
 }
@@ -103,6 +134,8 @@ pub struct Context {
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     repeats: Mutex<HashMap<String, (i64, String, u32)>>,
+    /// Consecutive polls of a waiting CR, per object (the baseline's dependency backoff only).
+    polls: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
@@ -127,6 +160,7 @@ impl Context {
             failures: Mutex::default(),
             held: Mutex::default(),
             repeats: Mutex::default(),
+            polls: Mutex::default(),
         }
     }
 
@@ -136,20 +170,23 @@ impl Context {
 
     /// The next backoff delay for an object after a transient failure.
     pub fn backoff(&self, key: &str) -> Duration {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = failures.entry(key.to_owned()).or_default();
-        *n = n.saturating_add(1);
-        backon::ExponentialBuilder::default()
-            .with_min_delay(self.timing.backoff_min)
-            .with_max_delay(self.timing.backoff_max)
-            .with_jitter()
-            .without_max_times()
-            .build()
-            .nth((*n - 1) as usize)
-            .unwrap_or(self.timing.backoff_max)
+        next_delay(
+            &self.failures,
+            key,
+            self.timing.backoff_min,
+            self.timing.backoff_max,
+        )
+    }
+
+    /// The baseline's next poll of a CR waiting for a dependency; `None` for Strata, whose waiting
+    /// CRs are woken by the readiness index instead.
+    fn dependency_poll(&self, key: &str) -> Option<Duration> {
+        match self.timing.behaviour {
+            Behaviour::Strata => None,
+            Behaviour::AsoBaseline { poll_min, poll_max } => {
+                Some(next_delay(&self.polls, key, poll_min, poll_max))
+            }
+        }
     }
 
     fn hold(&self, key: &str, generation: i64) {
@@ -195,12 +232,44 @@ impl Context {
         }
     }
 
+    /// A CR that waited for a dependency no longer does: its next wait polls from the start.
+    fn stopped_waiting(&self, key: &str) {
+        if self.timing.behaviour != Behaviour::Strata {
+            self.polls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(key);
+        }
+    }
+
     fn succeeded(&self, key: &str) {
         self.failures
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(key);
     }
+}
+
+/// One more attempt for `key` in `attempts`: its jittered exponential delay between `min` and `max`.
+fn next_delay(
+    attempts: &Mutex<HashMap<String, u32>>,
+    key: &str,
+    min: Duration,
+    max: Duration,
+) -> Duration {
+    let mut attempts = attempts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = attempts.entry(key.to_owned()).or_default();
+    *n = n.saturating_add(1);
+    backon::ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(max)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth((*n - 1) as usize)
+        .unwrap_or(max)
 }
 
 /// `<namespace>/<Kind>/<name>`: the value of the ownership tag, and the object's key in logs.
@@ -396,6 +465,9 @@ async fn reconcile_inner<K: AzureResource>(
         return Ok(Action::await_change());
     };
     let deps = resolve(obj.as_ref(), &ctx.index, &namespace);
+    if deps.state == Dependencies::Ready {
+        ctx.stopped_waiting(&key);
+    }
     let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
     let held = ready.is_some_and(|c| {
         let age = Duration::from_secs(
@@ -425,6 +497,11 @@ async fn reconcile_inner<K: AzureResource>(
         id_known: known_id.is_some() || deps.parent.is_some() || K::KIND == Kind::ResourceGroup,
         held,
         azure: None,
+        // ASO PUTs whatever it finds once the previous reconcile left the resource Ready: that
+        // is the resync (the reconciles that follow an operation only monitor it).
+        resync_put: matches!(ctx.timing.behaviour, Behaviour::AsoBaseline { .. })
+            && ready.is_some_and(|c| c.status == "True")
+            && status.observed_generation == Some(generation),
     };
     // A subnet cannot carry tags: it is ours when its virtual network is one of our CRs, or when
     // we created it (its ID is in our status).
@@ -438,6 +515,8 @@ async fn reconcile_inner<K: AzureResource>(
     let mut desired: Option<Value> = None;
     let mut wrote = false;
     let mut missing_tag: Option<String> = None;
+    // The CR as the server holds it after our own status writes in this reconcile.
+    let mut current = obj.clone();
 
     for _ in 0..4 {
         let step = decide::decide(&obs);
@@ -483,6 +562,17 @@ async fn reconcile_inner<K: AzureResource>(
                     Dependencies::WaitingForReference(m) => ("WaitingForReference", m),
                     Dependencies::Ready => ("Reconciling", String::new()),
                 };
+                if let Some(delay) = ctx.dependency_poll(&key) {
+                    // The baseline: no registration, so nothing wakes it; it looks again later.
+                    report(
+                        &ctx,
+                        &api,
+                        obj.as_ref(),
+                        Report::new("False", reason, message),
+                    )
+                    .await?;
+                    return Ok(Action::requeue(delay));
+                }
                 // Register before reporting, then look again: a dependency that became Ready in
                 // between would otherwise wake nobody.
                 let me = obj.name_any();
@@ -616,7 +706,7 @@ async fn reconcile_inner<K: AzureResource>(
                     ));
                 };
                 if let Step::Update(path) = &step {
-                    if repeated_drift(&ctx, &key, generation, path) {
+                    if !obs.resync_put && repeated_drift(&ctx, &key, generation, path) {
                         let message = format!(
                             "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
                         );
@@ -681,13 +771,22 @@ async fn reconcile_inner<K: AzureResource>(
                 } else {
                     "updating".to_owned()
                 };
-                report(
+                // Later reports of this reconcile compare with the status just written, not with
+                // the one the reconcile started from: an update that Azure completes at once
+                // (a resource group's tags) would otherwise find "Ready" unchanged from before
+                // the PUT and leave the CR showing "updating" until the next resync.
+                if let Some(written) = report(
                     &ctx,
                     &api,
-                    obj.as_ref(),
+                    current.as_ref(),
                     Report::new("Unknown", "Reconciling", message).observed(&own, Some(&answer)),
                 )
-                .await?;
+                .await?
+                {
+                    current = Arc::new(written);
+                }
+                // The baseline's resync PUT is one PUT; what follows only monitors it.
+                obs.resync_put = false;
                 let drift = desired
                     .as_ref()
                     .and_then(|want| drift::first_difference(want, &answer));
@@ -736,7 +835,7 @@ async fn reconcile_inner<K: AzureResource>(
                 if let Some(own) = &id {
                     r = r.observed(own, observed.as_ref());
                 }
-                report(&ctx, &api, obj.as_ref(), r).await?;
+                report(&ctx, &api, current.as_ref(), r).await?;
                 return Ok(Action::requeue(ctx.timing.poll_interval));
             }
             Step::Ready => {
@@ -745,7 +844,7 @@ async fn reconcile_inner<K: AzureResource>(
                 };
                 let mut r = Report::new("True", "Succeeded", "").observed(&own, Some(&body));
                 r.outputs = K::outputs(&body);
-                report(&ctx, &api, obj.as_ref(), r).await?;
+                report(&ctx, &api, current.as_ref(), r).await?;
                 ctx.succeeded(&key);
                 return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
             }
@@ -916,13 +1015,14 @@ async fn patch_finalizers<K: AzureResource>(
     Ok(())
 }
 
-/// Writes the status when it differs from what the CR shows.
+/// Writes the status when it differs from what the CR shows; returns the CR as written (`None`
+/// when nothing changed).
 async fn report<K: AzureResource>(
     ctx: &Context,
     api: &Api<K>,
     obj: &K,
     r: Report,
-) -> Result<(), Error> {
+) -> Result<Option<K>, Error> {
     let current = obj.base_status().cloned().unwrap_or_default();
     let generation = obj.meta().generation;
     let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
@@ -948,7 +1048,7 @@ async fn report<K: AzureResource>(
         && provisioning_state == current.provisioning_state
         && outputs_unchanged
     {
-        return Ok(());
+        return Ok(None);
     }
     let condition = Condition {
         type_: "Ready".to_owned(),
@@ -995,11 +1095,12 @@ async fn report<K: AzureResource>(
     } else {
         debug!(reason = r.reason, message = %r.message, "status");
     }
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&json!({ "status": status })),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await?;
+    Ok(Some(written))
 }

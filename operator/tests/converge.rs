@@ -149,6 +149,49 @@ async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
     );
 }
 
+/// Found by the benchmark: when Azure completes an update at once (a resource group has no
+/// operation to wait for), the reconcile that sent it compared its "Ready" report with the status
+/// it started from — Ready already — and skipped the write, leaving the "updating" status of its
+/// own PUT until the next resync an hour later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_azure_completes_at_once_ends_ready() {
+    let mut w = World::start("instant-update").await;
+    let rg = w
+        .apply(json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "rg"}, "spec": {"location": "westeurope", "tags": {"env": "test"}}}))
+        .await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
+        .await;
+    let id = w
+        .get("ResourceGroup", "rg")
+        .await
+        .unwrap()
+        .data
+        .pointer("/status/id")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    w.sim_patch(&id, json!({"tags": {"env": "tampered"}})).await;
+
+    w.clear_requests().await;
+    w.start_operator(); // the next sync
+    w.eventually("the tag repaired", Duration::from_secs(30), || async {
+        w.sim_resources().await.iter().any(|r| {
+            r["id"]
+                .as_str()
+                .is_some_and(|x| x.eq_ignore_ascii_case(&id))
+                && r.pointer("/tags/env") == Some(&json!("test"))
+        })
+    })
+    .await;
+    assert_eq!(
+        count(&w.arm_requests().await, "PUT"),
+        1,
+        "one PUT repairs it"
+    );
+    w.wait_all_ready(&[rg], Duration::from_secs(5)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_everything_resource_group_first_empties_azure() {
     let w = World::start("delete").await;

@@ -567,8 +567,21 @@ fn azure_cluster_of(
 }
 
 fn error_policy<K>(_obj: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
-    warn!(error = %error, kind = error.metric_label(), "requeue");
-    Action::requeue(Duration::from_secs(5))
+    let delay = retry_delay(error);
+    warn!(error = %error, kind = error.metric_label(), retry_in = ?delay, "requeue");
+    Action::requeue(delay)
+}
+
+/// How long to wait before retrying a failed reconcile. A conflict (409) only means another
+/// writer got there first — CAPI's Cluster controller adds its owner reference to a new
+/// AzureCluster just as the translator adds its finalizer — so the retry, with the fresher
+/// object, goes at once; waiting the full 5 s held every new cluster back by 5 s (500 simulated
+/// seconds in the benchmark, where it showed).
+fn retry_delay(error: &Error) -> Duration {
+    match error {
+        Error::Kube(kube::Error::Api(s)) if s.code == 409 => Duration::from_millis(50),
+        _ => Duration::from_secs(5),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1607,4 +1620,23 @@ async fn reconcile_machine_inner(
     } else {
         Action::requeue(Duration::from_secs(30))
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_is_retried_at_once_other_errors_after_five_seconds() {
+        let status = |code: u16| {
+            let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": code, "reason": "Conflict", "message": "modified"
+            }))
+            .unwrap();
+            Error::Kube(kube::Error::Api(s.into()))
+        };
+        assert_eq!(retry_delay(&status(409)), Duration::from_millis(50));
+        assert_eq!(retry_delay(&status(500)), Duration::from_secs(5));
+    }
 }

@@ -68,6 +68,7 @@ pub fn settings(sim_url: &str, namespace: &str) -> Settings {
             throttled_retry: Duration::from_millis(200),
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(2),
+            ..Timing::default()
         },
         scope: Scope {
             namespace: Some(namespace.into()),

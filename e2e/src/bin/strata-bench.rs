@@ -1,0 +1,137 @@
+//! `strata-bench`: N clusters × M machines converged on the ARM emulator by Strata and by an
+//! ASO-like baseline (the same operator with ASO's documented defaults), side by side. Prints a
+//! Markdown table; `--json` writes the report, `--plot` a chart of time to Ready per cluster.
+//!
+//! `strata-bench operator …` (hidden) is the operator child process each run starts, so that
+//! its CPU time and peak RSS are measured apart from the benchmark's own.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use strata_e2e::bench;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strata-bench",
+    about = "Strata vs an ASO-like baseline on the ARM emulator (times in simulated seconds)"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Clusters to create (CAPZ's default flavour each).
+    #[arg(long, default_value_t = 1)]
+    clusters: usize,
+    /// Machines per cluster: one control-plane machine and the rest workers.
+    #[arg(long, default_value_t = 3)]
+    machines: usize,
+    /// The emulator's clock: real seconds per simulated second (0.01: a 60 s VM takes 0.6 s).
+    #[arg(long, default_value_t = 0.01)]
+    time_scale: f64,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an SVG chart of time to Ready per cluster here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Simulated seconds of steady state measured after convergence.
+    #[arg(long, default_value_t = 3600.0)]
+    steady_state: f64,
+    /// Simulated seconds to wait for convergence before giving up.
+    #[arg(long, default_value_t = 7200.0)]
+    timeout: f64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs the operator for one benchmark run (started by strata-bench itself).
+    #[command(hide = true)]
+    Operator {
+        #[arg(long)]
+        arm_url: String,
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        time_scale: f64,
+        #[arg(long, default_value_t = 3600.0)]
+        sync_period_s: f64,
+        #[arg(long)]
+        token_file: PathBuf,
+        /// Behave as the ASO-like baseline.
+        #[arg(long)]
+        baseline: bool,
+        /// Serve /healthz and /readyz here (the benchmark starts its clock once ready).
+        #[arg(long)]
+        health_addr: Option<std::net::SocketAddr>,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,strata_e2e::bench=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("strata-bench: starting the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = match args.command {
+        Some(Command::Operator {
+            ref arm_url,
+            ref namespace,
+            time_scale,
+            sync_period_s,
+            ref token_file,
+            baseline,
+            health_addr,
+        }) => runtime.block_on(async {
+            let settings = bench::operator_settings(
+                arm_url,
+                token_file,
+                namespace,
+                time_scale,
+                sync_period_s,
+                baseline,
+                health_addr,
+            );
+            let client = kube::Client::try_default()
+                .await
+                .context("a Kubernetes client from KUBECONFIG")?;
+            strata_operator::run(client, settings)
+                .await
+                .context("the operator")
+        }),
+        None => runtime.block_on(bench(&args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata-bench: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn bench(args: &Args) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("finding strata-bench's own executable")?;
+    let mut config = bench::Config::new(args.clusters, args.machines, args.time_scale, exe);
+    config.steady_state_s = args.steady_state;
+    config.timeout_s = args.timeout;
+    let report = bench::run(&config).await?;
+    print!("{}", bench::markdown(&report, args.time_scale));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        bench::plot(&report, path)?;
+    }
+    Ok(())
+}

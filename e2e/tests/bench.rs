@@ -1,0 +1,82 @@
+//! The benchmark, small: one cluster with one machine, Strata and the ASO-like baseline side by
+//! side (about 30 s: most of it the simulated steady state of each run). It checks what a
+//! reader of the report relies on, not how fast this machine is: every key is there, Strata
+//! converges, writes nothing at steady state while the baseline re-PUTs, is not slower than the
+//! baseline, and no run beats the lower bound.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use strata_e2e::bench::{Config, run};
+
+const KEYS: [&str; 13] = [
+    "clusters",
+    "machines",
+    "time_to_ready_p50_s",
+    "time_to_ready_p95_s",
+    "lower_bound_s",
+    "ratio_to_lower_bound",
+    "arm_requests",
+    "puts_per_resource",
+    "steady_state_writes",
+    "throttled_responses",
+    "operator_cpu_s",
+    "operator_peak_rss_mb",
+    "wakeup_gap_p95_s",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cluster_one_machine_strata_against_the_baseline() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_strata-bench"));
+    // The benchmark's clock, with the sync period (and so the steady state measured) shortened
+    // from an hour to 20 minutes: 12 s per run.
+    let mut config = Config::new(1, 1, 0.01, exe);
+    config.sync_period_s = 1200.0;
+    config.steady_state_s = 1200.0;
+    let report = run(&config).await.expect("both runs converge");
+
+    let json = serde_json::to_value(&report).unwrap();
+    let top = json.as_object().unwrap();
+    for key in KEYS {
+        assert!(top.contains_key(key), "{key} missing: {json:#}");
+        assert!(
+            json["baseline"].get(key).is_some(),
+            "baseline.{key} missing: {json:#}"
+        );
+    }
+    assert_eq!(
+        top.len(),
+        KEYS.len() + 1,
+        "exactly the documented keys: {json:#}"
+    );
+    assert!(json["baseline"].get("baseline").is_none());
+
+    let (s, b) = (&report.strata, &report.baseline);
+    assert_eq!(s.time_to_ready_s.len(), 1, "Strata converged: {json:#}");
+    assert!(
+        s.time_to_ready_p50_s > 0.0 && s.lower_bound_s > 0.0,
+        "{json:#}"
+    );
+    assert_eq!(
+        s.steady_state_writes, 0,
+        "Strata writes nothing at steady state: {json:#}"
+    );
+    assert!(
+        b.steady_state_writes > 0,
+        "the baseline re-PUTs on resync: {json:#}"
+    );
+    assert!(
+        s.time_to_ready_p50_s <= b.time_to_ready_p50_s,
+        "Strata is not slower than the baseline: {json:#}"
+    );
+    assert!(s.ratio_to_lower_bound >= 1.0, "{json:#}");
+    assert!(b.ratio_to_lower_bound >= 1.0, "{json:#}");
+    assert!(
+        s.operator_cpu_s > 0.0 && s.operator_peak_rss_mb > 0.0,
+        "{json:#}"
+    );
+    assert!(
+        s.arm_requests.get("PUT").is_some_and(|n| *n > 0),
+        "{json:#}"
+    );
+}
