@@ -137,8 +137,22 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_on(wake)
         .shutdown_on_signal()
-        .run(reconcile::<K>, error_policy::<K>, ctx)
-        .for_each(|_| future::ready(()))
+        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+        .for_each(move |r| {
+            // A trigger for an object that is gone (its own deletion event, or a wake-up that
+            // lost the race with it) never reaches a reconcile, so it leaves the queue here;
+            // otherwise `queue_depth` would stay above zero for good after every deletion.
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = r {
+                let key = format!(
+                    "{}/{}/{}",
+                    gone.namespace.clone().unwrap_or_default(),
+                    K::KIND,
+                    gone.name
+                );
+                ctx.metrics.common.dequeued(K::KIND.label(), &key);
+            }
+            future::ready(())
+        })
         .await;
 }
 

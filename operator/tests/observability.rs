@@ -83,6 +83,30 @@ async fn metrics_count_what_arm_saw() {
     for name in ["web-0", "web-rg", &w.ns] {
         assert!(!text.contains(name), "{name} appears in /metrics");
     }
+
+    // Deleting everything: the deletion events of objects now gone never reach a reconcile,
+    // and the queue still drains to zero for every kind.
+    for (kind, name) in &objects {
+        let _ = w.api(kind).delete(name, &Default::default()).await;
+    }
+    w.eventually("every CR gone", Duration::from_secs(60), || async {
+        for (kind, name) in &objects {
+            if w.get(kind, name).await.is_some() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    w.eventually("every queue drained", Duration::from_secs(10), || async {
+        let text = w.operator_http("/metrics").await.1;
+        let depths: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("strata_operator_queue_depth{"))
+            .collect();
+        !depths.is_empty() && depths.iter().all(|l| l.ends_with(" 0"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

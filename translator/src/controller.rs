@@ -193,11 +193,12 @@ pub async fn run_observed(
         )
         .shutdown_on_signal()
         .run(reconcile_cluster, error_policy, ctx.clone())
-        .for_each(|r| {
-            if let Err(e) = r {
-                warn!(error = %e, "AzureCluster reconcile");
+        .for_each({
+            let queue = queue.clone();
+            move |r| {
+                queue.settle(r, "AzureCluster");
+                futures::future::ready(())
             }
-            futures::future::ready(())
         });
 
     // AzureMachine controller.
@@ -259,11 +260,12 @@ pub async fn run_observed(
         )
         .shutdown_on_signal()
         .run(reconcile_machine, error_policy, ctx.clone())
-        .for_each(|r| {
-            if let Err(e) = r {
-                warn!(error = %e, "AzureMachine reconcile");
+        .for_each({
+            let queue = queue.clone();
+            move |r| {
+                queue.settle(r, "AzureMachine");
+                futures::future::ready(())
             }
-            futures::future::ready(())
         });
 
     tokio::select! {
@@ -423,6 +425,23 @@ impl Queue {
     fn push<K: kube::runtime::reflector::Lookup>(&self, r: &ObjectRef<K>) {
         self.metrics
             .queued(self.kind, queue_key(r.namespace.as_deref(), &r.name));
+    }
+
+    /// What a controller's run stream yields. A wake-up for an object that is gone (an owned CR
+    /// deleted after its owner, say) never reaches a reconcile, so it leaves the queue here;
+    /// otherwise the gauge would stay above zero for good.
+    fn settle<T, E: std::fmt::Display, Q: std::fmt::Display>(
+        &self,
+        result: Result<T, kube::runtime::controller::Error<E, Q>>,
+        kind: &str,
+    ) {
+        match result {
+            Ok(_) => {}
+            Err(kube::runtime::controller::Error::ObjectNotFound(gone)) => self
+                .metrics
+                .dequeued(self.kind, &queue_key(gone.namespace.as_deref(), &gone.name)),
+            Err(e) => warn!(error = %e, "{kind} reconcile"),
+        }
     }
 
     /// A controller of `K` whose own watch events are counted, as `Controller::new` would
