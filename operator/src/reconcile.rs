@@ -562,27 +562,27 @@ async fn reconcile_inner<K: AzureResource>(
                     Dependencies::WaitingForReference(m) => ("WaitingForReference", m),
                     Dependencies::Ready => ("Reconciling", String::new()),
                 };
-                if let Some(delay) = ctx.dependency_poll(&key) {
+                let next_look = match ctx.dependency_poll(&key) {
                     // The baseline: no registration, so nothing wakes it; it looks again later.
-                    report(
-                        &ctx,
-                        &api,
-                        obj.as_ref(),
-                        Report::new("False", reason, message),
-                    )
-                    .await?;
-                    return Ok(Action::requeue(delay));
-                }
-                // Register before reporting, then look again: a dependency that became Ready in
-                // between would otherwise wake nobody.
-                let me = obj.name_any();
-                for (kind, name) in &deps.blocking {
-                    ctx.index
-                        .wait_for((K::KIND, &namespace, &me), (*kind, &namespace, name));
-                }
-                if resolve(obj.as_ref(), &ctx.index, &namespace).state == Dependencies::Ready {
-                    return Ok(Action::requeue(Duration::ZERO));
-                }
+                    Some(delay) => delay,
+                    None => {
+                        // Register before reporting, then look again: a dependency that became
+                        // Ready in between would otherwise wake nobody.
+                        let me = obj.name_any();
+                        for (kind, name) in &deps.blocking {
+                            ctx.index
+                                .wait_for((K::KIND, &namespace, &me), (*kind, &namespace, name));
+                        }
+                        if resolve(obj.as_ref(), &ctx.index, &namespace).state
+                            == Dependencies::Ready
+                        {
+                            return Ok(Action::requeue(Duration::ZERO));
+                        }
+                        // Woken through the index when a dependency changes; the sync period is
+                        // only a safety net.
+                        ctx.timing.sync_period
+                    }
+                };
                 report(
                     &ctx,
                     &api,
@@ -590,9 +590,7 @@ async fn reconcile_inner<K: AzureResource>(
                     Report::new("False", reason, message),
                 )
                 .await?;
-                // Woken through the index when a dependency changes; the sync period is only a
-                // safety net.
-                return Ok(Action::requeue(ctx.timing.sync_period));
+                return Ok(Action::requeue(next_look));
             }
             Step::Hold => {
                 debug!("held until the spec changes");
