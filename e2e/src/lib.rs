@@ -114,24 +114,59 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// How a [`Stack`] is started.
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    /// The emulator's clock (and the operator's rate limits with it).
+    pub time_scale: f64,
+    /// The seed of the emulator's fault injection.
+    pub seed: u64,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            time_scale: TIME_SCALE,
+            seed: 0,
+        }
+    }
+}
+
+/// A controller running in-process, as a pod would: killing it aborts its task.
+struct Running {
+    namespace: String,
+    task: JoinHandle<()>,
+}
+
 pub struct Stack {
     pub env: TestEnv,
     pub sim: Server,
     pub ns: String,
     pub http: reqwest::Client,
+    options: StackOptions,
     token_file: PathBuf,
     tasks: Vec<JoinHandle<()>>,
+    operators: Vec<Running>,
+    translators: Vec<Running>,
+    /// The server's resources, discovered once (many applies would otherwise each rediscover).
+    discovery: tokio::sync::OnceCell<Discovery>,
 }
 
 impl Drop for Stack {
     fn drop(&mut self) {
         self.tasks.iter().for_each(JoinHandle::abort);
+        self.operators.iter().for_each(|r| r.task.abort());
+        self.translators.iter().for_each(|r| r.task.abort());
         let _ = std::fs::remove_file(&self.token_file);
     }
 }
 
 impl Stack {
     pub async fn start(test: &str) -> Stack {
+        Self::start_with(test, StackOptions::default()).await
+    }
+
+    pub async fn start_with(test: &str, options: StackOptions) -> Stack {
         let env = TestEnv::builder()
             .crd_dir(repo_root().join("crds/generated"))
             .garbage_collection(false)
@@ -140,7 +175,8 @@ impl Stack {
             .expect("API test server");
         let sim = Server::start(
             Options {
-                time_scale: TIME_SCALE,
+                time_scale: options.time_scale,
+                seed: options.seed,
                 ..Default::default()
             },
             0,
@@ -162,8 +198,12 @@ impl Stack {
             sim,
             ns,
             http: reqwest::Client::new(),
+            options,
             token_file,
             tasks: Vec::new(),
+            operators: Vec::new(),
+            translators: Vec::new(),
+            discovery: tokio::sync::OnceCell::new(),
         };
         stack.start_translator();
         stack.start_operator();
@@ -176,15 +216,19 @@ impl Stack {
     }
 
     pub fn start_translator_in(&mut self, ns: &str) {
+        let task = self.spawn_translator(ns, self.env.client());
+        self.translators.push(Running {
+            namespace: ns.to_owned(),
+            task,
+        });
+    }
+
+    fn spawn_translator(&self, ns: &str, client: kube::Client) -> JoinHandle<()> {
         let settings = strata_translator::controller::Settings {
             namespace: Some(ns.to_owned()),
             ..Default::default()
         };
-        self.tasks
-            .push(tokio::spawn(strata_translator::controller::run(
-                self.env.client(),
-                settings,
-            )));
+        tokio::spawn(strata_translator::controller::run(client, settings))
     }
 
     pub fn start_operator(&mut self) {
@@ -193,13 +237,57 @@ impl Stack {
     }
 
     pub fn start_operator_in(&mut self, ns: &str) {
-        let settings = operator_settings(&self.sim.url, &self.token_file, Some(ns), TIME_SCALE);
-        let client = self.env.client();
-        self.tasks.push(tokio::spawn(async move {
+        let task = self.spawn_operator(ns, self.env.client());
+        self.operators.push(Running {
+            namespace: ns.to_owned(),
+            task,
+        });
+    }
+
+    fn spawn_operator(&self, ns: &str, client: kube::Client) -> JoinHandle<()> {
+        let settings = operator_settings(
+            &self.sim.url,
+            &self.token_file,
+            Some(ns),
+            self.options.time_scale,
+        );
+        tokio::spawn(async move {
             strata_operator::run(client, settings)
                 .await
                 .expect("operator");
-        }));
+        })
+    }
+
+    /// Kills every operator and starts a fresh one in its place, as a restarted pod: its task is
+    /// aborted wherever it is (requests already sent still land), and the new one starts with
+    /// empty state and its own connections.
+    pub async fn kill_operators(&mut self) {
+        for i in 0..self.operators.len() {
+            self.operators[i].task.abort();
+            let ns = self.operators[i].namespace.clone();
+            let client = self.fresh_client().await;
+            self.operators[i].task = self.spawn_operator(&ns, client);
+        }
+    }
+
+    /// Kills every translator and starts a fresh one in its place (see [`Stack::kill_operators`]).
+    pub async fn kill_translators(&mut self) {
+        for i in 0..self.translators.len() {
+            self.translators[i].task.abort();
+            let ns = self.translators[i].namespace.clone();
+            let client = self.fresh_client().await;
+            self.translators[i].task = self.spawn_translator(&ns, client);
+        }
+    }
+
+    /// A Kubernetes client of its own (connections, buffer), as a new process would have.
+    pub async fn fresh_client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.env.kubeconfig_path())
+            .expect("the test server's kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a client configuration from the kubeconfig");
+        kube::Client::try_from(config).expect("a Kubernetes client")
     }
 
     /// The CAPI-core stand-in (tests and demo only) in the test's namespace: Machines, AzureMachines
@@ -237,7 +325,10 @@ impl Stack {
     }
 
     pub async fn apply_yaml_in(&self, ns: &str, text: &str) {
-        let discovery = Discovery::new(self.env.client()).run().await.unwrap();
+        let discovery = self
+            .discovery
+            .get_or_init(|| async { Discovery::new(self.env.client()).run().await.unwrap() })
+            .await;
         for doc in serde_yaml_ng::Deserializer::from_str(text) {
             let mut v: Value = serde::Deserialize::deserialize(doc).unwrap();
             if v.is_null() {

@@ -79,7 +79,11 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         None => Api::all(ctx.kube.clone()),
     };
     let (reader, writer) = reflector::store();
+    ctx.register_store(reader.clone());
     let index = ctx.index.clone();
+    // Objects whose watched status contradicts what this instance last reported.
+    let (contradicted_tx, contradicted) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<K>>();
+    let reported = ctx.clone();
     let shard = scope.shard;
     let mut config = watcher::Config::default();
     if let Some(selector) = &scope.selector {
@@ -91,13 +95,26 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         .inspect(move |event| {
             // Keep the readiness index in step with the watch, before the controller sees it.
             match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => index.apply(
-                    K::KIND,
-                    &o.namespace().unwrap_or_default(),
-                    &o.name_any(),
-                    entry_of(o.meta().generation, o.base_status()),
-                ),
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    index.apply(
+                        K::KIND,
+                        &o.namespace().unwrap_or_default(),
+                        &o.name_any(),
+                        entry_of(o.meta().generation, o.base_status()),
+                    );
+                    // Status changes pass no predicate: a status written behind our back (a
+                    // killed instance's late write) is put right only through this wake-up.
+                    let contradicts = reported.reported.contradicts(
+                        &object_key(o),
+                        o.meta().resource_version.as_deref(),
+                        o.base_status(),
+                    );
+                    if contradicts && shard.owns(o.meta()) {
+                        let _ = contradicted_tx.send(ObjectRef::from_obj(o));
+                    }
+                }
                 Ok(watcher::Event::Delete(o)) => {
+                    reported.reported.forget(&object_key(o));
                     index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
                 }
                 Ok(watcher::Event::InitDone) => index.mark_synced(K::KIND),
@@ -112,9 +129,12 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     let objects =
         objects.inspect_ok(move |o| metrics.common.queued(K::KIND.label(), object_key(o)));
     let metrics = ctx.metrics.clone();
-    let wake = waiters::<K>(
-        ctx.index.clone(),
-        BroadcastStream::new(ctx.index.subscribe()),
+    let wake = futures::stream::select(
+        waiters::<K>(
+            ctx.index.clone(),
+            BroadcastStream::new(ctx.index.subscribe()),
+        ),
+        tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
     )
     .inspect(move |r| {
         metrics.common.queued(

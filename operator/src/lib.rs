@@ -8,6 +8,8 @@
 //! - [`arm`]: the only module that uses the Azure SDK;
 //! - [`credentials`], [`throttle`], [`index`]: credentials per namespace, ARM-rate token buckets,
 //!   and the readiness index that wakes waiting CRs;
+//! - [`reported`]: the `Ready` decision last reported per object, to put right a status written
+//!   behind the operator's back;
 //! - [`controller`]: one kube-runtime controller per kind.
 
 pub mod adapters;
@@ -22,6 +24,7 @@ pub mod index;
 pub mod kind;
 pub mod metrics;
 pub mod reconcile;
+pub mod reported;
 pub mod throttle;
 
 use std::sync::Arc;

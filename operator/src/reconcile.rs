@@ -11,6 +11,7 @@
 //! an operator restarted in the middle of a VM creation finds it `Creating` and waits: it never
 //! sends a second PUT for it.
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use rand::Rng;
 use serde_json::{Map, Value, json};
@@ -35,6 +37,7 @@ use crate::drift;
 use crate::error::{Error, ErrorClass, classify};
 use crate::index::Index;
 use crate::kind::Kind;
+use crate::reported::{Decision, Reported};
 
 /// Ready reasons that report a failure (counted in `strata_operator_errors_total`).
 const ERROR_REASONS: &[&str] = &[
@@ -136,6 +139,11 @@ pub struct Context {
     repeats: Mutex<HashMap<String, (i64, String, u32)>>,
     /// Consecutive polls of a waiting CR, per object (the baseline's dependency backoff only).
     polls: Mutex<HashMap<String, u32>>,
+    /// The `Ready` decision last reported per object (the watch wakes an object whose status
+    /// contradicts it).
+    pub reported: Reported,
+    /// Each kind's reflector store (`Store<K>` by kind), for the newest status the watch saw.
+    stores: Mutex<HashMap<Kind, Box<dyn Any + Send + Sync>>>,
 }
 
 impl Context {
@@ -161,7 +169,37 @@ impl Context {
             held: Mutex::default(),
             repeats: Mutex::default(),
             polls: Mutex::default(),
+            reported: Reported::default(),
+            stores: Mutex::default(),
         }
+    }
+
+    /// Makes the reflector store of kind `K` available to [`Context::latest`].
+    pub fn register_store<K: AzureResource>(&self, store: Store<K>) {
+        self.stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(K::KIND, Box::new(store));
+    }
+
+    /// The newest copy of `obj` the watch delivered (the same object: same UID), if any; `None`
+    /// when `obj` is the answer to our own last status write, which the watch may not have
+    /// delivered yet (a later write of someone else's wakes the object again anyway).
+    pub fn latest<K: AzureResource>(&self, obj: &K) -> Option<Arc<K>> {
+        if self
+            .reported
+            .is_last_write(&object_key(obj), obj.meta().resource_version.as_deref())
+        {
+            return None;
+        }
+        let stores = self
+            .stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let store = stores.get(&K::KIND)?.downcast_ref::<Store<K>>()?;
+        store
+            .get(&ObjectRef::from_obj(obj))
+            .filter(|o| o.meta().uid == obj.meta().uid)
     }
 
     fn jittered(&self, d: Duration) -> Duration {
@@ -1021,11 +1059,34 @@ async fn report<K: AzureResource>(
     obj: &K,
     r: Report,
 ) -> Result<Option<K>, Error> {
-    let current = obj.base_status().cloned().unwrap_or_default();
+    let key = object_key(obj);
     let generation = obj.meta().generation;
+    // Recorded before the status is read: an event that lands from now on is compared with this
+    // decision by the watch (`Reported::contradicts`) and wakes the object if it disagrees.
+    let previous_decision = ctx.reported.record(
+        &key,
+        Decision {
+            status: r.status.to_owned(),
+            reason: r.reason.to_owned(),
+            message: r.message.clone(),
+            generation,
+        },
+    );
+    // Compare with the newest status the watch delivered, not with the object this reconcile
+    // started from: a write that landed since (a late one of a killed instance) is only there.
+    let latest = ctx.latest(obj);
+    let base: &K = latest.as_deref().unwrap_or(obj);
+    let current = base.base_status().cloned().unwrap_or_default();
     let previous = current.conditions.iter().find(|c| c.type_ == "Ready");
     let unchanged_condition = previous
         .is_some_and(|c| c.status == r.status && c.reason == r.reason && c.message == r.message);
+    // What we reported last was something else, so the store may not show our write yet.
+    let decided_otherwise = previous_decision.is_some_and(|d| {
+        d.status != r.status
+            || d.reason != r.reason
+            || d.message != r.message
+            || d.generation != generation
+    });
     let transition = match previous {
         Some(c) if c.status == r.status => c.last_transition_time.clone(),
         _ => Time(Timestamp::now()),
@@ -1035,12 +1096,13 @@ async fn report<K: AzureResource>(
         .provisioning_state
         .clone()
         .or(current.provisioning_state.clone());
-    let current_json = serde_json::to_value(obj)?;
+    let current_json = serde_json::to_value(base)?;
     let outputs_unchanged = r
         .outputs
         .iter()
         .all(|(k, v)| current_json.pointer(&format!("/status/{k}")) == Some(v));
     if unchanged_condition
+        && !decided_otherwise
         && current.observed_generation == generation
         && id == current.id
         && provisioning_state == current.provisioning_state
@@ -1100,5 +1162,6 @@ async fn report<K: AzureResource>(
             &Patch::Merge(&json!({ "status": status })),
         )
         .await?;
+    ctx.reported.wrote(&key, written.resource_version());
     Ok(Some(written))
 }

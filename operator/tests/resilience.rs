@@ -276,3 +276,92 @@ async fn two_hundred_resources_at_once_get_no_429() {
     );
     assert_eq!(throttled, 0);
 }
+
+/// What a killed instance's late status write looks like: the Ready condition of an operation
+/// still running, for an older generation's view. It lands through the status subresource as the
+/// operator's own writes do.
+async fn land_stale_status(w: &World, kind: &str, name: &str) {
+    w.api(kind)
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"status": {"provisioningState": "Creating",
+                "conditions": [{"type": "Ready", "status": "Unknown", "reason": "Reconciling",
+                    "message": "creating", "observedGeneration": 1,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A late write of a killed instance lands after this instance reported Ready: status changes
+/// pass no predicate, so without the watch comparing the status with the decision last reported
+/// the CR would show `Reconciling` until the sync period (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_status_landing_after_the_reconcile_is_put_right() {
+    let w = World::start("stale-after").await;
+    let rg = w
+        .apply(
+            json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "stale"}, "spec": {"location": "westeurope"}}),
+        )
+        .await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
+        .await;
+    for _ in 0..3 {
+        land_stale_status(&w, "ResourceGroup", "stale").await;
+        w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(10))
+            .await;
+    }
+    let puts = count(&w.arm_requests().await, "PUT");
+    assert_eq!(puts, 1, "putting the status right sends no second PUT");
+}
+
+/// The late write lands while a reconcile runs (its GET held up by the emulator): the reconcile
+/// decides Ready, which the object it started from already shows, and must compare with the newest
+/// status the watch delivered instead, or it writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
+    let w = World::start("stale-during").await;
+    let rg = w
+        .apply(
+            json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "stale"}, "spec": {"location": "westeurope"}}),
+        )
+        .await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
+        .await;
+    w.sim_post(
+        "/_sim/faults",
+        json!([{"path": "resourceGroups/stale$", "method": "GET", "latencyMs": 1500}]),
+    )
+    .await;
+    // A change that passes the predicate (an annotation) starts a reconcile, whose GET waits.
+    w.api("ResourceGroup")
+        .patch(
+            "stale",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"metadata": {"annotations": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    w.eventually(
+        "the reconcile's GET was sent",
+        Duration::from_secs(10),
+        || async {
+            w.arm_requests()
+                .await
+                .iter()
+                .filter(|r| r["method"] == "GET")
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    land_stale_status(&w, "ResourceGroup", "stale").await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(1))
+        .await;
+}
