@@ -83,7 +83,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     let index = ctx.index.clone();
     // Objects whose watched status contradicts what this instance last reported.
     let (contradicted_tx, contradicted) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<K>>();
-    let reported = ctx.clone();
+    let watch_ctx = ctx.clone();
     let shard = scope.shard;
     let mut config = watcher::Config::default();
     if let Some(selector) = &scope.selector {
@@ -104,7 +104,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                     );
                     // Status changes pass no predicate: a status written behind our back (a
                     // killed instance's late write) is put right only through this wake-up.
-                    let contradicts = reported.reported.contradicts(
+                    let contradicts = watch_ctx.reported.contradicts(
                         &object_key(o),
                         o.meta().resource_version.as_deref(),
                         o.base_status(),
@@ -114,7 +114,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                     }
                 }
                 Ok(watcher::Event::Delete(o)) => {
-                    reported.reported.forget(&object_key(o));
+                    watch_ctx.reported.forget(&object_key(o));
                     index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
                 }
                 Ok(watcher::Event::InitDone) => index.mark_synced(K::KIND),
