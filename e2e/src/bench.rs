@@ -118,6 +118,10 @@ impl Config {
 pub struct Figures {
     pub clusters: usize,
     pub machines: usize,
+    /// Clusters Ready within the timeout: `clusters` unless the run did not converge (only the
+    /// baseline's figures are kept then: times of the clusters not Ready count as the timeout,
+    /// so its percentiles are lower bounds, and the steady state is not measured).
+    pub clusters_ready: usize,
     /// From a cluster's manifests applied to every one of its Machines infrastructure-ready.
     pub time_to_ready_p50_s: f64,
     pub time_to_ready_p95_s: f64,
@@ -129,8 +133,9 @@ pub struct Figures {
     pub arm_requests: BTreeMap<String, u64>,
     /// PUTs until every cluster is Ready, per cloud CR.
     pub puts_per_resource: f64,
-    /// PUT / PATCH / DELETE requests during one simulated hour after convergence.
-    pub steady_state_writes: u64,
+    /// PUT / PATCH / DELETE requests during one simulated hour after convergence (`null` when
+    /// the run did not converge).
+    pub steady_state_writes: Option<u64>,
     /// 429 answers over the whole run.
     pub throttled_responses: u64,
     /// The operator process's user + system CPU time, real seconds, whole run.
@@ -146,6 +151,9 @@ pub struct Figures {
     /// Cloud CRs at convergence (not in the JSON).
     #[serde(skip)]
     pub cloud_crs: usize,
+    /// The cloud CRs still not Ready at the timeout, empty when converged (not in the JSON).
+    #[serde(skip)]
+    pub waiting: String,
 }
 
 /// The JSON report: Strata's figures at the top level, the baseline's under `baseline`.
@@ -166,9 +174,25 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         .start()
         .await?;
     let strata = run_one(&env, config, Behaviour::Strata).await?;
-    // Strata's figures are not lost when the baseline does not converge in time.
+    if strata.clusters_ready < strata.clusters {
+        return Err(Error::NotConverged {
+            run: "strata",
+            timeout_s: config.timeout_s,
+            waiting: strata.waiting,
+        });
+    }
+    // Strata's figures are not lost when the baseline run fails.
     tracing::info!(figures = %serde_json::to_string(&strata).unwrap_or_default(), "strata");
+    // A baseline that does not converge in time is a result (its figures say how far it got).
     let baseline = run_one(&env, config, Behaviour::aso_baseline(config.time_scale)).await?;
+    if baseline.clusters_ready < baseline.clusters {
+        tracing::warn!(
+            ready = baseline.clusters_ready,
+            clusters = baseline.clusters,
+            waiting = %baseline.waiting,
+            "the baseline did not converge in time"
+        );
+    }
     Ok(Report { strata, baseline })
 }
 
@@ -341,29 +365,35 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         .await?;
     let start = applied.iter().min().copied().unwrap_or_else(Utc::now);
 
-    // Wait until every cluster has all its machines infrastructure-ready.
+    // Wait until every cluster has all its machines infrastructure-ready, or the timeout.
     let deadline = tokio::time::Instant::now() + config.real(config.timeout_s);
-    let ready_at = loop {
-        if let Some(at) = clusters_ready(&lock(&seen), config) {
-            break at;
+    let (ready_at, waiting) = loop {
+        let ready_at = clusters_ready(&lock(&seen), config);
+        if ready_at.iter().all(Option::is_some) {
+            break (ready_at, None);
         }
         if tokio::time::Instant::now() > deadline {
-            let waiting = waiting(&client, &ns).await;
-            return Err(Error::NotConverged {
-                run: label,
-                timeout_s: config.timeout_s,
-                waiting,
-            });
+            break (ready_at, Some(waiting(&client, &ns).await));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let converged = ready_at.iter().max().copied().unwrap_or(start);
-    tracing::info!(
-        run = label,
-        "converged; steady state for one simulated hour"
-    );
-    tokio::time::sleep(config.real(config.steady_state_s)).await;
-    let steady_end = Utc::now();
+    let converged_all = waiting.is_none();
+    let converged = if converged_all {
+        ready_at.iter().flatten().max().copied().unwrap_or(start)
+    } else {
+        Utc::now()
+    };
+    let steady_end = if converged_all {
+        tracing::info!(
+            run = label,
+            "converged; steady state for one simulated hour"
+        );
+        tokio::time::sleep(config.real(config.steady_state_s)).await;
+        Some(Utc::now())
+    } else {
+        tracing::warn!(run = label, "not converged after the timeout");
+        None
+    };
     let (cpu_s, rss_mb) = process_usage(pid)?;
     let _ = operator.start_kill();
     let _ = operator.wait().await;
@@ -376,10 +406,11 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     let sim_s = |from: DateTime<Utc>, to: DateTime<Utc>| {
         (to - from).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6 / scale
     };
+    // A cluster not Ready counts as the timeout: a lower bound of its time.
     let times: Vec<f64> = applied
         .iter()
         .zip(&ready_at)
-        .map(|(a, r)| sim_s(*a, *r))
+        .map(|(a, r)| r.map_or(config.timeout_s, |r| sim_s(*a, r)))
         .collect();
     let requests = std::mem::take(&mut *lock(&requests));
     let nodes = cloud_graph(&client, &ns).await?;
@@ -391,11 +422,13 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         *arm_requests.entry(r.method.clone()).or_insert(0) += 1;
         puts += u64::from(r.method == "PUT");
     }
-    let steady_state_writes = requests
-        .iter()
-        .filter(|r| r.at > converged && r.at <= steady_end)
-        .filter(|r| matches!(r.method.as_str(), "PUT" | "PATCH" | "DELETE"))
-        .count() as u64;
+    let steady_state_writes = steady_end.map(|end| {
+        requests
+            .iter()
+            .filter(|r| r.at > converged && r.at <= end)
+            .filter(|r| matches!(r.method.as_str(), "PUT" | "PATCH" | "DELETE"))
+            .count() as u64
+    });
     let throttled_responses = requests.iter().filter(|r| r.status == 429).count() as u64;
     let gaps = wakeup_gaps(&nodes, &seen, &requests, scale);
     let p50 = percentile(&times, 50.0);
@@ -406,6 +439,7 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     Ok(Figures {
         clusters: config.clusters,
         machines: config.machines,
+        clusters_ready: ready_at.iter().flatten().count(),
         time_to_ready_p50_s: round(p50),
         time_to_ready_p95_s: round(percentile(&times, 95.0)),
         lower_bound_s: round(lower_bound_s),
@@ -427,6 +461,7 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         time_to_ready_s: times,
         cloud_crs: nodes.len(),
+        waiting: waiting.unwrap_or_default(),
     })
 }
 
@@ -565,8 +600,9 @@ async fn watch_machines(client: kube::Client, ns: String, seen: Shared<Seen>) {
     }
 }
 
-/// When each cluster had all its machines infrastructure-ready; `None` while one has not.
-fn clusters_ready(seen: &Seen, config: &Config) -> Option<Vec<DateTime<Utc>>> {
+/// When each cluster had all its machines infrastructure-ready (`None` for a cluster while one
+/// has not), in cluster order.
+fn clusters_ready(seen: &Seen, config: &Config) -> Vec<Option<DateTime<Utc>>> {
     let mut per_cluster: HashMap<&str, Vec<Option<DateTime<Utc>>>> = HashMap::new();
     for (cluster, _, ready) in seen.machines.values() {
         per_cluster
@@ -863,16 +899,33 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // A run that did not converge: its times are lower bounds, its steady state unmeasured.
+    let at_least = |f: &Figures, t: f64| {
+        if f.clusters_ready < f.clusters {
+            format!("≥ {t}")
+        } else {
+            t.to_string()
+        }
+    };
+    let writes = |f: &Figures| {
+        f.steady_state_writes
+            .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
+    };
     let rows: Vec<(&str, String, String)> = vec![
         (
+            "clusters Ready",
+            format!("{} of {}", s.clusters_ready, s.clusters),
+            format!("{} of {}", b.clusters_ready, b.clusters),
+        ),
+        (
             "time to Ready p50 (s)",
-            s.time_to_ready_p50_s.to_string(),
-            b.time_to_ready_p50_s.to_string(),
+            at_least(s, s.time_to_ready_p50_s),
+            at_least(b, b.time_to_ready_p50_s),
         ),
         (
             "time to Ready p95 (s)",
-            s.time_to_ready_p95_s.to_string(),
-            b.time_to_ready_p95_s.to_string(),
+            at_least(s, s.time_to_ready_p95_s),
+            at_least(b, b.time_to_ready_p95_s),
         ),
         (
             "lower bound (s)",
@@ -881,8 +934,8 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
         ),
         (
             "ratio to lower bound (p50)",
-            s.ratio_to_lower_bound.to_string(),
-            b.ratio_to_lower_bound.to_string(),
+            at_least(s, s.ratio_to_lower_bound),
+            at_least(b, b.ratio_to_lower_bound),
         ),
         ("ARM requests to Ready", methods(s), methods(b)),
         (
@@ -890,11 +943,7 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             s.puts_per_resource.to_string(),
             b.puts_per_resource.to_string(),
         ),
-        (
-            "steady-state writes (1 h)",
-            s.steady_state_writes.to_string(),
-            b.steady_state_writes.to_string(),
-        ),
+        ("steady-state writes (1 h)", writes(s), writes(b)),
         (
             "throttled responses (429)",
             s.throttled_responses.to_string(),
@@ -1048,6 +1097,48 @@ mod tests {
         assert_eq!(percentile(&v, 50.0), 3.0);
         assert_eq!(percentile(&v, 95.0), 5.0);
         assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn a_baseline_that_did_not_converge_shows_lower_bounds_and_no_steady_state() {
+        let strata = Figures {
+            clusters: 100,
+            machines: 3,
+            clusters_ready: 100,
+            time_to_ready_p50_s: 900.0,
+            ratio_to_lower_bound: 6.7,
+            steady_state_writes: Some(0),
+            ..Figures::default()
+        };
+        let baseline = Figures {
+            clusters_ready: 61,
+            time_to_ready_p50_s: 60000.0,
+            ratio_to_lower_bound: 444.4,
+            steady_state_writes: None,
+            ..strata.clone()
+        };
+        let report = Report { strata, baseline };
+        let table = markdown(&report, 0.01);
+        assert!(
+            table.contains("| clusters Ready | 100 of 100 | 61 of 100 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| time to Ready p50 (s) | 900 | ≥ 60000 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| ratio to lower bound (p50) | 6.7 | ≥ 444.4 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| steady-state writes (1 h) | 0 | not measured |"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["baseline"]["clusters_ready"], 61);
+        assert_eq!(json["baseline"]["steady_state_writes"], Value::Null);
+        assert_eq!(json["steady_state_writes"], 0);
     }
 
     #[test]

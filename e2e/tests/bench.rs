@@ -9,9 +9,10 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 13] = [
+const KEYS: [&str; 14] = [
     "clusters",
     "machines",
+    "clusters_ready",
     "time_to_ready_p50_s",
     "time_to_ready_p95_s",
     "lower_bound_s",
@@ -52,17 +53,19 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     assert!(json["baseline"].get("baseline").is_none());
 
     let (s, b) = (&report.strata, &report.baseline);
-    assert_eq!(s.time_to_ready_s.len(), 1, "Strata converged: {json:#}");
+    assert_eq!(s.clusters_ready, 1, "Strata converged: {json:#}");
+    assert_eq!(s.time_to_ready_s.len(), 1, "{json:#}");
     assert!(
         s.time_to_ready_p50_s > 0.0 && s.lower_bound_s > 0.0,
         "{json:#}"
     );
     assert_eq!(
-        s.steady_state_writes, 0,
+        s.steady_state_writes,
+        Some(0),
         "Strata writes nothing at steady state: {json:#}"
     );
     assert!(
-        b.steady_state_writes > 0,
+        b.clusters_ready == 1 && b.steady_state_writes > Some(0),
         "the baseline re-PUTs on resync: {json:#}"
     );
     // Times are figures, not assertions: at 1 × 1 the two runs differ by a few hundred real
