@@ -6,24 +6,24 @@ CARGO ?= cargo
 .PHONY: test tools crds lint fmt demo
 
 ## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing),
-## then the API test server's suite a second time against the real kube-apiserver + etcd that
-## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why, and the
-## operator's, translator's and end-to-end tests there too (none skips).
+## then the suites of the API test server, the operator, the translator and the end-to-end tests
+## a second time against the real kube-apiserver + etcd that `make tools` unpacks
+## (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why. The second run names the
+## four packages in one command: their features then unify as in the workspace build, so no
+## dependency is compiled a second time.
 ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
 ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
 test: tools
 	$(CARGO) test --workspace --all-targets --locked
 	$(CARGO) test --workspace --doc --locked
-	@echo "== strata-envtest suite on kube-apiserver + etcd (KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS))"
+	@echo "== strata-envtest, strata-operator, strata-translator and strata-e2e on kube-apiserver + etcd (KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS))"
 	@rm -f $(ENVTEST_SKIPS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) STRATA_ENVTEST_SKIP_LOG=$(ENVTEST_SKIPS) \
-		$(CARGO) test -p strata-envtest --all-targets --locked
+		$(CARGO) test -p strata-envtest -p strata-operator -p strata-translator -p strata-e2e \
+		--all-targets --locked
 	@touch $(ENVTEST_SKIPS); \
-		echo "== strata-envtest on kube-apiserver: $$(sort -u $(ENVTEST_SKIPS) | wc -l) tests skipped:"; \
+		echo "== on kube-apiserver: $$(sort -u $(ENVTEST_SKIPS) | wc -l) tests skipped:"; \
 		sort -u $(ENVTEST_SKIPS) | sed 's/^/  - /'
-	@echo "== strata-operator, strata-translator and strata-e2e on kube-apiserver + etcd"
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
-		$(CARGO) test -p strata-operator -p strata-translator -p strata-e2e --tests --locked
 
 ## Install the test tools when missing: kubectl (Debian's kubernetes-client when none is on the
 ## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server) and the
