@@ -491,7 +491,17 @@ impl<'a> Checker<'a> {
                     },
                     Ty::Map(_, v) => (**v).clone(),
                     Ty::Dyn => Ty::Dyn,
-                    _ => return Err(Stop::Unknown),
+                    other => {
+                        let Some(name) = other.name() else {
+                            return Err(Stop::Unknown);
+                        };
+                        return Err(self.error(
+                            format!("select:{}", sel.field),
+                            e.id,
+                            |n| Anchor::Select(sel.field.clone(), n),
+                            format!("type '{name}' does not support field selection"),
+                        ));
+                    }
                 };
                 if sel.test {
                     // has(): a presence test costs one, plus its operand.

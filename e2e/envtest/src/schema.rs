@@ -781,7 +781,7 @@ fn walk_cel(
                     if cost >= cel_check::PER_CRD_COST_LIMIT / 100 {
                         total.most_expensive.push((rule_path.clone(), cost));
                         // stable: among equal costs the first seen stays first
-                        total.most_expensive.sort_by(|a, b| b.1.cmp(&a.1));
+                        total.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
                         total.most_expensive.truncate(4);
                     }
                 }
