@@ -917,6 +917,29 @@ pub fn cel_field_path(schema: &Value, dotted: &str) -> String {
     out
 }
 
+/// Whether any rule of the schema is evaluated on create: a rule without `oldSelf`, one with
+/// `optionalOldSelf`, or one that did not compile (its error is reported when validating).
+fn runs_on_create(c: &kube_cel::CompiledSchema) -> bool {
+    c.validations.iter().any(|v| {
+        v.as_ref().map_or(true, |r| {
+            !r.is_transition_rule || r.rule.optional_old_self == Some(true)
+        })
+    }) || c.properties.values().any(runs_on_create)
+        || c.items.as_deref().is_some_and(runs_on_create)
+        || c.additional_properties
+            .as_deref()
+            .is_some_and(runs_on_create)
+        || c.all_of
+            .iter()
+            .chain(&c.one_of)
+            .chain(&c.any_of)
+            .any(runs_on_create)
+}
+
+/// One CEL validator for the process: building one registers every Kubernetes CEL function
+/// (and dropping it frees them), which cost more than evaluating a small CRD's rules.
+static CEL_VALIDATOR: LazyLock<kube_cel::Validator> = LazyLock::new(kube_cel::Validator::new);
+
 pub fn validate_cel(
     compiled: &kube_cel::CompiledSchema,
     schema: &Value,
@@ -925,14 +948,18 @@ pub fn validate_cel(
     kind: &str,
     api_version: &str,
 ) -> Vec<Cause> {
+    if old.is_none() && !runs_on_create(compiled) {
+        // Only transition rules, which kube-apiserver does not evaluate on create: skip the
+        // conversion of the whole object to CEL values.
+        return Vec::new();
+    }
     let (group, _) = api_version.split_once('/').unwrap_or(("", api_version));
     let ctx = kube_cel::RootContext {
         api_version: api_version.to_string(),
         api_group: group.to_string(),
         kind: kind.to_string(),
     };
-    match kube_cel::Validator::new().validate_compiled_with_context(compiled, obj, old, Some(&ctx))
-    {
+    match CEL_VALIDATOR.validate_compiled_with_context(compiled, obj, old, Some(&ctx)) {
         Ok(()) => Vec::new(),
         Err(errors) => errors
             .iter()
