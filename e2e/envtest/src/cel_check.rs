@@ -709,6 +709,10 @@ impl<'a> Checker<'a> {
                 })
             }
             ("_==_" | "_!=_", None, [l, r]) => {
+                if l.ty.numeric() && r.ty.numeric() && l.ty != r.ty {
+                    // Mixed numeric equality: not modelled (cel-go's overloads decide).
+                    return Err(Stop::Unknown);
+                }
                 if !l.ty.unifies(&r.ty) {
                     return Err(self.overload_error(id, func, &[l, r]));
                 }
