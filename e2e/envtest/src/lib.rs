@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod assets;
 pub mod builtin;
+pub mod cel_check;
 pub mod decode;
 pub mod discovery;
 pub mod error;

@@ -331,6 +331,7 @@ fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<()
                 for (s, path) in checked {
                     schema::validate_crd_schema(s, &path, &mut causes);
                     schema::validate_defaults(s, &path, &mut causes);
+                    schema::validate_crd_cel(s, &path, &mut causes);
                 }
             }
             if !causes.is_empty() {

@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 
+use crate::cel_check;
 use crate::error::Cause;
 
 fn join(path: &str, field: &str) -> String {
@@ -590,11 +591,10 @@ pub fn validate_defaults(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// The structural-schema and CEL checks kube-apiserver makes when a CRD is written, with its
-/// messages and field paths (`path` is e.g. `spec.validation.openAPIV3Schema`): list-map keys
-/// present and each required or defaulted, a `type` on every specified field, and every
-/// `x-kubernetes-validations` rule parsing. (kube-apiserver also type-checks rules and estimates
-/// their cost; cel-rust has neither, so those refusals are kube-apiserver's alone.)
+/// The structural-schema checks kube-apiserver makes when a CRD is written, with its messages and
+/// field paths (`path` is e.g. `spec.validation.openAPIV3Schema`): list-map keys present and each
+/// required or defaulted, and a `type` on every specified field. The CEL rules are checked by
+/// [`validate_crd_cel`].
 pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
         let keys = list_map_keys(schema);
@@ -621,31 +621,6 @@ pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) 
                      have a default or be a required property",
                 ));
             }
-        }
-    }
-    for (i, rule) in schema
-        .get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let text = rule.get("rule").and_then(Value::as_str).unwrap_or("");
-        if let Err(e) = kube_cel::cel::Program::compile(text) {
-            let field = |k: &str| rule.get(k).and_then(Value::as_str).unwrap_or("");
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                format!("{path}.x-kubernetes-validations[{i}].rule"),
-                format!(
-                    "Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, \
-                     MessageExpression:{:?}, Reason:(*apiextensions.FieldValueErrorReason)(nil), \
-                     FieldPath:{:?}, OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: {e}",
-                    text,
-                    field("message"),
-                    field("messageExpression"),
-                    field("fieldPath"),
-                ),
-            ));
         }
     }
     let untyped = |s: &Value| {
@@ -678,6 +653,178 @@ pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) 
     }
     if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         validate_crd_schema(ap, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
+/// How often a rule on a schema node can run: the product of the `maxItems`/`maxProperties` of
+/// the lists and maps above it (kube's `CELSchemaContext.MaxCardinality`), `None` when one of them
+/// is unbounded.
+fn child_cardinality(parent: &Value, card: Option<u64>) -> Option<u64> {
+    let card = card?;
+    let max = match parent.get("type").and_then(Value::as_str) {
+        Some("object")
+            if parent
+                .get("additionalProperties")
+                .is_some_and(Value::is_object) =>
+        {
+            parent.get("maxProperties").and_then(Value::as_i64)?
+        }
+        Some("array") => parent.get("maxItems").and_then(Value::as_i64)?,
+        _ => 1,
+    };
+    Some(card.saturating_mul(max.max(0) as u64))
+}
+
+struct CelTotal {
+    total: u64,
+    most_expensive: Vec<(String, u64)>,
+}
+
+/// The CEL checks kube-apiserver makes on every `x-kubernetes-validations` rule when a CRD is
+/// written, with its messages and paths: the rule parses and type-checks (undefined fields,
+/// operands of the wrong types, a result that is not a bool), its estimated cost times how often
+/// it can run stays under the per-rule limit, and all rules of the schema stay under the total
+/// limit (see `cel_check`). Rules using CEL the checker does not model are neither refused nor
+/// counted.
+pub fn validate_crd_cel(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let mut total = CelTotal {
+        total: 0,
+        most_expensive: Vec::new(),
+    };
+    walk_cel(schema, path, true, Some(1), &mut total, causes);
+    if total.total > cel_check::PER_CRD_COST_LIMIT {
+        for (p, _) in &total.most_expensive {
+            causes.push(Cause::new(
+                "FieldValueForbidden",
+                p.clone(),
+                "Forbidden: contributed to estimated rule cost total exceeding cost limit for \
+                 entire OpenAPIv3 schema",
+            ));
+        }
+        causes.push(Cause::new(
+            "FieldValueForbidden",
+            path,
+            format!(
+                "Forbidden: {}",
+                cel_check::cost_error_message(
+                    "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                    total.total,
+                    cel_check::PER_CRD_COST_LIMIT,
+                )
+            ),
+        ));
+    }
+}
+
+fn walk_cel(
+    schema: &Value,
+    path: &str,
+    resource_root: bool,
+    card: Option<u64>,
+    total: &mut CelTotal,
+    causes: &mut Vec<Cause>,
+) {
+    let rules = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .filter(|r| !r.is_empty());
+    if let Some(rules) = rules {
+        let decl = cel_check::Decl::from_schema(schema, resource_root);
+        for (i, rule) in rules.iter().enumerate() {
+            let text = rule.get("rule").and_then(Value::as_str).unwrap_or("");
+            if text.trim().is_empty() {
+                continue;
+            }
+            let field = |k: &str| rule.get(k).and_then(Value::as_str).unwrap_or("");
+            let rule_path = format!("{path}.x-kubernetes-validations[{i}].rule");
+            let invalid = |detail: String| {
+                Cause::new(
+                    "FieldValueInvalid",
+                    rule_path.clone(),
+                    format!(
+                        "Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, \
+                         MessageExpression:{:?}, Reason:(*apiextensions.FieldValueErrorReason)(nil), \
+                         FieldPath:{:?}, OptionalOldSelf:(*bool)(nil)}}: {detail}",
+                        text,
+                        field("message"),
+                        field("messageExpression"),
+                        field("fieldPath"),
+                    ),
+                )
+            };
+            if let Err(e) = kube_cel::cel::Program::compile(text) {
+                causes.push(invalid(format!("compilation failed: ERROR: {e}")));
+                continue;
+            }
+            let Some(decl) = &decl else { continue };
+            match cel_check::check_rule(text, decl) {
+                cel_check::Outcome::Invalid(detail) => causes.push(invalid(detail)),
+                cel_check::Outcome::Unknown => {}
+                cel_check::Outcome::Cost(cost) => {
+                    let times = card.unwrap_or_else(|| decl.max_cardinality());
+                    let cost = cost.saturating_mul(times);
+                    if cost > cel_check::PER_RULE_COST_LIMIT {
+                        causes.push(Cause::new(
+                            "FieldValueForbidden",
+                            rule_path.clone(),
+                            format!(
+                                "Forbidden: {}",
+                                cel_check::cost_error_message(
+                                    "estimated rule cost",
+                                    cost,
+                                    cel_check::PER_RULE_COST_LIMIT
+                                )
+                            ),
+                        ));
+                    }
+                    total.total = total.total.saturating_add(cost);
+                    if cost >= cel_check::PER_CRD_COST_LIMIT / 100 {
+                        total.most_expensive.push((rule_path.clone(), cost));
+                        // stable: among equal costs the first seen stays first
+                        total.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+                        total.most_expensive.truncate(4);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let child_card = child_cardinality(schema, card);
+        for (k, child) in props {
+            let embedded = flag(child, "x-kubernetes-embedded-resource");
+            walk_cel(
+                child,
+                &format!("{path}.properties[{k}]"),
+                embedded,
+                child_card,
+                total,
+                causes,
+            );
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        let embedded = flag(items, "x-kubernetes-embedded-resource");
+        let child_card = child_cardinality(schema, card);
+        walk_cel(
+            items,
+            &format!("{path}.items"),
+            embedded,
+            child_card,
+            total,
+            causes,
+        );
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        let embedded = flag(ap, "x-kubernetes-embedded-resource");
+        let child_card = child_cardinality(schema, card);
+        walk_cel(
+            ap,
+            &format!("{path}.additionalProperties"),
+            embedded,
+            child_card,
+            total,
+            causes,
+        );
     }
 }
 
@@ -770,6 +917,29 @@ pub fn cel_field_path(schema: &Value, dotted: &str) -> String {
     out
 }
 
+/// Whether any rule of the schema is evaluated on create: a rule without `oldSelf`, one with
+/// `optionalOldSelf`, or one that did not compile (its error is reported when validating).
+fn runs_on_create(c: &kube_cel::CompiledSchema) -> bool {
+    c.validations.iter().any(|v| {
+        v.as_ref().map_or(true, |r| {
+            !r.is_transition_rule || r.rule.optional_old_self == Some(true)
+        })
+    }) || c.properties.values().any(runs_on_create)
+        || c.items.as_deref().is_some_and(runs_on_create)
+        || c.additional_properties
+            .as_deref()
+            .is_some_and(runs_on_create)
+        || c.all_of
+            .iter()
+            .chain(&c.one_of)
+            .chain(&c.any_of)
+            .any(runs_on_create)
+}
+
+/// One CEL validator for the process: building one registers every Kubernetes CEL function
+/// (and dropping it frees them), which cost more than evaluating a small CRD's rules.
+static CEL_VALIDATOR: LazyLock<kube_cel::Validator> = LazyLock::new(kube_cel::Validator::new);
+
 pub fn validate_cel(
     compiled: &kube_cel::CompiledSchema,
     schema: &Value,
@@ -778,14 +948,18 @@ pub fn validate_cel(
     kind: &str,
     api_version: &str,
 ) -> Vec<Cause> {
+    if old.is_none() && !runs_on_create(compiled) {
+        // Only transition rules, which kube-apiserver does not evaluate on create: skip the
+        // conversion of the whole object to CEL values.
+        return Vec::new();
+    }
     let (group, _) = api_version.split_once('/').unwrap_or(("", api_version));
     let ctx = kube_cel::RootContext {
         api_version: api_version.to_string(),
         api_group: group.to_string(),
         kind: kind.to_string(),
     };
-    match kube_cel::Validator::new().validate_compiled_with_context(compiled, obj, old, Some(&ctx))
-    {
+    match CEL_VALIDATOR.validate_compiled_with_context(compiled, obj, old, Some(&ctx)) {
         Ok(()) => Vec::new(),
         Err(errors) => errors
             .iter()
