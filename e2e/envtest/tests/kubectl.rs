@@ -644,7 +644,11 @@ async fn kubectl_built_in_kinds_apply_get_scale_delete_with(k: Kubectl) {
         assert!(names.contains(name), "{name}:\n{names}");
     }
     let all = k.ok(&["get", "all", "-o", "name"], None).await;
-    for name in ["deployment.apps/web", "service/web", "cronjob.batch/nightly"] {
+    for name in [
+        "deployment.apps/web",
+        "service/web",
+        "cronjob.batch/nightly",
+    ] {
         assert!(all.contains(name), "{name}:\n{all}");
     }
     let ip = k
@@ -672,7 +676,10 @@ async fn kubectl_built_in_kinds_apply_get_scale_delete_with(k: Kubectl) {
         "{deleted}"
     );
     let left = k
-        .ok(&["get", "deploy,svc,cj,roles,netpol,pdb", "-o", "name"], None)
+        .ok(
+            &["get", "deploy,svc,cj,roles,netpol,pdb", "-o", "name"],
+            None,
+        )
         .await;
     assert!(left.trim().is_empty(), "{left}");
 }
