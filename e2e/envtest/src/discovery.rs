@@ -170,9 +170,27 @@ fn aggregated(store: &Store, core: bool, version: &str) -> Response {
             if !rt.categories.is_empty() {
                 r["categories"] = json!(rt.categories);
             }
+            let mut subresources: Vec<Value> = Vec::new();
             if v.status_subresource {
-                r["subresources"] = json!([{"subresource": "status", "responseKind": kind,
-                    "verbs": ["get", "patch", "update"]}]);
+                subresources.push(json!({"subresource": "status", "responseKind": kind,
+                    "verbs": ["get", "patch", "update"]}));
+            }
+            if v.scale.is_some() {
+                subresources.push(json!({"subresource": "scale",
+                    "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                    "verbs": ["get", "patch", "update"]}));
+            }
+            for s in &rt.subresources {
+                subresources.push(json!({"subresource": s.name,
+                    "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
+                    "verbs": s.verbs}));
+            }
+            if rt.builtin {
+                subresources
+                    .sort_by(|a, b| a["subresource"].as_str().cmp(&b["subresource"].as_str()));
+            }
+            if !subresources.is_empty() {
+                r["subresources"] = json!(subresources);
             }
             groups
                 .entry(rt.group.as_str())
@@ -301,7 +319,11 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value>
         if !rt.categories.is_empty() {
             r["categories"] = json!(rt.categories);
         }
+        if let Some(hash) = &rt.storage_hash {
+            r["storageVersionHash"] = json!(hash);
+        }
         resources.push(r);
+        let first_sub = resources.len();
         if rt.version(version).is_some_and(|v| v.status_subresource) {
             resources.push(json!({
                 "name": format!("{}/status", rt.plural),
@@ -321,6 +343,24 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value>
                 "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
+        }
+        for sub in &rt.subresources {
+            let mut r = json!({
+                "name": format!("{}/{}", rt.plural, sub.name),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": sub.kind,
+                "verbs": sub.verbs,
+            });
+            if !sub.group.is_empty() || !sub.version.is_empty() {
+                r["group"] = json!(sub.group);
+                r["version"] = json!(sub.version);
+            }
+            resources.push(r);
+        }
+        // kube-apiserver lists a built-in kind's subresources by name.
+        if rt.builtin {
+            resources[first_sub..].sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         }
     }
     if resources.is_empty() {

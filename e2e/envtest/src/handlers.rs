@@ -267,11 +267,12 @@ fn route(
             .map(|l| json_response(StatusCode::OK, &l, &[]))
             .ok_or(ApiError::NoResource);
     };
-    let rt = state
+    let mut rt = state
         .store()
         .find_type(&path.group, &path.version, &plural)
         .cloned()
         .ok_or(ApiError::NoResource)?;
+    crate::builtin::hydrate(&mut rt);
     if path.namespace.is_some() && !rt.namespaced {
         return Err(ApiError::NoResource);
     }
@@ -291,6 +292,21 @@ fn route(
     if has_name && req.path.subresource.as_deref() == Some("scale") {
         return scale(&req, method);
     }
+    if !req.rt.stored() {
+        return unstored(&req, method);
+    }
+    if req.rt.builtin
+        && req.rt.kind == "Pod"
+        && method == Method::POST
+        && req.path.subresource.as_deref() == Some("binding")
+    {
+        let body = parse_body(&req.body)?;
+        let node = body
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return bind(&req, req.name(), node);
+    }
     match (method, has_name) {
         (Method::GET, false) if flag(&req.query, "watch") => start_watch(&req),
         (Method::GET, false) => list(&req),
@@ -304,6 +320,90 @@ fn route(
         (Method::DELETE, true) => delete(&req),
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// The kinds kube-apiserver answers without storing them: reviews (`create`), bindings (a
+/// Pod's `spec.nodeName`) and ComponentStatus (`get`, `list`).
+fn unstored(req: &Request, method: Method) -> Result<Response, ApiError> {
+    let has_name = req.path.name.is_some();
+    match (req.rt.kind.as_str(), method, has_name) {
+        ("Binding", Method::POST, false) => {
+            let body = parse_body(&req.body)?;
+            let pod = meta_str(&body, "name").to_string();
+            let node = body
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            bind(req, &pod, node)
+        }
+        ("ComponentStatus", Method::GET, false) => {
+            let list = json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
+                "items": crate::reviews::component_statuses()});
+            Ok(json_response(StatusCode::OK, &list, &[]))
+        }
+        ("ComponentStatus", Method::GET, true) => crate::reviews::component_statuses()
+            .into_iter()
+            .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(req.name()))
+            .map(|mut c| {
+                c["kind"] = json!("ComponentStatus");
+                c["apiVersion"] = json!("v1");
+                json_response(StatusCode::OK, &c, &[])
+            })
+            .ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name()))),
+        (_, Method::POST, false) if req.rt.verbs().contains(&"create") => {
+            let body = crate::reviews::answer(&req.rt, parse_body(&req.body)?)?;
+            Ok(json_response(StatusCode::CREATED, &body, &[]))
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// Bind a Pod to a node (`pods/<name>/binding` or `bindings`): sets `spec.nodeName` once.
+fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
+    let mut store = req.state.store();
+    let Some(mut pod_type) = store.find_type("", "v1", "pods").cloned() else {
+        return Err(ApiError::NoResource);
+    };
+    crate::builtin::hydrate(&mut pod_type);
+    let conflict = |msg: String| {
+        ApiError::Conflict(
+            Target {
+                group: String::new(),
+                kind: "pods/binding".into(),
+                name: pod.to_string(),
+            },
+            msg,
+        )
+    };
+    let current = store
+        .get(&pod_type.key(), req.namespace(), pod)
+        .ok_or_else(|| ApiError::NotFound(lifecycle::target(&pod_type, pod)))?;
+    if let Some(assigned) = current
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        return Err(conflict(format!(
+            "pod {pod} is already assigned to node \"{assigned}\""
+        )));
+    }
+    let mut obj = (*current).clone();
+    obj["spec"]["nodeName"] = json!(node);
+    let opts = req.write_options()?;
+    lifecycle::update(
+        &mut store,
+        &pod_type,
+        "v1",
+        req.namespace(),
+        pod,
+        obj,
+        Scope::Main,
+        false,
+        &opts,
+    )?;
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "code": 201});
+    Ok(json_response(StatusCode::CREATED, &status, &[]))
 }
 
 /// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is
@@ -373,10 +473,64 @@ fn scale_of(obj: &Value, paths: &crate::resources::ScalePaths) -> Value {
     if let Some(ns) = obj.pointer("/metadata/namespace") {
         scale["metadata"]["namespace"] = ns.clone();
     }
+    // `ScaleSpec.replicas` is `omitempty` in kube-apiserver's Go types: 0 is not written.
+    if scale.pointer("/spec/replicas") == Some(&json!(0)) {
+        scale["spec"] = json!({});
+    }
     if let Some(selector) = paths.label_selector.as_deref().and_then(at) {
-        scale["status"]["selector"] = selector;
+        scale["status"]["selector"] = match &selector {
+            // Built-in kinds hold a structured selector; the Scale shows its string form.
+            Value::Object(_) => json!(selector_string(&selector)),
+            _ => selector,
+        };
     }
     scale
+}
+
+/// A label selector as apimachinery's `LabelSelectorAsSelector(...).String()` writes it (or a
+/// ReplicationController's plain map): requirements sorted by key, values sorted.
+fn selector_string(selector: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    let structured =
+        selector.get("matchLabels").is_some() || selector.get("matchExpressions").is_some();
+    let labels = if structured {
+        selector.get("matchLabels")
+    } else {
+        Some(selector)
+    };
+    if let Some(Value::Object(m)) = labels {
+        for (k, v) in m {
+            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
+        }
+    }
+    if let Some(Value::Array(exprs)) = selector.get("matchExpressions") {
+        for e in exprs {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+            let mut values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|vs| vs.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            values.sort_unstable();
+            let text = match e
+                .get("operator")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+            {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key.to_string(),
+                "DoesNotExist" => format!("!{key}"),
+                _ => continue,
+            };
+            reqs.push((key.to_string(), text));
+        }
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `GET`, `PUT` and `PATCH` (merge or JSON patch) of `/scale`: reads and writes only the replicas

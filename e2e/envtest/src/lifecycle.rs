@@ -76,7 +76,7 @@ fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
 }
 
 fn has_generation(rt: &ResourceType) -> bool {
-    !rt.builtin || rt.kind == "CustomResourceDefinition"
+    !rt.builtin || crate::defaults::has_generation(rt)
 }
 
 fn validate_name(name: &str) -> Option<String> {
@@ -548,6 +548,7 @@ pub fn create(
             meta.remove("generation");
         }
     }
+    crate::defaults::apply(store, rt, &mut obj, None);
     if !opts.managed {
         if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("managedFields");
@@ -716,6 +717,7 @@ pub fn update(
     }
     process_schema(rt, version, &mut obj, Some(&old), opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
+    crate::defaults::apply(store, rt, &mut obj, Some(&old));
     if has_generation(rt) {
         let ignore: &[&str] = if rt.has_status() {
             &["metadata", "status"]

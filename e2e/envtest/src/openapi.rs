@@ -42,14 +42,56 @@ fn hash(v: &Value) -> String {
     format!("{:016X}", h.finish())
 }
 
+/// The documents of the group-versions that only built-in kinds serve (with their hashes),
+/// built once per process: they never change, and building one takes tens of milliseconds.
+fn builtin_documents() -> &'static std::collections::HashMap<(String, String), (Value, String)> {
+    static DOCS: std::sync::OnceLock<std::collections::HashMap<(String, String), (Value, String)>> =
+        std::sync::OnceLock::new();
+    DOCS.get_or_init(|| {
+        let mut store = Store::new(1);
+        for rt in crate::builtin::hydrated_types() {
+            store.types.insert(rt.key(), rt);
+        }
+        group_versions(&store)
+            .into_iter()
+            .map(|(g, v)| {
+                let doc = document(&store, &g, &v);
+                let h = hash(&doc);
+                ((g, v), (doc, h))
+            })
+            .collect()
+    })
+}
+
+/// A group-version's document and its hash: cached when only built-in kinds serve it.
+fn document_and_hash(
+    store: &Store,
+    group: &str,
+    version: &str,
+) -> (std::borrow::Cow<'static, Value>, String) {
+    let only_builtin = store
+        .types
+        .values()
+        .filter(|t| t.group == group && t.version(version).is_some())
+        .all(|t| t.builtin);
+    if only_builtin
+        && let Some((doc, h)) = builtin_documents().get(&(group.to_string(), version.to_string()))
+    {
+        return (std::borrow::Cow::Borrowed(doc), h.clone());
+    }
+    let doc = document(store, group, version);
+    let h = hash(&doc);
+    (std::borrow::Cow::Owned(doc), h)
+}
+
 pub async fn index(State(state): State<AppState>) -> Json<Value> {
     let store = state.store();
     let mut paths = Map::new();
     for (g, v) in group_versions(&store) {
-        let doc = document(&store, &g, &v);
+        let (_, h) = document_and_hash(&store, &g, &v);
         paths.insert(
             gv_path(&g, &v),
-            json!({"serverRelativeURL": format!("/openapi/v3/{}?hash={}", gv_path(&g, &v), hash(&doc))}),
+            json!({"serverRelativeURL": format!("/openapi/v3/{}?hash={h}", gv_path(&g, &v))}),
         );
     }
     Json(json!({ "paths": paths }))
@@ -66,20 +108,76 @@ pub async fn group_version(State(state): State<AppState>, Path(gv): Path<String>
     if !group_versions(&store).contains(&(group.to_string(), version.to_string())) {
         return ApiError::NoResource.into_response();
     }
-    Json(document(&store, group, version)).into_response()
+    let (doc, _) = document_and_hash(&store, group, version);
+    Json(doc.into_owned()).into_response()
 }
 
-/// The component name of a kind, e.g. `dev.strata.azure.v1alpha1.ResourceGroup`.
+/// The component name of a kind, e.g. `dev.strata.azure.v1alpha1.ResourceGroup`, or for a
+/// built-in kind its Go package's, as kube-apiserver names them (`io.k8s.api.apps.v1.Deployment`).
 pub fn schema_name(rt: &ResourceType, version: &str) -> String {
     if rt.group.is_empty() {
         return format!("io.k8s.api.core.{version}.{}", rt.kind);
+    }
+    if rt.builtin {
+        let package = match rt.group.as_str() {
+            "apiextensions.k8s.io" => {
+                "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions".to_string()
+            }
+            "apiregistration.k8s.io" => {
+                "io.k8s.kube-aggregator.pkg.apis.apiregistration".to_string()
+            }
+            g => format!("io.k8s.api.{}", g.split('.').next().unwrap_or(g)),
+        };
+        return format!("{package}.{version}.{}", rt.kind);
     }
     let reversed: Vec<&str> = rt.group.split('.').rev().collect();
     format!("{}.{version}.{}", reversed.join("."), rt.kind)
 }
 
+/// kube-apiserver's operation id: `readCoreV1NamespacedConfigMap`, `listAppsV1Deployment…`.
+fn operation_id(action: &str, rt: &ResourceType, version: &str, suffix: &str) -> String {
+    let verb = match action {
+        "get" => "read",
+        "post" => "create",
+        "put" => "replace",
+        "deletecollection" => "deleteCollection",
+        other => other,
+    };
+    let group = if rt.group.is_empty() {
+        "core"
+    } else {
+        rt.group.trim_end_matches(".k8s.io")
+    };
+    let mut gv = String::new();
+    for part in group.split(['.', '-']).chain(std::iter::once(version)) {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            gv.extend(first.to_uppercase());
+            gv.push_str(chars.as_str());
+        }
+    }
+    let scope = if rt.namespaced && suffix != "ForAllNamespaces" {
+        "Namespaced"
+    } else {
+        ""
+    };
+    format!("{verb}{gv}{scope}{}{suffix}", rt.kind)
+}
+
 fn query(name: &str, description: &str) -> Value {
     json!({"name": name, "in": "query", "description": description, "schema": {"type": "string", "uniqueItems": true}})
+}
+
+/// The collection and item paths of a resource (`…/namespaces/{namespace}/<plural>`).
+fn resource_paths(rt: &ResourceType, group: &str, version: &str) -> (String, String) {
+    let prefix = format!("/{}", gv_path(group, version));
+    let collection = if rt.namespaced {
+        format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
+    } else {
+        format!("{prefix}/{}", rt.plural)
+    };
+    let item = format!("{collection}/{{name}}");
+    (collection, item)
 }
 
 fn document(store: &Store, group: &str, version: &str) -> Value {
@@ -98,6 +196,9 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
         .values()
         .filter(|t| t.group == group && t.version(version).is_some())
     {
+        let mut rt = rt.clone();
+        crate::builtin::hydrate(&mut rt);
+        let rt = &rt;
         let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
         let name = schema_name(rt, version);
         let reference = json!({"$ref": format!("#/components/schemas/{name}")});
@@ -133,12 +234,16 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
         let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference}}}});
         let op = |action: &str, params: Vec<Value>, request: Option<Value>| -> Value {
             let mut o = json!({
-                "operationId": format!("{action}{}", rt.kind),
-                "parameters": params,
+                "operationId": operation_id(action, rt, version, ""),
                 "responses": ok,
                 "x-kubernetes-action": action,
                 "x-kubernetes-group-version-kind": gvk,
             });
+            // kube-apiserver omits an operation's empty parameter list (a JSON round trip
+            // through kube-openapi's types would drop `"parameters": []`).
+            if !params.is_empty() {
+                o["parameters"] = json!(params);
+            }
             if let Some(r) = request {
                 o["requestBody"] = r;
             }
@@ -179,29 +284,65 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
                 "application/apply-patch+yaml",
             ]
         };
-        let prefix = format!("/{}", gv_path(group, version));
-        let collection = if rt.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
-        } else {
-            format!("{prefix}/{}", rt.plural)
-        };
-        paths.insert(
-            collection.clone(),
-            json!({
-                "get": op("list", vec![query("labelSelector", ""), query("fieldSelector", ""), query("limit", ""), query("continue", ""), query("watch", "")], None),
-                "post": op("post", write_params(), Some(body(&["application/json"]))),
-                "delete": op("deletecollection", vec![], None),
-            }),
-        );
-        let item = json!({
-            "get": op("get", vec![], None),
-            "put": op("put", write_params(), Some(body(&["application/json"]))),
-            "patch": op("patch", patch_params.clone(), Some(body(patch_types))),
-            "delete": op("delete", vec![query("propagationPolicy", "")], None),
-        });
-        paths.insert(format!("{collection}/{{name}}"), item.clone());
+        let verbs = rt.verbs();
+        let has = |verb: &str| verbs.contains(&verb);
+        let (collection, item_path) = resource_paths(rt, group, version);
+        let mut coll = Map::new();
+        if has("list") {
+            coll.insert(
+                "get".into(),
+                op(
+                    "list",
+                    vec![
+                        query("labelSelector", ""),
+                        query("fieldSelector", ""),
+                        query("limit", ""),
+                        query("continue", ""),
+                        query("watch", ""),
+                    ],
+                    None,
+                ),
+            );
+        }
+        if has("create") {
+            coll.insert(
+                "post".into(),
+                op("post", write_params(), Some(body(&["application/json"]))),
+            );
+        }
+        if has("deletecollection") {
+            coll.insert("delete".into(), op("deletecollection", vec![], None));
+        }
+        paths.insert(collection, Value::Object(coll));
+        if !rt.stored() && !has("get") {
+            continue;
+        }
+        let mut item = Map::new();
+        if has("get") {
+            item.insert("get".into(), op("get", vec![], None));
+        }
+        if has("update") {
+            item.insert(
+                "put".into(),
+                op("put", write_params(), Some(body(&["application/json"]))),
+            );
+        }
+        if has("patch") {
+            item.insert(
+                "patch".into(),
+                op("patch", patch_params.clone(), Some(body(patch_types))),
+            );
+        }
+        if has("delete") {
+            item.insert(
+                "delete".into(),
+                op("delete", vec![query("propagationPolicy", "")], None),
+            );
+        }
+        let item = Value::Object(item);
+        paths.insert(item_path.clone(), item.clone());
         if rt.version(version).is_some_and(|v| v.status_subresource) {
-            paths.insert(format!("{collection}/{{name}}/status"), item);
+            paths.insert(format!("{item_path}/status"), item);
         }
     }
     json!({
@@ -370,36 +511,227 @@ fn v2_schema(s: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The `/openapi/v2` document: every custom resource version's schema under its definition name,
-/// with `apiVersion`, `kind` and `metadata` added and `x-kubernetes-group-version-kind`, which is
-/// how kubectl (1.20 and older) finds the schema to validate a manifest against client-side.
-fn v2_document(store: &Store) -> Value {
-    let mut definitions = Map::new();
-    for rt in store.types.values().filter(|t| !t.builtin) {
+/// The `/openapi/v2` definition of one kind's version: its schema reduced for v2, with
+/// `apiVersion`, `kind` and `metadata` added and `x-kubernetes-group-version-kind`, which is how
+/// kubectl (1.20 and older) finds the schema to validate a manifest against client-side.
+fn v2_definition(rt: &ResourceType, version: &str, schema: &Value) -> Value {
+    let mut def = v2_schema(schema);
+    if let Some(props) = def
+        .as_object_mut()
+        .map(|d| d.entry("properties").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    {
+        props.insert("apiVersion".into(), json!({"type": "string"}));
+        props.insert("kind".into(), json!({"type": "string"}));
+        props.insert("metadata".into(), json!({"type": "object"}));
+    }
+    def["type"] = json!("object");
+    def["x-kubernetes-group-version-kind"] =
+        json!([{"group": rt.group, "kind": rt.kind, "version": version}]);
+    def
+}
+
+/// The `/openapi/v2` paths of one kind's version, shaped as kube-apiserver's (operations with
+/// their action, group-version-kind, body and query parameters, responses referring to the
+/// definition; path parameters on the path).
+fn v2_paths(rt: &ResourceType, version: &str, paths: &mut Map<String, Value>) {
+    let name = schema_name(rt, version);
+    let reference = json!({"$ref": format!("#/definitions/{name}")});
+    let gvk = json!({"group": rt.group, "kind": rt.kind, "version": version});
+    let verbs = rt.verbs();
+    let has = |verb: &str| verbs.contains(&verb);
+    let q =
+        |name: &str| json!({"uniqueItems": true, "type": "string", "name": name, "in": "query"});
+    let body = json!({"name": "body", "in": "body", "required": true, "schema": reference});
+    let op = |action: &str, params: Vec<Value>, suffix: &str, response: &Value| -> Value {
+        let mut o = json!({
+            "consumes": ["*/*"],
+            "produces": ["application/json", "application/yaml"],
+            "schemes": ["https"],
+            "operationId": operation_id(action, rt, version, suffix),
+            "responses": {"200": {"description": "OK", "schema": response},
+                "401": {"description": "Unauthorized"}},
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": gvk,
+        });
+        if !params.is_empty() {
+            o["parameters"] = json!(params);
+        }
+        o
+    };
+    let write = || {
+        vec![
+            body.clone(),
+            q("dryRun"),
+            q("fieldManager"),
+            q("fieldValidation"),
+        ]
+    };
+    let status = json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Status"});
+    let list = json!({"$ref": format!("#/definitions/{name}List")});
+    let path_params = |with_name: bool| -> Value {
+        let mut ps = Vec::new();
+        if with_name {
+            ps.push(json!({"uniqueItems": true, "type": "string", "description": format!("name of the {}", rt.kind), "name": "name", "in": "path", "required": true}));
+        }
+        if rt.namespaced {
+            ps.push(json!({"uniqueItems": true, "type": "string", "description": "object name and auth scope, such as for teams and projects", "name": "namespace", "in": "path", "required": true}));
+        }
+        ps.push(json!({"uniqueItems": true, "type": "string", "description": "If 'true', then the output is pretty printed.", "name": "pretty", "in": "query"}));
+        json!(ps)
+    };
+    let (collection, item_path) = resource_paths(rt, &rt.group, version);
+    let mut coll = Map::new();
+    if has("list") {
+        coll.insert(
+            "get".into(),
+            op(
+                "list",
+                vec![
+                    q("labelSelector"),
+                    q("fieldSelector"),
+                    q("limit"),
+                    q("continue"),
+                    q("resourceVersion"),
+                    q("watch"),
+                ],
+                "",
+                &list,
+            ),
+        );
+    }
+    if has("create") {
+        coll.insert("post".into(), op("post", write(), "", &reference));
+    }
+    if has("deletecollection") {
+        coll.insert(
+            "delete".into(),
+            op(
+                "deletecollection",
+                vec![
+                    q("labelSelector"),
+                    q("fieldSelector"),
+                    q("propagationPolicy"),
+                ],
+                "",
+                &status,
+            ),
+        );
+    }
+    coll.insert("parameters".into(), path_params(false));
+    paths.insert(collection, Value::Object(coll));
+    if rt.namespaced && has("list") {
+        let mut all = Map::new();
+        all.insert(
+            "get".into(),
+            op(
+                "list",
+                vec![
+                    q("labelSelector"),
+                    q("fieldSelector"),
+                    q("limit"),
+                    q("continue"),
+                    q("resourceVersion"),
+                    q("watch"),
+                ],
+                "ForAllNamespaces",
+                &list,
+            ),
+        );
+        all.insert("parameters".into(), json!([{"uniqueItems": true, "type": "string", "description": "If 'true', then the output is pretty printed.", "name": "pretty", "in": "query"}]));
+        paths.insert(
+            format!("/{}/{}", gv_path(&rt.group, version), rt.plural),
+            Value::Object(all),
+        );
+    }
+    if !has("get") {
+        return;
+    }
+    for (suffix, path) in [
+        ("", item_path.clone()),
+        ("Status", format!("{item_path}/status")),
+    ] {
+        if suffix == "Status" && !rt.version(version).is_some_and(|v| v.status_subresource) {
+            continue;
+        }
+        let mut item = Map::new();
+        item.insert("get".into(), op("get", vec![], suffix, &reference));
+        if has("update") {
+            item.insert("put".into(), op("put", write(), suffix, &reference));
+        }
+        if has("patch") {
+            let mut params = write();
+            params.push(q("force"));
+            item.insert("patch".into(), op("patch", params, suffix, &reference));
+        }
+        if has("delete") && suffix.is_empty() {
+            item.insert(
+                "delete".into(),
+                op("delete", vec![q("propagationPolicy")], suffix, &status),
+            );
+        }
+        item.insert("parameters".into(), path_params(true));
+        paths.insert(path, Value::Object(item));
+    }
+}
+
+/// Definitions and paths of every served version of some resource types.
+fn v2_parts<'a>(
+    types: impl Iterator<Item = &'a ResourceType>,
+    definitions: &mut Map<String, Value>,
+    paths: &mut Map<String, Value>,
+) {
+    for rt in types {
         for v in &rt.versions {
-            let Some(schema) = v.schema.as_deref() else {
-                continue;
-            };
-            let mut def = v2_schema(schema);
-            if let Some(props) = def
-                .as_object_mut()
-                .map(|d| d.entry("properties").or_insert_with(|| json!({})))
-                .and_then(Value::as_object_mut)
-            {
-                props.insert("apiVersion".into(), json!({"type": "string"}));
-                props.insert("kind".into(), json!({"type": "string"}));
-                props.insert("metadata".into(), json!({"type": "object"}));
-            }
-            def["type"] = json!("object");
-            def["x-kubernetes-group-version-kind"] =
-                json!([{"group": rt.group, "kind": rt.kind, "version": v.name}]);
-            definitions.insert(schema_name(rt, &v.name), def);
+            let schema = v.schema.as_deref().cloned().unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
+            let name = schema_name(rt, &v.name);
+            definitions.insert(name.clone(), v2_definition(rt, &v.name, &schema));
+            definitions.insert(
+                format!("{name}List"),
+                json!({"type": "object", "required": ["items"],
+                    "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                        "items": {"type": "array", "items": {"$ref": format!("#/definitions/{name}")}},
+                        "metadata": {"type": "object"}},
+                    "x-kubernetes-group-version-kind": [{"group": rt.group, "kind": rt.list_kind, "version": v.name}]}),
+            );
+            v2_paths(rt, &v.name, paths);
         }
     }
+}
+
+/// The built-in kinds' part of `/openapi/v2`, built once per process.
+fn v2_builtin() -> &'static (Map<String, Value>, Map<String, Value>) {
+    static PARTS: std::sync::OnceLock<(Map<String, Value>, Map<String, Value>)> =
+        std::sync::OnceLock::new();
+    PARTS.get_or_init(|| {
+        let (mut definitions, mut paths) = (Map::new(), Map::new());
+        definitions.insert(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
+            json!({"type": "object", "x-kubernetes-group-version-kind": [{"group": "", "kind": "Status", "version": "v1"}]}),
+        );
+        let types = crate::builtin::hydrated_types();
+        v2_parts(types.iter(), &mut definitions, &mut paths);
+        (definitions, paths)
+    })
+}
+
+/// The `/openapi/v2` document: every built-in kind and every served custom resource version,
+/// schemas under their definition names and their paths.
+fn v2_document(store: &Store) -> Value {
+    let (builtin_definitions, builtin_paths) = v2_builtin();
+    let mut definitions = builtin_definitions.clone();
+    let mut paths = builtin_paths.clone();
+    v2_parts(
+        store.types.values().filter(|t| !t.builtin),
+        &mut definitions,
+        &mut paths,
+    );
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
-        "paths": {},
+        "paths": paths,
         "definitions": definitions,
     })
 }

@@ -31,6 +31,9 @@ pub struct Version {
     /// The CRD's `subresources.scale`: `/scale` serves an `autoscaling/v1` Scale over these paths.
     pub scale: Option<ScalePaths>,
     pub printer_columns: Vec<PrinterColumn>,
+    /// A built-in kind's schema generator, run on first use (`builtin::hydrate`): generating
+    /// every built-in schema at start took longer than the rest of the start-up.
+    pub lazy_schema: Option<fn() -> Option<Value>>,
 }
 
 /// JSON paths of a scale subresource (`.spec.replicas` style).
@@ -61,6 +64,33 @@ pub struct ResourceType {
     pub versions: Vec<Version>,
     /// Built-in kinds accept strategic merge patch and unconditional updates.
     pub builtin: bool,
+    /// The verbs discovery lists when they are not the default ones (built-in kinds).
+    pub verbs: Option<&'static [&'static str]>,
+    /// Subresources listed in discovery besides `status` and `scale` (built-in kinds).
+    pub subresources: Vec<Subresource>,
+    /// `storageVersionHash` in discovery; `None` for kinds that are never stored.
+    pub storage_hash: Option<String>,
+}
+
+/// A subresource that discovery lists (`pods/exec`, `serviceaccounts/token`…) with the kind it
+/// answers with.
+#[derive(Debug, Clone)]
+pub struct Subresource {
+    pub name: String,
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub verbs: &'static [&'static str],
+}
+
+/// kube-apiserver's `storageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `<group>/<version>/<kind>` of the storage version, in standard base64. Clients compare it to
+/// notice a storage version change, never decode it.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
 }
 
 impl ResourceType {
@@ -83,6 +113,12 @@ impl ResourceType {
         }
     }
 
+    /// Objects of this type are stored (all but the review kinds, bindings and
+    /// ComponentStatus, which kube-apiserver answers without storing).
+    pub fn stored(&self) -> bool {
+        !self.builtin || self.storage_hash.is_some()
+    }
+
     pub fn has_status(&self) -> bool {
         self.versions.iter().any(|v| v.status_subresource)
     }
@@ -91,6 +127,9 @@ impl ResourceType {
     /// apiextensions-apiserver's own order for custom resources; namespaces have no
     /// deletecollection.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if let Some(verbs) = self.verbs {
+            return verbs.to_vec();
+        }
         if !self.builtin {
             return vec![
                 "delete",
@@ -172,6 +211,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
                             .map(str::to_string),
                     })
                 }),
+                lazy_schema: None,
                 printer_columns: v
                     .get("additionalPrinterColumns")
                     .and_then(Value::as_array)
@@ -180,6 +220,14 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
             })
         })
         .collect();
+    // The hash names the storage version, served or not.
+    let storage_hash = spec
+        .get("versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name")?.as_str())
+        .and_then(|v| Some(storage_version_hash(spec.get("group")?.as_str()?, v, &kind)));
     Some(ResourceType {
         group: spec.get("group")?.as_str()?.to_string(),
         list_kind: names
@@ -197,8 +245,11 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
         short_names: strings(names.get("shortNames")),
         categories: strings(names.get("categories")),
+        storage_hash,
         versions,
         builtin: false,
+        verbs: None,
+        subresources: Vec::new(),
     })
 }
 

@@ -75,8 +75,44 @@ impl AppState {
                     tracing::error!(%e, "could not create namespace {ns}");
                 }
             }
+            // kube-apiserver's own Service, read by Go test frameworks before any test; its
+            // targetPort becomes the serving port once the server listens (`serve_port`).
+            if let Some(mut svc_type) = store.find_type("", "v1", "services").cloned() {
+                builtin::hydrate(&mut svc_type);
+                let svc = crate::defaults::kubernetes_service(443);
+                if let Err(e) =
+                    lifecycle::create(&mut store, &svc_type, "v1", Some("default"), svc, &opts)
+                {
+                    tracing::error!(%e, "could not create the kubernetes Service");
+                }
+            }
         }
         state
+    }
+
+    /// The port the server listens on: the `kubernetes` Service's targetPort, as kube-apiserver
+    /// points it at its secure port.
+    pub fn serve_port(&self, port: u16) {
+        let key = crate::resources::ResourceKey {
+            group: String::new(),
+            plural: "services".into(),
+        };
+        self.store().rewrite_in_place(&key, |svc| {
+            if svc
+                .pointer("/metadata/namespace")
+                .and_then(serde_json::Value::as_str)
+                != Some("default")
+                || svc
+                    .pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+                    != Some("kubernetes")
+            {
+                return None;
+            }
+            let mut svc = svc.clone();
+            svc["spec"]["ports"][0]["targetPort"] = json!(port);
+            Some(svc)
+        });
     }
 
     pub fn config(&self) -> &Config {

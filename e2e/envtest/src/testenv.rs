@@ -144,6 +144,7 @@ pub fn serve(
 ) -> Result<(String, JoinHandle<()>), std::io::Error> {
     let addr: SocketAddr = listener.local_addr()?;
     let url = format!("http://{addr}");
+    state.serve_port(addr.port());
     let app = router(state);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {

@@ -529,3 +529,157 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
             .contains("serviceaccount/robot")
     );
 }
+
+/// Built-in kinds of every sort through kubectl: apply a manifest of workloads, a Service,
+/// RBAC, policy and networking objects, list them by short name and category (`all`), scale a
+/// Deployment, delete them all. Identical on kube-apiserver (no controller runs there either,
+/// so the Deployment makes no ReplicaSet).
+#[tokio::test]
+async fn kubectl_built_in_kinds_apply_get_scale_delete() {
+    kubectl_built_in_kinds_apply_get_scale_delete_with(Kubectl::new().await).await;
+}
+
+#[tokio::test]
+async fn legacy_kubectl_built_in_kinds_apply_get_scale_delete() {
+    kubectl_built_in_kinds_apply_get_scale_delete_with(Kubectl::legacy().await).await;
+}
+
+const BUILTINS: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports: [{containerPort: 80}]
+        resources: {requests: {cpu: 100m, memory: 64Mi}}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: job, image: busybox:1.36}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: reader
+rules: [{apiGroups: [""], resources: [pods], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: reader
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: ServiceAccount, name: default}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: deny
+spec:
+  podSelector: {}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app: web}
+"#;
+
+async fn kubectl_built_in_kinds_apply_get_scale_delete_with(k: Kubectl) {
+    let applied = k.ok(&["apply", "-f", "-"], Some(BUILTINS)).await;
+    for line in [
+        "deployment.apps/web created",
+        "service/web created",
+        "cronjob.batch/nightly created",
+        "role.rbac.authorization.k8s.io/reader created",
+        "rolebinding.rbac.authorization.k8s.io/reader created",
+        "networkpolicy.networking.k8s.io/deny created",
+        "poddisruptionbudget.policy/web created",
+    ] {
+        assert!(applied.contains(line), "{line}:\n{applied}");
+    }
+    let unchanged = k.ok(&["apply", "-f", "-"], Some(BUILTINS)).await;
+    assert!(
+        unchanged.contains("deployment.apps/web unchanged")
+            && unchanged.contains("service/web unchanged"),
+        "{unchanged}"
+    );
+    let names = k
+        .ok(&["get", "deploy,svc,cj,netpol,pdb", "-o", "name"], None)
+        .await;
+    for name in [
+        "deployment.apps/web",
+        "service/web",
+        "cronjob.batch/nightly",
+        "networkpolicy.networking.k8s.io/deny",
+        "poddisruptionbudget.policy/web",
+    ] {
+        assert!(names.contains(name), "{name}:\n{names}");
+    }
+    let all = k.ok(&["get", "all", "-o", "name"], None).await;
+    for name in [
+        "deployment.apps/web",
+        "service/web",
+        "cronjob.batch/nightly",
+    ] {
+        assert!(all.contains(name), "{name}:\n{all}");
+    }
+    let ip = k
+        .ok(
+            &["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"],
+            None,
+        )
+        .await;
+    assert!(ip.starts_with("10.0.0."), "{ip}");
+    let scaled = k
+        .ok(&["scale", "deployment", "web", "--replicas=3"], None)
+        .await;
+    assert!(scaled.contains("deployment.apps/web scaled"), "{scaled}");
+    let replicas = k
+        .ok(
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"],
+            None,
+        )
+        .await;
+    assert_eq!(replicas, "3");
+    let deleted = k.ok(&["delete", "-f", "-"], Some(BUILTINS)).await;
+    assert!(
+        deleted.contains("deployment.apps \"web\" deleted")
+            && deleted.contains("poddisruptionbudget.policy \"web\" deleted"),
+        "{deleted}"
+    );
+    let left = k
+        .ok(
+            &["get", "deploy,svc,cj,roles,netpol,pdb", "-o", "name"],
+            None,
+        )
+        .await;
+    assert!(left.trim().is_empty(), "{left}");
+}

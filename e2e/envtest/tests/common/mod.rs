@@ -223,3 +223,18 @@ pub fn etcd_version(assets: &std::path::Path) -> Option<(u32, u32)> {
     let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
     Some((parts.next()??, parts.next()??))
 }
+
+/// A fresh namespace for one test (so the suite also runs against a shared cluster).
+pub async fn test_namespace(client: &Client) -> String {
+    let ns = format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let (code, body) = raw(
+        client,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    ns
+}
