@@ -580,25 +580,23 @@ fn v2_paths(rt: &ResourceType, version: &str, paths: &mut Map<String, Value>) {
         ps.push(json!({"uniqueItems": true, "type": "string", "description": "If 'true', then the output is pretty printed.", "name": "pretty", "in": "query"}));
         json!(ps)
     };
+    // The query parameters of a list, in one namespace or across all.
+    let list_query = || {
+        [
+            "labelSelector",
+            "fieldSelector",
+            "limit",
+            "continue",
+            "resourceVersion",
+            "watch",
+        ]
+        .map(&q)
+        .to_vec()
+    };
     let (collection, item_path) = resource_paths(rt, &rt.group, version);
     let mut coll = Map::new();
     if has("list") {
-        coll.insert(
-            "get".into(),
-            op(
-                "list",
-                vec![
-                    q("labelSelector"),
-                    q("fieldSelector"),
-                    q("limit"),
-                    q("continue"),
-                    q("resourceVersion"),
-                    q("watch"),
-                ],
-                "",
-                &list,
-            ),
-        );
+        coll.insert("get".into(), op("list", list_query(), "", &list));
     }
     if has("create") {
         coll.insert("post".into(), op("post", write(), "", &reference));
@@ -624,19 +622,7 @@ fn v2_paths(rt: &ResourceType, version: &str, paths: &mut Map<String, Value>) {
         let mut all = Map::new();
         all.insert(
             "get".into(),
-            op(
-                "list",
-                vec![
-                    q("labelSelector"),
-                    q("fieldSelector"),
-                    q("limit"),
-                    q("continue"),
-                    q("resourceVersion"),
-                    q("watch"),
-                ],
-                "ForAllNamespaces",
-                &list,
-            ),
+            op("list", list_query(), "ForAllNamespaces", &list),
         );
         all.insert("parameters".into(), json!([{"uniqueItems": true, "type": "string", "description": "If 'true', then the output is pretty printed.", "name": "pretty", "in": "query"}]));
         paths.insert(
