@@ -251,11 +251,18 @@ async fn a_crd_version_no_longer_served_disappears_from_openapi() {
         }
     };
     assert_eq!(wait_for((false, true, false)).await, (false, true, false));
-    assert!(
-        get(&client, "/openapi/v3").await["paths"]
+    // kube-apiserver publishes the v3 document on its own schedule, after or before v2's.
+    let mut v1_in_v3 = false;
+    for _ in 0..150 {
+        v1_in_v3 = get(&client, "/openapi/v3").await["paths"]
             .get("apis/test.strata.dev/v1")
-            .is_some()
-    );
+            .is_some();
+        if v1_in_v3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(v1_in_v3, "the v1 document in /openapi/v3");
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.test.strata.dev";
     let (_, mut crd) = raw(&client, "GET", path, "", None).await;
     let mut served_v2 = crd["spec"]["versions"][0].clone();
