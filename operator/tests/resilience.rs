@@ -294,12 +294,8 @@ async fn land_stale_status(w: &World, kind: &str, name: &str) {
         .unwrap();
 }
 
-/// A late write of a killed instance lands after this instance reported Ready: status changes
-/// pass no predicate, so without the watch comparing the status with the decision last reported
-/// the CR would show `Reconciling` until the sync period (an hour here).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_status_landing_after_the_reconcile_is_put_right() {
-    let w = World::start("stale-after").await;
+/// The resource group `stale`, applied and Ready.
+async fn ready_resource_group(w: &World) -> (String, String) {
     let rg = w
         .apply(
             json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
@@ -308,6 +304,16 @@ async fn a_stale_status_landing_after_the_reconcile_is_put_right() {
         .await;
     w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
         .await;
+    rg
+}
+
+/// A late write of a killed instance lands after this instance reported Ready: status changes
+/// pass no predicate, so without the watch comparing the status with the decision last reported
+/// the CR would show `Reconciling` until the sync period (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_status_landing_after_the_reconcile_is_put_right() {
+    let w = World::start("stale-after").await;
+    let rg = ready_resource_group(&w).await;
     for _ in 0..3 {
         land_stale_status(&w, "ResourceGroup", "stale").await;
         w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(10))
@@ -323,14 +329,7 @@ async fn a_stale_status_landing_after_the_reconcile_is_put_right() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
     let w = World::start("stale-during").await;
-    let rg = w
-        .apply(
-            json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
-            "metadata": {"name": "stale"}, "spec": {"location": "westeurope"}}),
-        )
-        .await;
-    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
-        .await;
+    let rg = ready_resource_group(&w).await;
     w.sim_post(
         "/_sim/faults",
         json!([{"path": "resourceGroups/stale$", "method": "GET", "latencyMs": 1500}]),

@@ -67,7 +67,7 @@ fn col(name: &str, type_: &str, json_path: &str, priority: i64) -> PrinterColumn
 }
 
 /// The verbs of a kind kube-apiserver stores (sorted, as its discovery lists them).
-const STORED: &[&str] = &[
+pub(crate) const STORED: &[&str] = &[
     "create",
     "delete",
     "deletecollection",

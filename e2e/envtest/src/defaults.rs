@@ -47,6 +47,24 @@ pub fn has_generation(rt: &ResourceType) -> bool {
 }
 
 /// Set `pointer` to `value` unless something is there; creates the objects on the way.
+/// A workload's update strategy at `strategy`: `type` defaults to `RollingUpdate`, and when it is
+/// that, each of `fields` under `rollingUpdate` gets its default.
+fn rolling_update(obj: &mut Value, strategy: &str, fields: &[(&str, Value)]) {
+    default(obj, &format!("{strategy}/type"), json!("RollingUpdate"));
+    let kind = obj
+        .pointer(&format!("{strategy}/type"))
+        .and_then(Value::as_str);
+    if kind == Some("RollingUpdate") {
+        for (field, value) in fields {
+            default(
+                obj,
+                &format!("{strategy}/rollingUpdate/{field}"),
+                value.clone(),
+            );
+        }
+    }
+}
+
 fn default(obj: &mut Value, pointer: &str, value: Value) {
     if obj.pointer(pointer).is_some() {
         return;
@@ -200,15 +218,11 @@ pub fn apply(store: &Store, rt: &ResourceType, obj: &mut Value, old: Option<&Val
         ("apps", "Deployment") => {
             default(obj, "/spec/replicas", json!(1));
             template(obj, "/spec/template");
-            default(obj, "/spec/strategy/type", json!("RollingUpdate"));
-            if obj.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("RollingUpdate") {
-                default(
-                    obj,
-                    "/spec/strategy/rollingUpdate/maxUnavailable",
-                    json!("25%"),
-                );
-                default(obj, "/spec/strategy/rollingUpdate/maxSurge", json!("25%"));
-            }
+            rolling_update(
+                obj,
+                "/spec/strategy",
+                &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))],
+            );
             default(obj, "/spec/revisionHistoryLimit", json!(10));
             default(obj, "/spec/progressDeadlineSeconds", json!(600));
         }
@@ -221,18 +235,7 @@ pub fn apply(store: &Store, rt: &ResourceType, obj: &mut Value, old: Option<&Val
             default(obj, "/spec/replicas", json!(1));
             template(obj, "/spec/template");
             default(obj, "/spec/podManagementPolicy", json!("OrderedReady"));
-            default(obj, "/spec/updateStrategy/type", json!("RollingUpdate"));
-            if obj
-                .pointer("/spec/updateStrategy/type")
-                .and_then(Value::as_str)
-                == Some("RollingUpdate")
-            {
-                default(
-                    obj,
-                    "/spec/updateStrategy/rollingUpdate/partition",
-                    json!(0),
-                );
-            }
+            rolling_update(obj, "/spec/updateStrategy", &[("partition", json!(0))]);
             default(obj, "/spec/revisionHistoryLimit", json!(10));
             default(
                 obj,
@@ -268,19 +271,11 @@ pub fn apply(store: &Store, rt: &ResourceType, obj: &mut Value, old: Option<&Val
                 }
                 Some(_) => {}
             }
-            default(obj, "/spec/updateStrategy/type", json!("RollingUpdate"));
-            if obj
-                .pointer("/spec/updateStrategy/type")
-                .and_then(Value::as_str)
-                == Some("RollingUpdate")
-            {
-                default(
-                    obj,
-                    "/spec/updateStrategy/rollingUpdate/maxUnavailable",
-                    json!(1),
-                );
-                default(obj, "/spec/updateStrategy/rollingUpdate/maxSurge", json!(0));
-            }
+            rolling_update(
+                obj,
+                "/spec/updateStrategy",
+                &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
+            );
             default(obj, "/spec/revisionHistoryLimit", json!(10));
             for field in [
                 "currentNumberScheduled",

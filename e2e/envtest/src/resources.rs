@@ -142,16 +142,7 @@ impl ResourceType {
                 "watch",
             ];
         }
-        let mut verbs = vec![
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ];
+        let mut verbs = crate::builtin::STORED.to_vec();
         if self.group.is_empty() && self.kind == "Namespace" {
             verbs.retain(|v| *v != "deletecollection");
         }
