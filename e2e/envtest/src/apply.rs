@@ -510,28 +510,38 @@ fn flatten(v: &Value, path: &mut Path, out: &mut FieldSet) {
 /// A set of member paths as FieldsV1, written as structured-merge-diff writes it: a member with
 /// no members below it is `{}`, one with members below it also carries `".": {}`.
 fn to_fields_v1(set: &FieldSet) -> Value {
-    let mut root = Value::Object(Map::new());
-    for path in set {
-        let mut cur = &mut root;
-        for p in path {
-            cur = cur
-                .as_object_mut()
-                .map(|m| m.entry(p.clone()).or_insert_with(|| json!({})))
-                .unwrap_or_else(|| unreachable!("fieldsV1 nodes are objects"));
-        }
-    }
-    for path in set {
-        let mut cur = &mut root;
-        for p in path {
-            cur = cur
-                .get_mut(p)
-                .unwrap_or_else(|| unreachable!("every member was inserted above"));
-        }
-        if let Some(m) = cur.as_object_mut().filter(|m| !m.is_empty()) {
+    let paths: Vec<&[String]> = set.iter().map(Vec::as_slice).collect();
+    fields_v1_level(&paths)
+}
+
+/// One level of FieldsV1 from paths (in set order, so the paths under one member are adjacent).
+fn fields_v1_level(paths: &[&[String]]) -> Value {
+    let mut node = Map::new();
+    let mut i = 0;
+    while i < paths.len() {
+        let Some((head, _)) = paths[i].split_first() else {
+            i += 1;
+            continue;
+        };
+        let end = i + paths[i..]
+            .iter()
+            .take_while(|p| p.first() == Some(head))
+            .count();
+        // The member itself is in the set when one of its paths ends here.
+        let itself = paths[i..end].iter().any(|p| p.len() == 1);
+        let below: Vec<&[String]> = paths[i..end]
+            .iter()
+            .filter(|p| p.len() > 1)
+            .map(|p| &p[1..])
+            .collect();
+        let mut child = fields_v1_level(&below);
+        if itself && let Some(m) = child.as_object_mut().filter(|m| !m.is_empty()) {
             m.insert(".".into(), json!({}));
         }
+        node.insert(head.clone(), child);
+        i = end;
     }
-    root
+    Value::Object(node)
 }
 
 pub fn write_entries(obj: &mut Value, entries: &[Entry]) {
@@ -799,20 +809,20 @@ pub fn record_update(
 ) {
     let mut entries = old.map(read_entries).unwrap_or_default();
     let empty = json!({});
-    let comparison = compare(old.unwrap_or(&empty), new, schema, scope);
-    let changed: FieldSet = comparison
-        .added
-        .union(&comparison.modified)
-        .cloned()
-        .collect();
+    let Comparison {
+        added: mut changed,
+        modified,
+        removed,
+    } = compare(old.unwrap_or(&empty), new, schema, scope);
+    changed.extend(modified);
     let subresource = (scope == Scope::Status).then(|| "status".to_string());
     let mine =
         |e: &Entry| e.manager == manager && e.operation == "Update" && e.subresource == subresource;
     for e in entries.iter_mut().filter(|e| !mine(e)) {
         e.fields
-            .retain(|p| !changed.contains(p) && !comparison.removed.contains(p));
+            .retain(|p| !changed.contains(p) && !removed.contains(p));
     }
-    if !changed.is_empty() || !comparison.removed.is_empty() {
+    if !changed.is_empty() || !removed.is_empty() {
         let api_version = new
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -821,7 +831,7 @@ pub fn record_update(
         match entries.iter_mut().find(|e| mine(e)) {
             Some(e) => {
                 e.fields.extend(changed);
-                e.fields.retain(|p| !comparison.removed.contains(p));
+                e.fields.retain(|p| !removed.contains(p));
                 e.time = now();
                 e.api_version = api_version;
             }

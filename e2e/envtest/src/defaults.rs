@@ -698,7 +698,7 @@ fn service(store: &Store, obj: &mut Value, old: Option<&Value>) {
     default(obj, "/status/loadBalancer", json!({}));
 }
 
-fn services(store: &Store) -> impl Iterator<Item = std::sync::Arc<Value>> {
+fn services(store: &Store) -> impl Iterator<Item = crate::store::Object> {
     let key = crate::resources::ResourceKey {
         group: String::new(),
         plural: "services".into(),

@@ -3,13 +3,12 @@
 //! for `ownerReferences` (background, foreground and orphan propagation).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::lifecycle::{self, Propagation};
 use crate::resources::ResourceKey;
-use crate::store::{Store, finalizers, meta_str, owner_uids};
+use crate::store::{Object, Store, finalizers, meta_str, owner_uids};
 
 struct Owner {
     deleting: bool,
@@ -18,8 +17,8 @@ struct Owner {
 
 enum Action {
     Delete(ResourceKey, String, String),
-    RemoveOwnerRefs(ResourceKey, Arc<Value>, Vec<String>),
-    RemoveFinalizer(ResourceKey, Arc<Value>, &'static str),
+    RemoveOwnerRefs(ResourceKey, Object, Vec<String>),
+    RemoveFinalizer(ResourceKey, Object, &'static str),
     RemoveNamespace(String),
 }
 
@@ -155,7 +154,7 @@ fn perform(store: &mut Store, action: Action) {
             store.remove(&key, "", &name);
         }
         Action::RemoveOwnerRefs(key, obj, uids) => {
-            let mut o = (*obj).clone();
+            let mut o = Value::clone(&obj);
             if let Some(refs) = o
                 .pointer_mut("/metadata/ownerReferences")
                 .and_then(Value::as_array_mut)
@@ -179,7 +178,7 @@ fn perform(store: &mut Store, action: Action) {
             }
         }
         Action::RemoveFinalizer(key, obj, finalizer) => {
-            let mut o = (*obj).clone();
+            let mut o = Value::clone(&obj);
             let rest: Vec<Value> = finalizers(&o)
                 .into_iter()
                 .filter(|f| f != finalizer)

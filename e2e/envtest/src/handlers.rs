@@ -16,7 +16,7 @@ use crate::lifecycle::{self, Deleted, FieldValidation, Propagation, WriteOptions
 use crate::resources::ResourceType;
 use crate::selectors::{Filter, Selector};
 use crate::server::AppState;
-use crate::store::{Store, meta_str};
+use crate::store::{Object, ObjectKey, Store, meta_str};
 use crate::watch::{self, WatchParams};
 use crate::{discovery, table};
 
@@ -75,10 +75,15 @@ pub fn parse_path(path: &str) -> Option<ResourcePath> {
 }
 
 fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
+    encoded_response(code, Bytes::from(body.to_string().into_bytes()), warnings)
+}
+
+/// A response whose JSON body is already encoded (a stored object's shared bytes).
+fn encoded_response(code: StatusCode, body: Bytes, warnings: &[String]) -> Response {
     let mut resp = (
         code,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        body,
     )
         .into_response();
     for w in warnings {
@@ -111,6 +116,16 @@ fn manager(q: &HashMap<String, String>, headers: &HeaderMap) -> String {
         .filter(|u| !u.is_empty())
         .unwrap_or("unknown")
         .to_string()
+}
+
+/// A create or update body, with the keys a JSON body repeats (reported under strict field
+/// validation as kube-apiserver does; a YAML body has none to report).
+fn parse_body_checked(body: &Bytes) -> Result<(Value, Vec<String>), ApiError> {
+    match crate::decode::parse_json(body) {
+        Ok(parsed) => Ok(parsed),
+        Err(_) if body.is_empty() => Ok((Value::Null, Vec::new())),
+        Err(_) => Ok((parse_body(body)?, Vec::new())),
+    }
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
@@ -222,9 +237,10 @@ impl Request<'_> {
         } else {
             StatusCode::OK
         };
-        json_response(
+        let api_version = self.rt.api_version(&self.path.version);
+        encoded_response(
             code,
-            &present(&w.object, &self.rt, &self.path.version),
+            w.object.json_at(&api_version, &self.rt.kind),
             &w.warnings,
         )
     }
@@ -387,7 +403,7 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
             "pod {pod} is already assigned to node \"{assigned}\""
         )));
     }
-    let mut obj = (*current).clone();
+    let mut obj = Value::clone(&current);
     obj["spec"]["nodeName"] = json!(node);
     let opts = req.write_options()?;
     lifecycle::update(
@@ -570,7 +586,7 @@ fn scale(req: &Request, method: Method) -> Result<Response, ApiError> {
         .ok_or_else(|| {
             ApiError::BadRequest("Scale spec.replicas must be an integer, 0 or more".into())
         })?;
-    let mut obj = (*current).clone();
+    let mut obj = Value::clone(&current);
     let pointer = crate::resources::ScalePaths::pointer(&paths.spec_replicas);
     let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", &pointer));
     let mut at = &mut obj;
@@ -616,8 +632,8 @@ fn get(req: &Request) -> Result<Response, ApiError> {
         .store()
         .get(&req.rt.key(), req.namespace(), req.name())
         .ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
-    let obj = present(&obj, &req.rt, &req.path.version);
     if table::wants_table(req.accept()) {
+        let obj = present(&obj, &req.rt, &req.path.version);
         let rv = meta_str(&obj, "resourceVersion").to_string();
         return Ok(json_response(
             StatusCode::OK,
@@ -625,7 +641,12 @@ fn get(req: &Request) -> Result<Response, ApiError> {
             &[],
         ));
     }
-    Ok(json_response(StatusCode::OK, &obj, &[]))
+    let api_version = req.rt.api_version(&req.path.version);
+    Ok(encoded_response(
+        StatusCode::OK,
+        obj.json_at(&api_version, &req.rt.kind),
+        &[],
+    ))
 }
 
 fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
@@ -658,7 +679,7 @@ fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
 type ListPoint = (
     u64,
     Option<(String, String)>,
-    Option<std::collections::BTreeMap<(String, String), std::sync::Arc<Value>>>,
+    Option<std::collections::BTreeMap<ObjectKey, Object>>,
 );
 
 fn list_point(req: &Request, store: &Store) -> Result<ListPoint, ApiError> {
@@ -751,24 +772,28 @@ fn list(req: &Request) -> Result<Response, ApiError> {
     let store = req.state.store();
     let (list_rv, after, snapshot) = list_point(req, &store)?;
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
-    let objects: Box<dyn Iterator<Item = &std::sync::Arc<Value>>> = match &snapshot {
+    let objects: Box<dyn Iterator<Item = (&ObjectKey, &Object)>> = match &snapshot {
         Some(map) => match after.clone() {
-            Some(k) => Box::new(
-                map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
-                    .map(|(_, v)| v),
-            ),
-            None => Box::new(map.values()),
+            Some(k) => {
+                Box::new(map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)))
+            }
+            None => Box::new(map.iter()),
         },
         None => store.list_after(&req.rt.key(), after),
     };
-    let mut items: Vec<std::sync::Arc<Value>> = Vec::new();
+    // Objects are kept in (namespace, name) order: a namespace's objects are one run of keys.
+    let objects = objects
+        .skip_while(|((n, _), _)| ns.is_some_and(|ns| n.as_str() < ns))
+        .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
+        .map(|(_, obj)| obj);
+    let mut items: Vec<Object> = Vec::new();
     let mut cont = None;
     // kube-apiserver counts what is left after a page only when no selector filters the list
     // (etcd counts keys, it cannot evaluate selectors); the last page carries no count.
     let unfiltered = filter.labels.is_empty() && filter.fields.is_empty();
     let mut remaining: u64 = 0;
     for obj in objects {
-        if ns.is_some_and(|n| n != meta_str(obj, "namespace")) || !filter.matches(obj) {
+        if !unfiltered && !filter.matches(obj) {
             continue;
         }
         if cont.is_some() {
@@ -776,7 +801,7 @@ fn list(req: &Request) -> Result<Response, ApiError> {
             continue;
         }
         if items.len() == limit {
-            let last: &Value = items.last().map_or(&**obj, |l| &**l);
+            let last: &Value = items.last().map_or(&***obj, |l| &***l);
             cont = Some(encode_continue(
                 list_rv,
                 meta_str(last, "namespace"),
@@ -818,11 +843,13 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         None if !req.rt.builtin => metadata["continue"] = json!(""),
         None => {}
     }
-    // The list is written straight from the stored objects, outside the store lock: copying
-    // every object to rewrite apiVersion/kind made a list slower than kube-apiserver's.
+    // The list is written from each object's JSON, encoded once when first read (`Stored`),
+    // outside the store lock: serialising every object again per list made lists slower than
+    // kube-apiserver's.
     let api_version = req.rt.api_version(&req.path.version);
     let kind = &req.rt.kind;
-    let mut body = Vec::with_capacity(items.len() * 512 + 256);
+    let mut body =
+        Vec::with_capacity(items.iter().map(|i| i.json().len() + 1).sum::<usize>() + 256);
     let head = json!({"kind": req.rt.list_kind, "apiVersion": api_version, "metadata": metadata});
     let head = head.to_string();
     body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
@@ -831,16 +858,7 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         if i > 0 {
             body.push(b',');
         }
-        let written = if item["apiVersion"] == api_version.as_str() && item["kind"] == kind.as_str()
-        {
-            serde_json::to_writer(&mut body, &**item)
-        } else {
-            let mut o = (**item).clone();
-            o["apiVersion"] = json!(api_version);
-            o["kind"] = json!(kind);
-            serde_json::to_writer(&mut body, &o)
-        };
-        written.map_err(|e| ApiError::Internal(e.to_string()))?;
+        body.extend_from_slice(&item.json_at(&api_version, kind));
     }
     body.extend_from_slice(b"]}");
     Ok((
@@ -874,13 +892,13 @@ fn start_watch(req: &Request) -> Result<Response, ApiError> {
 }
 
 fn create(req: &Request) -> Result<Response, ApiError> {
-    let body = if req.content_type() == crate::protobuf::CONTENT_TYPE {
-        crate::protobuf::decode(&req.body)?
+    let (body, duplicates) = if req.content_type() == crate::protobuf::CONTENT_TYPE {
+        (crate::protobuf::decode(&req.body)?, Vec::new())
     } else {
-        parse_body(&req.body)?
+        parse_body_checked(&req.body)?
     };
     let mut opts = req.write_options()?;
-    opts.duplicates = crate::decode::duplicate_fields(&req.body);
+    opts.duplicates = duplicates;
     let mut store = req.state.store();
     let ns = req.path.namespace.as_deref().filter(|_| req.rt.namespaced);
     let w = lifecycle::create(&mut store, &req.rt, &req.path.version, ns, body, &opts)?;
@@ -891,9 +909,9 @@ fn create(req: &Request) -> Result<Response, ApiError> {
 
 fn update(req: &Request) -> Result<Response, ApiError> {
     let scope = req.scope()?;
-    let body = parse_body(&req.body)?;
+    let (body, duplicates) = parse_body_checked(&req.body)?;
     let mut opts = req.write_options()?;
-    opts.duplicates = crate::decode::duplicate_fields(&req.body);
+    opts.duplicates = duplicates;
     let mut store = req.state.store();
     let w = lifecycle::update(
         &mut store,
@@ -918,11 +936,18 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
     let mut store = req.state.store();
     let current = store.get(&req.rt.key(), req.namespace(), req.name());
     if content_type == "application/apply-patch+yaml" {
-        return server_side_apply(req, &mut store, current.as_deref(), patch, scope, opts);
+        return server_side_apply(
+            req,
+            &mut store,
+            current.as_deref().map(|c| &**c),
+            patch,
+            scope,
+            opts,
+        );
     }
     let current =
         current.ok_or_else(|| ApiError::NotFound(lifecycle::target(&req.rt, req.name())))?;
-    let mut obj = (*current).clone();
+    let mut obj = Value::clone(&current);
     match content_type {
         "application/merge-patch+json" => crate::patch::merge_patch(&mut obj, &patch),
         "application/json-patch+json" => {

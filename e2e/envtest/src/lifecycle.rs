@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::apply::{self, Scope};
 use crate::error::{ApiError, Cause, Target};
 use crate::resources::{self, ResourceType};
-use crate::store::{Store, finalizers, meta_str};
+use crate::store::{Object, Store, Stored, finalizers, meta_str};
 use crate::{events, schema};
 
 /// How unknown fields are reported (`fieldValidation` query parameter).
@@ -47,7 +47,7 @@ pub struct WriteOptions {
 
 /// The outcome of a write: the stored object, its HTTP status and warnings.
 pub struct Written {
-    pub object: Arc<Value>,
+    pub object: Object,
     pub created: bool,
     pub warnings: Vec<String>,
 }
@@ -558,7 +558,7 @@ pub fn create(
     }
     if opts.dry_run {
         return Ok(Written {
-            object: Arc::new(obj),
+            object: Stored::new(obj),
             created: true,
             warnings,
         });
@@ -742,7 +742,7 @@ pub fn update(
         }
         apply::record_update(Some(&old), &mut obj, &opts.manager, schema, scope);
     }
-    if obj == *old {
+    if obj == **old {
         return Ok(Written {
             object: old,
             created: false,
@@ -751,7 +751,7 @@ pub fn update(
     }
     if opts.dry_run {
         return Ok(Written {
-            object: Arc::new(obj),
+            object: Stored::new(obj),
             created: false,
             warnings,
         });
@@ -771,7 +771,7 @@ pub fn update(
         after_removal(store, rt, &gone);
         obj["metadata"]["resourceVersion"] = json!(meta_str(&old, "resourceVersion"));
         return Ok(Written {
-            object: Arc::new(obj),
+            object: Stored::new(obj),
             created: false,
             warnings,
         });
@@ -808,8 +808,8 @@ pub enum Propagation {
 
 /// The result of a delete: the object still exists (being finalized) or is gone.
 pub enum Deleted {
-    Pending(Arc<Value>),
-    Gone(Arc<Value>),
+    Pending(Object),
+    Gone(Object),
 }
 
 /// Delete an object: with finalizers it gets a deletionTimestamp, otherwise it is removed.
@@ -849,7 +849,7 @@ pub fn delete(
             format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
         ));
     }
-    let mut obj = (*old).clone();
+    let mut obj = Value::clone(&old);
     let mut finalizers = finalizers(&obj);
     let extra = match propagation {
         Propagation::Foreground => Some("foregroundDeletion"),
@@ -882,7 +882,7 @@ pub fn delete(
             obj["status"]["phase"] = json!("Terminating");
         }
     }
-    if obj == *old {
+    if obj == **old {
         return Ok(Deleted::Pending(old));
     }
     Ok(Deleted::Pending(store.replace(&key, obj)))

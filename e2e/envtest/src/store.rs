@@ -2,7 +2,10 @@
 //! bounded event history that watches resume from.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -26,15 +29,73 @@ impl EventType {
     }
 }
 
+/// One stored object and its JSON encoding. Every read — a list, a watch event, a get, the
+/// answer to a write — sends the object as JSON, so the encoding is made once, on first use,
+/// and shared by every later read: serialising each object again per read was most of a list's
+/// and a watch's time. An object is never changed in place (a write stores a new one), so the
+/// bytes cannot go stale.
+#[derive(Debug)]
+pub struct Stored {
+    value: Value,
+    json: OnceLock<Bytes>,
+}
+
+/// How objects are held: shared by the store, the watch history and in-flight reads.
+pub type Object = Arc<Stored>;
+
+impl Stored {
+    pub fn new(value: Value) -> Object {
+        Arc::new(Stored {
+            value,
+            json: OnceLock::new(),
+        })
+    }
+
+    /// The object's JSON as stored (at the apiVersion it was written with).
+    pub fn json(&self) -> &Bytes {
+        self.json
+            .get_or_init(|| Bytes::from(self.value.to_string().into_bytes()))
+    }
+
+    /// The object's JSON as served at `api_version`: the shared bytes when it was stored at that
+    /// version, else encoded anew with `apiVersion` and `kind` rewritten (a CRD's served versions
+    /// share one storage; only `apiVersion` differs).
+    pub fn json_at(&self, api_version: &str, kind: &str) -> Bytes {
+        if self.value.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+            && self.value.get("kind").and_then(Value::as_str) == Some(kind)
+        {
+            return self.json().clone();
+        }
+        let mut o = self.value.clone();
+        o["apiVersion"] = json!(api_version);
+        o["kind"] = json!(kind);
+        Bytes::from(o.to_string().into_bytes())
+    }
+}
+
+/// Two stored objects are equal when their contents are (the encoding follows from them).
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Deref for Stored {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
 /// A change to one object, kept in the history and sent to live watches.
 #[derive(Debug)]
 pub struct Change {
     pub rv: u64,
     pub key: ResourceKey,
     pub type_: EventType,
-    pub object: Arc<Value>,
+    pub object: Object,
     /// The object before a modification, so a selector-filtered watch can tell entering from leaving.
-    pub old: Option<Arc<Value>>,
+    pub old: Option<Object>,
 }
 
 /// What live watches receive.
@@ -50,7 +111,7 @@ pub type ObjectKey = (String, String);
 
 pub struct Store {
     pub types: BTreeMap<ResourceKey, ResourceType>,
-    objects: HashMap<ResourceKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    objects: HashMap<ResourceKey, BTreeMap<ObjectKey, Object>>,
     rv: u64,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
@@ -139,11 +200,7 @@ impl Store {
     /// The objects of one type as they were at `rv`, rebuilt by undoing the history after it;
     /// `None` when nothing of that type changed since (the live objects are that state). The
     /// caller checks `rv >= compacted_rv()` first, below which the history is incomplete.
-    pub fn snapshot_at(
-        &self,
-        key: &ResourceKey,
-        rv: u64,
-    ) -> Option<BTreeMap<ObjectKey, Arc<Value>>> {
+    pub fn snapshot_at(&self, key: &ResourceKey, rv: u64) -> Option<BTreeMap<ObjectKey, Object>> {
         let mut undo = self
             .history
             .iter()
@@ -174,7 +231,7 @@ impl Store {
         if let Some(map) = self.objects.get_mut(key) {
             for obj in map.values_mut() {
                 if let Some(new) = f(obj) {
-                    *obj = Arc::new(new);
+                    *obj = Stored::new(new);
                 }
             }
         }
@@ -207,7 +264,7 @@ impl Store {
             .find(|t| t.group == group && t.kind == kind && t.version(version).is_some())
     }
 
-    pub fn get(&self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
+    pub fn get(&self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Object> {
         self.objects
             .get(key)?
             .get(&(namespace.to_string(), name.to_string()))
@@ -219,7 +276,7 @@ impl Store {
         &'a self,
         key: &ResourceKey,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+    ) -> impl Iterator<Item = &'a Object> + 'a {
         self.objects
             .get(key)
             .into_iter()
@@ -233,20 +290,19 @@ impl Store {
         &'a self,
         key: &ResourceKey,
         after: Option<ObjectKey>,
-    ) -> Box<dyn Iterator<Item = &'a Arc<Value>> + 'a> {
+    ) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Object)> + 'a> {
         let Some(map) = self.objects.get(key) else {
             return Box::new(std::iter::empty());
         };
         match after {
-            Some(k) => Box::new(
-                map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
-                    .map(|(_, v)| v),
-            ),
-            None => Box::new(map.values()),
+            Some(k) => {
+                Box::new(map.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)))
+            }
+            None => Box::new(map.iter()),
         }
     }
 
-    pub fn all_objects(&self) -> impl Iterator<Item = (&ResourceKey, &Arc<Value>)> {
+    pub fn all_objects(&self) -> impl Iterator<Item = (&ResourceKey, &Object)> {
         self.objects
             .iter()
             .flat_map(|(k, m)| m.values().map(move |v| (k, v)))
@@ -308,9 +364,9 @@ impl Store {
     }
 
     /// Store a new object (metadata already filled in) and announce it.
-    pub fn insert(&mut self, key: &ResourceKey, mut obj: Value) -> Arc<Value> {
+    pub fn insert(&mut self, key: &ResourceKey, mut obj: Value) -> Object {
         let rv = self.stamp(&mut obj);
-        let obj = Arc::new(obj);
+        let obj = Stored::new(obj);
         self.objects
             .entry(key.clone())
             .or_default()
@@ -327,9 +383,9 @@ impl Store {
     }
 
     /// Replace an existing object and announce it.
-    pub fn replace(&mut self, key: &ResourceKey, mut obj: Value) -> Arc<Value> {
+    pub fn replace(&mut self, key: &ResourceKey, mut obj: Value) -> Object {
         let rv = self.stamp(&mut obj);
-        let obj = Arc::new(obj);
+        let obj = Stored::new(obj);
         let old = self
             .objects
             .entry(key.clone())
@@ -347,18 +403,18 @@ impl Store {
     }
 
     /// Remove an object; the DELETED event carries its last state with a new resourceVersion.
-    pub fn remove(&mut self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
-        let last = (*self.get(key, namespace, name)?).clone();
+    pub fn remove(&mut self, key: &ResourceKey, namespace: &str, name: &str) -> Option<Object> {
+        let last = Value::clone(&*self.get(key, namespace, name)?);
         self.remove_as(key, last)
     }
 
     /// Remove the object `last` names, announcing `last` as its final state (one DELETED event,
     /// as when the last finalizer is removed).
-    pub fn remove_as(&mut self, key: &ResourceKey, mut last: Value) -> Option<Arc<Value>> {
+    pub fn remove_as(&mut self, key: &ResourceKey, mut last: Value) -> Option<Object> {
         let old = self.objects.get_mut(key)?.remove(&object_key(&last))?;
         self.uids.remove(meta_str(&old, "uid"));
         let rv = self.stamp(&mut last);
-        let last = Arc::new(last);
+        let last = Stored::new(last);
         self.record(Change {
             rv,
             key: key.clone(),
@@ -381,5 +437,26 @@ impl Store {
         }
         self.objects.remove(key);
         self.types.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_is_encoded_once_and_served_at_other_versions_rewritten() {
+        let obj =
+            Stored::new(json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "a"}}));
+        let first = obj.json_at("g/v2", "K");
+        // The same bytes (not a copy) for every read at the stored version.
+        assert_eq!(first.as_ptr(), obj.json_at("g/v2", "K").as_ptr());
+        assert_eq!(
+            serde_json::from_slice::<Value>(&first).unwrap(),
+            Value::clone(&obj)
+        );
+        let other: Value = serde_json::from_slice(&obj.json_at("g/v1", "K")).unwrap();
+        assert_eq!(other["apiVersion"], "g/v1");
+        assert_eq!(other["metadata"]["name"], "a");
     }
 }

@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::selectors::Filter;
 use crate::server::AppState;
-use crate::store::{Broadcast, Change, EventType};
+use crate::store::{Broadcast, Change, EventType, Stored};
 
 #[derive(Debug, Clone, Default)]
 pub struct WatchParams {
@@ -39,10 +39,16 @@ impl Scope {
             && self.filter.matches(obj)
     }
 
-    fn event(&self, type_: &str, obj: &Value) -> Bytes {
-        let mut o = obj.clone();
-        o["apiVersion"] = json!(self.api_version);
-        line(json!({"type": type_, "object": o}))
+    /// One event line, around the object's shared JSON (no re-encoding per watch).
+    fn event(&self, type_: &str, obj: &Stored) -> Bytes {
+        let object = obj.json_at(&self.api_version, &self.rt.kind);
+        let mut out = Vec::with_capacity(object.len() + 32);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(type_.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&object);
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -153,6 +159,22 @@ pub fn watch(
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
+/// Join consecutive event lines into chunks of at least `size` bytes (the last may be smaller).
+fn coalesce(lines: Vec<Bytes>, size: usize) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut chunk: Vec<u8> = Vec::new();
+    for l in lines {
+        chunk.extend_from_slice(&l);
+        if chunk.len() >= size {
+            out.push(Bytes::from(std::mem::take(&mut chunk)));
+        }
+    }
+    if !chunk.is_empty() {
+        out.push(Bytes::from(chunk));
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn stream_events(
     scope: Scope,
@@ -164,7 +186,9 @@ async fn stream_events(
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     bookmark_interval: Duration,
 ) {
-    for b in first {
+    // The initial events go out in chunks of about 64 KiB rather than one chunk per event: a
+    // watch from resourceVersion 0 over thousands of objects was bound by per-chunk overhead.
+    for b in coalesce(first, 64 * 1024) {
         if tx.send(Ok(b)).await.is_err() {
             return;
         }
