@@ -240,6 +240,19 @@ pub fn hydrate(rt: &mut ResourceType) {
     }
 }
 
+/// `hydrate` for a type shared with the store: copied only when a schema is still to be
+/// generated. Returns whether it was.
+pub fn hydrate_shared(rt: &mut std::sync::Arc<ResourceType>) -> bool {
+    let pending = rt
+        .versions
+        .iter()
+        .any(|v| v.lazy_schema.is_some() && v.schema.is_none());
+    if pending {
+        hydrate(std::sync::Arc::make_mut(rt));
+    }
+    pending
+}
+
 /// Every built-in resource type with its schemas (for the OpenAPI documents).
 pub fn hydrated_types() -> Vec<ResourceType> {
     let mut types = resource_types();

@@ -1,6 +1,7 @@
 //! HTTP handlers for resource paths: `/api/v1/...` and `/apis/<group>/<version>/...`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -140,7 +141,7 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 struct Request<'a> {
     state: &'a AppState,
     path: ResourcePath,
-    rt: ResourceType,
+    rt: Arc<ResourceType>,
     query: HashMap<String, String>,
     headers: HeaderMap,
     body: Bytes,
@@ -288,7 +289,10 @@ fn route(
         .find_type(&path.group, &path.version, &plural)
         .cloned()
         .ok_or(ApiError::NoResource)?;
-    crate::builtin::hydrate(&mut rt);
+    if crate::builtin::hydrate_shared(&mut rt) {
+        // Kept hydrated for the next requests (a built-in type's schemas never change).
+        state.store().types.insert(rt.key(), rt.clone());
+    }
     if path.namespace.is_some() && !rt.namespaced {
         return Err(ApiError::NoResource);
     }
@@ -380,7 +384,7 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
     let Some(mut pod_type) = store.find_type("", "v1", "pods").cloned() else {
         return Err(ApiError::NoResource);
     };
-    crate::builtin::hydrate(&mut pod_type);
+    crate::builtin::hydrate_shared(&mut pod_type);
     let conflict = |msg: String| {
         ApiError::Conflict(
             Target {

@@ -396,7 +396,7 @@ fn install_crd(store: &mut Store, crd: &Value) {
             .iter()
             .find(|v| v.has_defaults)
             .and_then(|v| v.schema.clone());
-        store.types.insert(key.clone(), rt);
+        store.types.insert(key.clone(), Arc::new(rt));
         if changed && let Some(schema) = defaults {
             store.rewrite_in_place(&key, |obj| {
                 let defaulted = schema::apply_defaults(&schema, obj);

@@ -50,7 +50,7 @@ fn builtin_documents() -> &'static std::collections::HashMap<(String, String), (
     DOCS.get_or_init(|| {
         let mut store = Store::new(1);
         for rt in crate::builtin::hydrated_types() {
-            store.types.insert(rt.key(), rt);
+            store.types.insert(rt.key(), std::sync::Arc::new(rt));
         }
         group_versions(&store)
             .into_iter()
@@ -197,7 +197,7 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
         .filter(|t| t.group == group && t.version(version).is_some())
     {
         let mut rt = rt.clone();
-        crate::builtin::hydrate(&mut rt);
+        crate::builtin::hydrate_shared(&mut rt);
         let rt = &rt;
         let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
         let name = schema_name(rt, version);
@@ -710,7 +710,7 @@ fn v2_document(store: &Store) -> Value {
     let mut definitions = builtin_definitions.clone();
     let mut paths = builtin_paths.clone();
     v2_parts(
-        store.types.values().filter(|t| !t.builtin),
+        store.types.values().filter(|t| !t.builtin).map(|t| &**t),
         &mut definitions,
         &mut paths,
     );

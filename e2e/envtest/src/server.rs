@@ -48,7 +48,7 @@ impl AppState {
     pub fn new(config: Config) -> Self {
         let mut store = Store::new(config.history_limit);
         for rt in builtin::resource_types() {
-            store.types.insert(rt.key(), rt);
+            store.types.insert(rt.key(), Arc::new(rt));
         }
         let state = AppState(Arc::new(Shared {
             store: Mutex::new(store),
@@ -78,7 +78,7 @@ impl AppState {
             // kube-apiserver's own Service, read by Go test frameworks before any test; its
             // targetPort becomes the serving port once the server listens (`serve_port`).
             if let Some(mut svc_type) = store.find_type("", "v1", "services").cloned() {
-                builtin::hydrate(&mut svc_type);
+                builtin::hydrate_shared(&mut svc_type);
                 let svc = crate::defaults::kubernetes_service(443);
                 if let Err(e) =
                     lifecycle::create(&mut store, &svc_type, "v1", Some("default"), svc, &opts)

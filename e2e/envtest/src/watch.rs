@@ -2,6 +2,7 @@
 //! bookmarks, `timeoutSeconds` and streaming lists (`sendInitialEvents`).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -25,7 +26,7 @@ pub struct WatchParams {
 }
 
 struct Scope {
-    rt: ResourceType,
+    rt: Arc<ResourceType>,
     api_version: String,
     namespace: Option<String>,
     filter: Filter,
@@ -97,7 +98,7 @@ fn expired(message: String) -> Bytes {
 /// Start a watch; the response streams until the timeout, an expiry or the client goes away.
 pub fn watch(
     state: &AppState,
-    rt: ResourceType,
+    rt: Arc<ResourceType>,
     version: &str,
     namespace: Option<String>,
     filter: Filter,
