@@ -66,6 +66,10 @@ pub enum ApiError {
     ApplyConflict(Target, String, Vec<Cause>),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A server-side apply configuration that does not fit its schema: kube-apiserver answers
+    /// 500 with no reason (its field manager's error is not an API status error).
+    #[error("{0}")]
+    TypedPatch(String),
 }
 
 fn qualified(resource: &str, group: &str) -> String {
@@ -112,7 +116,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
             ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::TypedPatch(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -129,6 +133,7 @@ impl ApiError {
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => "Expired",
             ApiError::TooLargeResourceVersion(..) => "Timeout",
             ApiError::Internal(_) => "InternalError",
+            ApiError::TypedPatch(_) => "",
         }
     }
 
@@ -143,6 +148,11 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code().as_u16(),
         });
+        if self.reason().is_empty()
+            && let Some(m) = status.as_object_mut()
+        {
+            m.remove("reason");
+        }
         let details = match self {
             ApiError::NotFound(t)
             | ApiError::AlreadyExists(t)

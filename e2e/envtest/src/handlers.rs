@@ -1049,6 +1049,27 @@ fn server_side_apply(
         .rt
         .version(&req.path.version)
         .and_then(|v| v.schema.clone());
+    if let Some(schema) = schema.as_deref() {
+        let undeclared = crate::schema::undeclared_in_apply(schema, &applied);
+        if !undeclared.is_empty() {
+            let lines: Vec<String> = undeclared
+                .iter()
+                .map(|p| format!("{p}: field not declared in schema"))
+                .collect();
+            let errors = match lines.as_slice() {
+                [one] => one.clone(),
+                _ => format!("errors:\n  {}", lines.join("\n  ")),
+            };
+            return Err(ApiError::TypedPatch(format!(
+                "failed to create typed patch object ({}/{}; {}/{}, Kind={}): {errors}",
+                meta_str(&applied, "namespace"),
+                meta_str(&applied, "name"),
+                req.rt.group,
+                req.path.version,
+                req.rt.kind,
+            )));
+        }
+    }
     let force = flag(&req.query, "force");
     let target = lifecycle::target(&req.rt, req.name());
     let mut result = apply::apply(

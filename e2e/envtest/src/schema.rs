@@ -143,6 +143,98 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<Stri
     }
 }
 
+/// The fields of a server-side apply configuration that its schema does not declare, as
+/// kube-apiserver's typed conversion of the patch reports them (structured-merge-diff: `.spec.x`,
+/// list items by key, `.spec.ports[name="a"].x`). Like it, each map is walked in key order and
+/// its walk stops at its first undeclared key, so what comes after that key is not looked at.
+/// kube-apiserver refuses such a patch whatever `fieldValidation` says (pruning does not apply
+/// to apply configurations). Which fields count as declared follows `prune`.
+pub fn undeclared_in_apply(schema: &Value, obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Value::Object(map) = obj else {
+        return out;
+    };
+    let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+    let props = schema.get("properties").and_then(Value::as_object);
+    for (k, v) in map {
+        match k.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => undeclared_metadata(v, ".metadata", &mut out),
+            _ => match props.and_then(|p| p.get(k)) {
+                Some(s) => undeclared_value(s, v, &format!(".{k}"), &mut out),
+                None if preserve => {}
+                None => {
+                    out.push(format!(".{k}"));
+                    break;
+                }
+            },
+        }
+    }
+    out
+}
+
+fn undeclared_metadata(meta: &Value, path: &str, out: &mut Vec<String>) {
+    if let Some(k) = meta
+        .as_object()
+        .and_then(|m| m.keys().find(|k| !OBJECT_META_FIELDS.contains(&k.as_str())))
+    {
+        out.push(format!("{path}.{k}"));
+    }
+}
+
+fn undeclared_value(schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            let embedded = flag(schema, "x-kubernetes-embedded-resource");
+            let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            // An object with neither declares nothing (prune drops every key), unless it keeps
+            // unknown fields or is free-form.
+            let closed = props.is_some()
+                || (schema.get("type").and_then(Value::as_str) == Some("object")
+                    && schema.get("additionalProperties").is_none());
+            for (k, child) in map {
+                let child_path = format!("{path}.{k}");
+                if let Some(s) = props.and_then(|p| p.get(k)) {
+                    undeclared_value(s, child, &child_path, out);
+                } else if embedded && k == "metadata" {
+                    undeclared_metadata(child, &child_path, out);
+                } else if embedded && matches!(k.as_str(), "apiVersion" | "kind") {
+                } else if let Some(s) = additional {
+                    undeclared_value(s, child, &child_path, out);
+                } else if closed && !preserve {
+                    out.push(child_path);
+                    break;
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some(s) = schema.get("items") else {
+                return;
+            };
+            let keys = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => list_map_keys(schema),
+                _ => Vec::new(),
+            };
+            for (i, item) in items.iter().enumerate() {
+                // structured-merge-diff names a list-map item by its keys, others by index.
+                let element = if keys.is_empty() {
+                    format!("[{i}]")
+                } else {
+                    let parts: Vec<String> = keys
+                        .iter()
+                        .map(|k| format!("{k}={}", item.get(k).unwrap_or(&Value::Null)))
+                        .collect();
+                    format!("[{}]", parts.join(","))
+                };
+                undeclared_value(s, item, &format!("{path}{element}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Apply schema `default`s (delegates to kube-cel, which follows the API server's rules).
 pub fn apply_defaults(schema: &Value, obj: &Value) -> Value {
     kube_cel::apply_defaults(schema, obj)
