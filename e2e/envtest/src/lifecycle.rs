@@ -356,22 +356,54 @@ fn builtin_hooks(store: &Store, rt: &ResourceType, obj: &mut Value) -> Result<()
             if !storage.is_null() && !stored.contains(&storage) {
                 stored.push(storage);
             }
-            let ts = now();
             let status = if taken { "False" } else { "True" };
-            obj["status"] = json!({
-                "acceptedNames": obj["spec"]["names"].clone(),
-                "storedVersions": stored,
-                "conditions": [
-                    {"type": "NamesAccepted", "status": status, "reason": if taken {"NameConflict"} else {"NoConflicts"},
-                     "message": if taken {"the plural name is already served"} else {"no conflicts found"}, "lastTransitionTime": ts},
-                    {"type": "Established", "status": status, "reason": if taken {"NotAccepted"} else {"InitialNamesAccepted"},
-                     "message": if taken {"not all names are accepted"} else {"the initial names have been accepted"}, "lastTransitionTime": ts},
-                ],
-            });
+            // kube-apiserver's naming and establishing controllers set these two conditions and
+            // leave the others a client wrote through /status alone.
+            let mut conditions: Vec<Value> = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            set_condition(
+                &mut conditions,
+                json!({"type": "NamesAccepted", "status": status, "reason": if taken {"NameConflict"} else {"NoConflicts"},
+                       "message": if taken {"the plural name is already served"} else {"no conflicts found"}}),
+            );
+            set_condition(
+                &mut conditions,
+                json!({"type": "Established", "status": status, "reason": if taken {"NotAccepted"} else {"InitialNamesAccepted"},
+                       "message": if taken {"not all names are accepted"} else {"the initial names have been accepted"}}),
+            );
+            let mut new_status = obj.get("status").cloned().unwrap_or_else(|| json!({}));
+            new_status["acceptedNames"] = obj["spec"]["names"].clone();
+            new_status["storedVersions"] = json!(stored);
+            new_status["conditions"] = json!(conditions);
+            obj["status"] = new_status;
         }
         _ => {}
     }
     Ok(())
+}
+
+/// Set a condition as apiextensions' `SetCRDCondition` does: replaced in place (keeping its
+/// `lastTransitionTime` while its status stays the same) or appended.
+fn set_condition(conditions: &mut Vec<Value>, mut new: Value) {
+    let existing = conditions
+        .iter_mut()
+        .find(|c| c.get("type") == new.get("type"));
+    match existing {
+        Some(c) => {
+            new["lastTransitionTime"] = match c.get("lastTransitionTime") {
+                Some(t) if c.get("status") == new.get("status") => t.clone(),
+                _ => json!(now()),
+            };
+            *c = new;
+        }
+        None => {
+            new["lastTransitionTime"] = json!(now());
+            conditions.push(new);
+        }
+    }
 }
 
 /// After a CRD is stored, serve (or re-serve) its resource type.

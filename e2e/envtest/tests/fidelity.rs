@@ -1307,3 +1307,107 @@ async fn strategic_merge_patch_orders_and_directives() {
     .await;
     assert_eq!(code, 200);
 }
+
+/// The conditions of a CRD as `(type, status)` pairs, sorted.
+fn crd_conditions(crd: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = crd["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or("").to_string(),
+                c["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+// kube-apiserver: a CRD's /status takes what the client writes; its naming and establishing
+// controllers then set NamesAccepted and Established and leave other conditions alone, and a
+// later update of the main resource keeps the status.
+#[tokio::test]
+async fn crd_status_keeps_the_conditions_a_client_writes() {
+    let (env, _ns) = env_ns().await;
+    let c = env.client();
+    let plural = format!("sc{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let name = format!("{plural}.{GROUP}");
+    let mut crd = gizmo_crd();
+    crd["metadata"]["name"] = json!(name);
+    crd["spec"]["names"] =
+        json!({"kind": format!("Sc{}", &plural[2..]), "plural": plural, "singular": plural});
+    let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
+    let (code, body) = raw(
+        &c,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        Some(crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let established = |want: Vec<(&'static str, &'static str)>| {
+        let (c, path) = (c.clone(), path.clone());
+        async move {
+            let want: Vec<(String, String)> = want
+                .into_iter()
+                .map(|(t, s)| (t.to_string(), s.to_string()))
+                .collect();
+            // kube-apiserver's controllers write the conditions asynchronously.
+            for _ in 0..100 {
+                let (code, crd) = raw(&c, "GET", &path, "application/json", None).await;
+                assert_eq!(code, 200);
+                if crd_conditions(&crd) == want {
+                    return crd;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("the CRD's conditions never became {want:?}");
+        }
+    };
+    let mut crd = established(vec![("Established", "True"), ("NamesAccepted", "True")]).await;
+    crd["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+        "type": "Reviewed", "status": "True", "reason": "ByHand",
+        "message": "checked", "lastTransitionTime": "2026-01-02T03:04:05Z"}));
+    let (code, body) = raw(
+        &c,
+        "PUT",
+        &format!("{path}/status"),
+        "application/json",
+        Some(crd),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let want = vec![
+        ("Established", "True"),
+        ("NamesAccepted", "True"),
+        ("Reviewed", "True"),
+    ];
+    let crd = established(want.clone()).await;
+    let reviewed = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Reviewed")
+        .unwrap();
+    assert_eq!(reviewed["lastTransitionTime"], "2026-01-02T03:04:05Z");
+    assert_eq!(reviewed["reason"], "ByHand");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(crd_conditions(&body).len(), 3, "{body}");
+    established(want).await;
+    let (code, _) = raw(&c, "DELETE", &path, "application/json", None).await;
+    assert_eq!(code, 200);
+}
