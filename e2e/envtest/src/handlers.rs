@@ -908,6 +908,8 @@ fn create(req: &Request) -> Result<Response, ApiError> {
     let w = lifecycle::create(&mut store, &req.rt, &req.path.version, ns, body, &opts)?;
     // The garbage collector looks at new objects too (an owner that does not exist).
     req.state.reconcile(&mut store);
+    // The answer is encoded without holding the store.
+    drop(store);
     Ok(req.written(w))
 }
 
@@ -929,6 +931,8 @@ fn update(req: &Request) -> Result<Response, ApiError> {
         &opts,
     )?;
     req.state.reconcile(&mut store);
+    // The answer is encoded without holding the store.
+    drop(store);
     Ok(req.written(w))
 }
 
@@ -989,6 +993,8 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
         &opts,
     )?;
     req.state.reconcile(&mut store);
+    // The answer is encoded without holding the store.
+    drop(store);
     Ok(req.written(w))
 }
 
