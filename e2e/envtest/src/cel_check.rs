@@ -479,7 +479,16 @@ impl<'a> Checker<'a> {
                 })
             }
             Expr::Select(sel) => {
-                let operand = self.visit(&sel.operand)?;
+                let mut operand = self.visit(&sel.operand)?;
+                // Selecting a field of an optional gives an optional (cel-go's optional types).
+                let optional = match operand.ty {
+                    Ty::Optional(inner) if !sel.test => {
+                        operand.ty = *inner;
+                        true
+                    }
+                    Ty::Optional(_) => return Err(Stop::Unknown),
+                    _ => false,
+                };
                 let ty = match &operand.ty {
                     Ty::Object(decl) => match decl.fields.get(&sel.field) {
                         Some(f) => Ty::of(f),
@@ -518,7 +527,11 @@ impl<'a> Checker<'a> {
                 }
                 let extra = u64::from(matches!(operand.ty, Ty::Object(_) | Ty::Map(..)));
                 Ok(Node {
-                    ty,
+                    ty: if optional {
+                        Ty::Optional(Box::new(ty))
+                    } else {
+                        ty
+                    },
                     cost: add(operand.cost, extra),
                     path: operand.path.map(|mut p| {
                         p.push(sel.field.clone());

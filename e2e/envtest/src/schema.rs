@@ -881,6 +881,26 @@ pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> b
     n == o
 }
 
+/// The `type` of the schema node at a kube-cel error path (`spec.m.k1`, `spec.l[2]`): through
+/// declared properties, map entries and list items; `""` when the node has none.
+fn schema_type_at(schema: &Value, dotted: &str) -> String {
+    let mut node = Some(schema);
+    for segment in dotted.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        node = node.and_then(|n| {
+            n.pointer(&format!("/properties/{name}"))
+                .or_else(|| n.get("additionalProperties").filter(|a| a.is_object()))
+        });
+        for _ in indices.matches('[') {
+            node = node.and_then(|n| n.get("items"));
+        }
+    }
+    node.and_then(|n| n.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
 /// A CEL error's field path as kube-apiserver writes it: kube-cel joins every step with a dot,
 /// but a map entry (a key under `additionalProperties`, not a declared property) is `map[key]`.
 pub fn cel_field_path(schema: &Value, dotted: &str) -> String {
@@ -990,21 +1010,27 @@ pub fn validate_cel(
             })
         })
         .map(|e| {
-            let field = if e.field_path.is_empty() {
-                String::new()
-            } else {
-                e.field_path.clone()
+            // kube-apiserver 1.32 shows the rule's node's schema type as the invalid value
+            // (`"object"`, `"integer"` …), not the value itself.
+            let detail = match e.reason.as_deref() {
+                Some("FieldValueForbidden") => format!("Forbidden: {}", e.message),
+                Some("FieldValueRequired") => format!("Required value: {}", e.message),
+                Some("FieldValueDuplicate") => {
+                    format!(
+                        "Duplicate value: {:?}",
+                        schema_type_at(schema, &e.field_path)
+                    )
+                }
+                _ => format!(
+                    "Invalid value: {:?}: {}",
+                    schema_type_at(schema, &e.field_path),
+                    e.message
+                ),
             };
-            let value = field
-                .split('.')
-                .filter(|p| !p.is_empty())
-                .try_fold(obj, |cur, p| cur.get(p))
-                .map(show)
-                .unwrap_or_else(|| "\"object\"".to_string());
             Cause::new(
                 e.reason.as_deref().unwrap_or("FieldValueInvalid"),
-                cel_field_path(schema, &field),
-                format!("Invalid value: {value}: {}", e.message),
+                cel_field_path(schema, &e.field_path),
+                detail,
             )
         })
         .collect();

@@ -18,6 +18,20 @@ fn all_over_a_list_costs_its_iterations() {
 }
 
 #[test]
+fn a_conditional_branch_that_is_an_attribute_costs_no_identifier() {
+    // exists_one: per item `y == 'a'` 2 (a literal costs nothing), then `@result + 1` (2) on the match or `@result` (0);
+    // the result `@result == 1` 2, the range 1.
+    assert_eq!(
+        cost("self.exists_one(y, y == 'a')", json!(["a", "b", "c"])),
+        1 + 3 * 2 + 2 + 2
+    );
+    assert_eq!(
+        cost("self.a > 0 ? self.b : 0", json!({"a": 1, "b": 2})),
+        3 + 1
+    );
+}
+
+#[test]
 fn matches_costs_by_the_actual_string_and_regex_sizes() {
     // ceil((1 + 20) × 0.1) = 3 times ceil(8 × 0.25) = 2, plus self.
     let s = "a".repeat(20);
