@@ -735,24 +735,51 @@ impl<'a> RuleCost<'a> {
             return Err(Halt::Unsupported);
         }
         let range = self.eval(&c.iter_range)?;
-        let Some(items) = range.items() else {
-            return Ok(V::Error);
+        // Iterates the range in place (no copy of a JSON list): one element at a time.
+        let len = match &range {
+            V::Json(Value::Array(a)) => a.len(),
+            V::Json(Value::Object(o)) => o.len(),
+            V::List(l) => l.len(),
+            V::Map(m) => m.len(),
+            _ => return Ok(V::Error),
+        };
+        let mut keys = match &range {
+            V::Json(Value::Object(o)) => Some(o.keys()),
+            _ => None,
         };
         let accu = self.eval(&c.accu_init)?;
         self.locals.push((c.accu_var.as_str(), accu));
         self.locals.push((c.iter_var.as_str(), V::Null));
-        let looped = (|| {
-            for item in items {
-                let n = self.locals.len();
-                self.locals[n - 1].1 = item;
-                if let V::Bool(false) = self.eval(&c.loop_cond)? {
+        let mut looped = Ok(());
+        for i in 0..len {
+            let item = match &range {
+                V::Json(Value::Array(a)) => from_json(&a[i]),
+                V::Json(Value::Object(_)) => keys
+                    .as_mut()
+                    .and_then(Iterator::next)
+                    .map_or(V::Error, |k| V::Str(Cow::Borrowed(k))),
+                V::List(l) => l[i].clone(),
+                V::Map(m) => m[i].0.clone(),
+                _ => V::Error,
+            };
+            let n = self.locals.len();
+            self.locals[n - 1].1 = item;
+            match self.eval(&c.loop_cond) {
+                Ok(V::Bool(false)) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    looped = Err(e);
                     break;
                 }
-                let step = self.eval(&c.loop_step)?;
-                self.locals[n - 2].1 = step;
             }
-            Ok(())
-        })();
+            match self.eval(&c.loop_step) {
+                Ok(step) => self.locals[n - 2].1 = step,
+                Err(e) => {
+                    looped = Err(e);
+                    break;
+                }
+            }
+        }
         self.locals.pop();
         let result = looped.and_then(|()| self.eval(&c.result));
         self.locals.pop();

@@ -577,3 +577,38 @@ async fn cost_threshold_probe() {
     }
     eprintln!("PROBE {rule}: largest accepted {lo}");
 }
+
+// Which Strata CRDs' writes run the runtime-cost pass: only NetworkSecurityGroup and RouteTable,
+// whose uniqueness rules (over up to 200 security rules, and the routes) each estimate more than
+// the per-call limit (a list of long-named entries near its maximum could reach it). For every other CRD no rule's estimate
+// exceeds the per-call limit and all estimates together stay within the object budget, so the
+// actual cost cannot reach either and the pass is skipped.
+#[test]
+fn only_the_nsg_and_route_table_crds_need_the_runtime_cost_pass() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crds/generated");
+    let mut tracked = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let crd = yaml_file(&path);
+        for v in crd["spec"]["versions"].as_array().unwrap() {
+            let schema = &v["schema"]["openAPIV3Schema"];
+            if strata_envtest::cel_runtime::CompiledCel::new(schema).tracks_cost() {
+                tracked.push(crd["metadata"]["name"].as_str().unwrap().to_string());
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 10, "{checked}");
+    tracked.sort();
+    assert_eq!(
+        tracked,
+        [
+            "networksecuritygroups.azure.strata.dev",
+            "routetables.azure.strata.dev"
+        ]
+    );
+}
