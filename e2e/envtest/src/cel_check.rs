@@ -248,6 +248,8 @@ enum Ty<'a> {
     List(Box<Ty<'a>>),
     Map(Box<Ty<'a>>, Box<Ty<'a>>),
     Object(&'a Decl),
+    /// `optional_type(T)`: `oldSelf` of an `optionalOldSelf` rule.
+    Optional(Box<Ty<'a>>),
 }
 
 impl<'a> Ty<'a> {
@@ -286,6 +288,7 @@ impl<'a> Ty<'a> {
             Ty::List(e) => format!("list({})", e.name()?),
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
             Ty::Object(_) => return None,
+            Ty::Optional(t) => format!("optional_type({})", t.name()?),
         })
     }
 
@@ -305,6 +308,7 @@ impl<'a> Ty<'a> {
             (Ty::List(a), Ty::List(b)) => a.unifies(b),
             (Ty::Map(a, b), Ty::Map(c, d)) => a.unifies(c) && b.unifies(d),
             (Ty::Object(a), Ty::Object(b)) => a == b,
+            (Ty::Optional(a), Ty::Optional(b)) => a.unifies(b),
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
@@ -475,7 +479,16 @@ impl<'a> Checker<'a> {
                 })
             }
             Expr::Select(sel) => {
-                let operand = self.visit(&sel.operand)?;
+                let mut operand = self.visit(&sel.operand)?;
+                // Selecting a field of an optional gives an optional (cel-go's optional types).
+                let optional = match operand.ty {
+                    Ty::Optional(inner) if !sel.test => {
+                        operand.ty = *inner;
+                        true
+                    }
+                    Ty::Optional(_) => return Err(Stop::Unknown),
+                    _ => false,
+                };
                 let ty = match &operand.ty {
                     Ty::Object(decl) => match decl.fields.get(&sel.field) {
                         Some(f) => Ty::of(f),
@@ -514,7 +527,11 @@ impl<'a> Checker<'a> {
                 }
                 let extra = u64::from(matches!(operand.ty, Ty::Object(_) | Ty::Map(..)));
                 Ok(Node {
-                    ty,
+                    ty: if optional {
+                        Ty::Optional(Box::new(ty))
+                    } else {
+                        ty
+                    },
                     cost: add(operand.cost, extra),
                     path: operand.path.map(|mut p| {
                         p.push(sel.field.clone());
@@ -823,6 +840,62 @@ impl<'a> Checker<'a> {
                     }),
                     size: None,
                 })
+            }
+            // Optionals (cel-go's default cost of one per call): `oldSelf.hasValue()`,
+            // `oldSelf.value()` (the value keeps its path, so its size is known),
+            // `oldSelf.orValue(x)`, `oldSelf.or(optional)`.
+            (
+                "hasValue",
+                Some(Node {
+                    ty: Ty::Optional(_),
+                    ..
+                }),
+                [],
+            ) => Ok(node(Ty::Bool, add(1, target_cost))),
+            (
+                "value",
+                Some(
+                    t @ Node {
+                        ty: Ty::Optional(inner),
+                        ..
+                    },
+                ),
+                [],
+            ) => Ok(Node {
+                ty: (**inner).clone(),
+                cost: add(1, target_cost),
+                path: t.path.clone(),
+                size: t.size,
+            }),
+            (
+                "orValue",
+                Some(Node {
+                    ty: Ty::Optional(inner),
+                    ..
+                }),
+                [a],
+            ) => {
+                if !inner.unifies(&a.ty) {
+                    return Err(Stop::Unknown);
+                }
+                let ty = if inner.is_dyn() {
+                    a.ty.clone()
+                } else {
+                    (**inner).clone()
+                };
+                Ok(node(ty, add(add(1, arg_cost), target_cost)))
+            }
+            (
+                "or",
+                Some(
+                    t @ Node {
+                        ty: Ty::Optional(_),
+                        ..
+                    },
+                ),
+                [a],
+            ) if matches!(a.ty, Ty::Optional(_)) => {
+                Ok(node(t.ty.clone(), add(add(1, arg_cost), target_cost)))
             }
             ("size", None, [a]) | ("size", Some(a), []) => {
                 if !matches!(
@@ -1146,7 +1219,9 @@ fn render(src: &str, e: &Located) -> String {
 }
 
 /// Type-check one rule against its schema node's declaration and estimate its worst-case cost.
-pub fn check_rule(rule: &str, self_decl: &Decl) -> Outcome {
+/// With `optional_old_self` (the rule's `optionalOldSelf: true`), `oldSelf` is declared as
+/// kube-apiserver declares it then: `optional_type(<self's type>)`.
+pub fn check_rule(rule: &str, self_decl: &Decl, optional_old_self: bool) -> Outcome {
     let Ok(ast) = kube_cel::cel::parser::Parser::new().parse(rule) else {
         // Parse errors are reported by the caller (through cel-rust's own message).
         return Outcome::Unknown;
@@ -1159,7 +1234,11 @@ pub fn check_rule(rule: &str, self_decl: &Decl) -> Outcome {
             .into_iter()
             .map(|name| Local {
                 name: name.into(),
-                ty: Ty::of(self_decl),
+                ty: if name == "oldSelf" && optional_old_self {
+                    Ty::Optional(Box::new(Ty::of(self_decl)))
+                } else {
+                    Ty::of(self_decl)
+                },
                 path: Some(vec![name.into()]),
             })
             .collect(),

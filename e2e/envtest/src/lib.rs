@@ -8,6 +8,7 @@ pub mod apply;
 pub mod assets;
 pub mod builtin;
 pub mod cel_check;
+pub mod cel_runtime;
 pub mod decode;
 pub mod defaults;
 pub mod discovery;

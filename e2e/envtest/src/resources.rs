@@ -26,7 +26,7 @@ pub struct Version {
     pub has_cel: bool,
     /// The schema's CEL rules, compiled once when the CRD is written (compiling them on every
     /// write made custom-resource writes tens of times slower than kube-apiserver's).
-    pub cel: Option<Arc<kube_cel::CompiledSchema>>,
+    pub cel: Option<Arc<crate::cel_runtime::CompiledCel>>,
     pub status_subresource: bool,
     /// The CRD's `subresources.scale`: `/scale` serves an `autoscaling/v1` Scale over these paths.
     pub scale: Option<ScalePaths>,
@@ -189,7 +189,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
                 cel: v
                     .pointer("/schema/openAPIV3Schema")
                     .filter(|s| mentions(s, "x-kubernetes-validations"))
-                    .map(|s| Arc::new(kube_cel::compile_schema(s))),
+                    .map(|s| Arc::new(crate::cel_runtime::CompiledCel::new(s))),
                 schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
                 status_subresource: v.pointer("/subresources/status").is_some(),
                 scale: v.pointer("/subresources/scale").and_then(|s| {

@@ -751,7 +751,7 @@ pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) 
 /// How often a rule on a schema node can run: the product of the `maxItems`/`maxProperties` of
 /// the lists and maps above it (kube's `CELSchemaContext.MaxCardinality`), `None` when one of them
 /// is unbounded.
-fn child_cardinality(parent: &Value, card: Option<u64>) -> Option<u64> {
+pub(crate) fn child_cardinality(parent: &Value, card: Option<u64>) -> Option<u64> {
     let card = card?;
     let max = match parent.get("type").and_then(Value::as_str) {
         Some("object")
@@ -849,7 +849,9 @@ fn walk_cel(
                 continue;
             }
             let Some(decl) = &decl else { continue };
-            match cel_check::check_rule(text, decl) {
+            let optional_old_self =
+                rule.get("optionalOldSelf").and_then(Value::as_bool) == Some(true);
+            match cel_check::check_rule(text, decl, optional_old_self) {
                 cel_check::Outcome::Invalid(detail) => causes.push(invalid(detail)),
                 cel_check::Outcome::Unknown => {}
                 cel_check::Outcome::Cost(cost) => {
@@ -971,6 +973,26 @@ pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> b
     n == o
 }
 
+/// The `type` of the schema node at a kube-cel error path (`spec.m.k1`, `spec.l[2]`): through
+/// declared properties, map entries and list items; `""` when the node has none.
+fn schema_type_at(schema: &Value, dotted: &str) -> String {
+    let mut node = Some(schema);
+    for segment in dotted.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        node = node.and_then(|n| {
+            n.pointer(&format!("/properties/{name}"))
+                .or_else(|| n.get("additionalProperties").filter(|a| a.is_object()))
+        });
+        for _ in indices.matches('[') {
+            node = node.and_then(|n| n.get("items"));
+        }
+    }
+    node.and_then(|n| n.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
 /// A CEL error's field path as kube-apiserver writes it: kube-cel joins every step with a dot,
 /// but a map entry (a key under `additionalProperties`, not a declared property) is `map[key]`.
 pub fn cel_field_path(schema: &Value, dotted: &str) -> String {
@@ -1033,55 +1055,85 @@ fn runs_on_create(c: &kube_cel::CompiledSchema) -> bool {
 static CEL_VALIDATOR: LazyLock<kube_cel::Validator> = LazyLock::new(kube_cel::Validator::new);
 
 pub fn validate_cel(
-    compiled: &kube_cel::CompiledSchema,
+    compiled: &crate::cel_runtime::CompiledCel,
     schema: &Value,
     obj: &Value,
     old: Option<&Value>,
     kind: &str,
     api_version: &str,
 ) -> Vec<Cause> {
-    if old.is_none() && !runs_on_create(compiled) {
+    if old.is_none() && !runs_on_create(&compiled.schema) {
         // Only transition rules, which kube-apiserver does not evaluate on create: skip the
         // conversion of the whole object to CEL values.
         return Vec::new();
     }
+    // kube-apiserver stops at the first rule over the per-call limit or the object's budget:
+    // the errors of the rules it evaluated before stand, the rest are not reported.
+    let stop = compiled.cost_stop(obj, old);
     let (group, _) = api_version.split_once('/').unwrap_or(("", api_version));
     let ctx = kube_cel::RootContext {
         api_version: api_version.to_string(),
         api_group: group.to_string(),
         kind: kind.to_string(),
     };
-    match CEL_VALIDATOR.validate_compiled_with_context(compiled, obj, old, Some(&ctx)) {
+    let errors = match CEL_VALIDATOR.validate_compiled_with_context(
+        &compiled.schema,
+        obj,
+        old,
+        Some(&ctx),
+    ) {
         Ok(()) => Vec::new(),
-        Err(errors) => errors
-            .iter()
-            // Ratcheting: a rule (other than a transition rule) that fails on a value the update
-            // left as it was does not block the update.
-            .filter(|e| {
-                old.is_none_or(|o| {
-                    e.rule.contains("oldSelf") || !unchanged_at(schema, obj, o, &e.field_path)
-                })
+        Err(errors) => errors.into_vec(),
+    };
+    let mut causes: Vec<Cause> = errors
+        .iter()
+        .filter(|e| {
+            stop.as_ref().is_none_or(|s| {
+                s.evaluated
+                    .iter()
+                    .any(|(path, rule)| *path == e.field_path && *rule == e.rule)
             })
-            .map(|e| {
-                let field = if e.field_path.is_empty() {
-                    String::new()
-                } else {
-                    e.field_path.clone()
-                };
-                let value = field
-                    .split('.')
-                    .filter(|p| !p.is_empty())
-                    .try_fold(obj, |cur, p| cur.get(p))
-                    .map(show)
-                    .unwrap_or_else(|| "\"object\"".to_string());
-                Cause::new(
-                    e.reason.as_deref().unwrap_or("FieldValueInvalid"),
-                    cel_field_path(schema, &field),
-                    format!("Invalid value: {value}: {}", e.message),
-                )
+        })
+        // Ratcheting: a rule (other than a transition rule) that fails on a value the update
+        // left as it was does not block the update.
+        .filter(|e| {
+            old.is_none_or(|o| {
+                e.rule.contains("oldSelf") || !unchanged_at(schema, obj, o, &e.field_path)
             })
-            .collect(),
+        })
+        .map(|e| {
+            // kube-apiserver 1.32 shows the rule's node's schema type as the invalid value
+            // (`"object"`, `"integer"` …), not the value itself.
+            let detail = match e.reason.as_deref() {
+                Some("FieldValueForbidden") => format!("Forbidden: {}", e.message),
+                Some("FieldValueRequired") => format!("Required value: {}", e.message),
+                Some("FieldValueDuplicate") => {
+                    format!(
+                        "Duplicate value: {:?}",
+                        schema_type_at(schema, &e.field_path)
+                    )
+                }
+                _ => format!(
+                    "Invalid value: {:?}: {}",
+                    schema_type_at(schema, &e.field_path),
+                    e.message
+                ),
+            };
+            Cause::new(
+                e.reason.as_deref().unwrap_or("FieldValueInvalid"),
+                cel_field_path(schema, &e.field_path),
+                detail,
+            )
+        })
+        .collect();
+    if let Some(s) = stop {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            cel_field_path(schema, &s.path),
+            format!("Invalid value: {:?}: {}", s.ty, s.detail),
+        ));
     }
+    causes
 }
 
 #[cfg(test)]
@@ -1166,7 +1218,7 @@ mod tests {
 
     #[test]
     fn cel_transition_rule_uses_old_self() {
-        let s = kube_cel::compile_schema(&schema());
+        let s = crate::cel_runtime::CompiledCel::new(&schema());
         let new = json!({"spec": {"size": 2}});
         let old = json!({"spec": {"size": 5}});
         let causes = validate_cel(&s, &schema(), &new, Some(&old), "K", "x/v1");
