@@ -540,44 +540,6 @@ async fn rules_over_the_runtime_budget_of_an_object_are_refused() {
     assert_limit(crd, names(896, 1000), names(897, 1000), message).await;
 }
 
-/// Not part of the suite: finds the most names a rule accepts (`PROBE_RULE`, names of `PROBE_LEN`
-/// characters, at most 1,000), to check the runtime cost model of a rule's shape against
-/// kube-apiserver: `PROBE_RULE=… PROBE_LEN=10 KUBEBUILDER_ASSETS=… cargo test --test crd_cel
-/// cost_threshold_probe -- --ignored --nocapture`.
-#[tokio::test]
-#[ignore]
-async fn cost_threshold_probe() {
-    let rule = std::env::var("PROBE_RULE").unwrap();
-    let len: usize = std::env::var("PROBE_LEN").unwrap().parse().unwrap();
-    let crd = names_crd("probe.cel.strata.dev", &rule, 1, 1000, 10);
-    let (env, things) = env_with(crd).await;
-    let c = env.client();
-    let (mut lo, mut hi) = (1usize, 1000usize);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        let body = thing(
-            "probe.cel.strata.dev",
-            "p",
-            json!({"names": names(mid, len)}),
-        );
-        let (code, resp) = raw(
-            &c,
-            "POST",
-            &format!("{things}?dryRun=All"),
-            "application/json",
-            Some(body),
-        )
-        .await;
-        if code == 201 {
-            lo = mid
-        } else {
-            assert_eq!(code, 422, "{resp}");
-            hi = mid
-        }
-    }
-    eprintln!("PROBE {rule}: largest accepted {lo}");
-}
-
 // Which Strata CRDs' writes run the runtime-cost pass: only NetworkSecurityGroup and RouteTable,
 // whose uniqueness rules (over up to 200 security rules, and the routes) each estimate more than
 // the per-call limit (a list of long-named entries near its maximum could reach it). For every other CRD no rule's estimate
