@@ -260,6 +260,7 @@ pub async fn resource_request(
 /// JSON or YAML by definition (kube-apiserver refuses a protobuf one with 415, as here).
 fn protobuf_to_json(
     method: &Method,
+    kind: &str,
     mut headers: HeaderMap,
     body: Bytes,
 ) -> Result<(HeaderMap, Bytes), ApiError> {
@@ -276,7 +277,13 @@ fn protobuf_to_json(
         headers.remove(header::CONTENT_TYPE);
         return Ok((headers, body));
     }
-    let value = crate::protobuf::decode(&body)?;
+    // A DELETE's body is DeleteOptions, whatever the resource.
+    let expected = if *method == Method::DELETE {
+        "DeleteOptions"
+    } else {
+        kind
+    };
+    let value = crate::protobuf::decode(&body, expected)?;
     headers.insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
@@ -350,7 +357,7 @@ fn route(
     {
         return Err(ApiError::NoResource);
     }
-    let (headers, body) = protobuf_to_json(&method, headers, body)?;
+    let (headers, body) = protobuf_to_json(&method, &rt.kind, headers, body)?;
     let req = Request {
         state,
         path,

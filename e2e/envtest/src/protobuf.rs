@@ -55,10 +55,25 @@ struct Table {
     packages: HashMap<String, String>,
 }
 
+/// A decoding failure; [`decode`] words it as kube-apiserver does.
 fn bad(what: impl std::fmt::Display) -> ApiError {
-    ApiError::BadRequest(format!(
-        "the protobuf request body could not be decoded: {what}"
-    ))
+    ApiError::BadRequest(what.to_string())
+}
+
+/// Go's protobuf decoders call a buffer that ends inside a field `unexpected EOF`.
+fn eof(_: prost::DecodeError) -> ApiError {
+    bad("unexpected EOF")
+}
+
+/// The start of a body as kube-apiserver quotes it in decoding errors (its `summarizeData`):
+/// hex of the first 30 bytes, `...` when there are more.
+fn summary(body: &[u8]) -> String {
+    let hex: String = body.iter().take(30).map(|b| format!("{b:02x}")).collect();
+    if body.len() > 30 {
+        format!("{hex} ...")
+    } else {
+        hex
+    }
 }
 
 fn parse_ty(s: &str) -> Ty {
@@ -156,26 +171,26 @@ enum Wire<'a> {
 fn wire_fields(mut buf: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, ApiError> {
     let mut out = Vec::new();
     while buf.has_remaining() {
-        let (tag, wire_type) = decode_key(&mut buf).map_err(bad)?;
+        let (tag, wire_type) = decode_key(&mut buf).map_err(eof)?;
         let value = match wire_type {
-            WireType::Varint => Wire::Varint(decode_varint(&mut buf).map_err(bad)?),
+            WireType::Varint => Wire::Varint(decode_varint(&mut buf).map_err(eof)?),
             WireType::SixtyFourBit if buf.remaining() >= 8 => Wire::Fixed64(buf.get_u64_le()),
             WireType::ThirtyTwoBit if buf.remaining() >= 4 => {
                 buf.advance(4);
                 Wire::Fixed32
             }
             WireType::LengthDelimited => {
-                let len = usize::try_from(decode_varint(&mut buf).map_err(bad)?)
+                let len = usize::try_from(decode_varint(&mut buf).map_err(eof)?)
                     .map_err(|_| bad("length out of range"))?;
                 if len > buf.len() {
-                    return Err(bad(format!("field {tag} is truncated")));
+                    return Err(bad("unexpected EOF"));
                 }
                 let (value, rest) = buf.split_at(len);
                 buf = rest;
                 Wire::Bytes(value)
             }
             WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
-                return Err(bad(format!("field {tag} is truncated")));
+                return Err(bad("unexpected EOF"));
             }
             WireType::StartGroup | WireType::EndGroup => {
                 return Err(bad(format!("field {tag} uses groups, which Kubernetes never does")));
@@ -211,7 +226,7 @@ fn scalars(ty: &Ty, w: &Wire, what: &str) -> Result<Vec<Value>, ApiError> {
             let mut packed: &[u8] = packed;
             let mut out = Vec::new();
             while packed.has_remaining() {
-                let v = decode_varint(&mut packed).map_err(bad)?;
+                let v = decode_varint(&mut packed).map_err(eof)?;
                 out.push(scalar(ty, &Wire::Varint(v), what)?);
             }
             Ok(out)
@@ -428,7 +443,9 @@ fn decode_message(table: &Table, message: &str, raw: &[u8]) -> Result<Value, Api
 fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), ApiError> {
     let payload = body
         .strip_prefix(MAGIC)
-        .ok_or_else(|| bad("it does not start with the k8s\\0 magic prefix"))?;
+        .ok_or_else(|| {
+            bad("provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]")
+        })?;
     let (mut api_version, mut kind, mut raw): (String, String, &[u8]) =
         (String::new(), String::new(), &[]);
     for (tag, w) in wire_fields(payload)? {
@@ -455,21 +472,41 @@ fn envelope(body: &[u8]) -> Result<(String, String, &[u8]), ApiError> {
     Ok((api_version, kind, raw))
 }
 
-/// Decode a `k8s\0`-prefixed `runtime.Unknown` body into the object's JSON form.
-pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
-    let (api_version, kind, raw) = envelope(body)?;
-    if kind.is_empty() {
-        return Err(bad("the envelope names no kind"));
-    }
+/// Decode a `k8s\0`-prefixed `runtime.Unknown` body into the object's JSON form; `expected`
+/// is the kind the URL serves, which kube-apiserver's decoding errors name.
+pub fn decode(body: &[u8], expected: &str) -> Result<Value, ApiError> {
+    let detail = |e: ApiError| match e {
+        ApiError::BadRequest(m) => m,
+        other => other.to_string(),
+    };
+    let (api_version, kind, raw) = envelope(body)
+        .and_then(|e| match e.1.is_empty() {
+            true => Err(bad("Object 'Kind' is missing")),
+            false => Ok(e),
+        })
+        .map_err(|e| {
+            ApiError::BadRequest(format!(
+                "the object provided is unrecognized (must be of type {expected}): {} ({})",
+                detail(e),
+                summary(body)
+            ))
+        })?;
     let table = table()?;
     let message = table.message_of(&api_version, &kind).ok_or_else(|| {
         ApiError::UnsupportedMediaType(format!(
             "application/json, application/yaml (no protobuf message for {kind} in {api_version}; custom resources have none)"
         ))
     })?;
-    let mut obj = match decode_message(table, message, raw)? {
-        Value::Object(o) => o,
-        _ => Map::new(),
+    let version = api_version.rsplit('/').next().unwrap_or_default();
+    let mut obj = match decode_message(table, message, raw) {
+        Ok(Value::Object(o)) => o,
+        Ok(_) => Map::new(),
+        Err(e) => {
+            return Err(ApiError::BadRequest(format!(
+                "{kind} in version {version:?} cannot be handled as a {expected}: {}",
+                detail(e)
+            )));
+        }
     };
     obj.insert("apiVersion".into(), json!(api_version));
     obj.insert("kind".into(), json!(kind));
@@ -765,9 +802,9 @@ mod tests {
             "metadata": {"name": "c1", "labels": {"app": "x"}, "creationTimestamp": "2026-01-02T03:04:05Z"},
             "data": {"a": "b"}, "binaryData": {"k": "AAEC"}});
         let wire = encode(&cm).unwrap().unwrap();
-        assert_eq!(decode(&wire).unwrap(), cm);
+        assert_eq!(decode(&wire, "ConfigMap").unwrap(), cm);
         for garbage in [&b"k8s"[..], b"k8s\0\x0a\xff", b"{}", b"k8s\0\x12\x02\x0a"] {
-            let e = decode(garbage).unwrap_err();
+            let e = decode(garbage, "ConfigMap").unwrap_err();
             assert_eq!(e.code(), axum::http::StatusCode::BAD_REQUEST, "{garbage:?}");
         }
     }
