@@ -138,7 +138,11 @@ fn json_names(openapi: &Path) -> Result<BTreeMap<String, Vec<String>>> {
 fn package(module: &[String]) -> String {
     let mut parts = vec!["io".to_string(), "k8s".to_string()];
     for (i, m) in module.iter().enumerate() {
-        parts.push(if i == 0 { m.replace('_', "-") } else { m.clone() });
+        parts.push(if i == 0 {
+            m.replace('_', "-")
+        } else {
+            m.clone()
+        });
     }
     parts.join(".")
 }
@@ -227,9 +231,9 @@ fn lower_camel(snake: &str) -> String {
 
 pub fn generate() -> Result<Table> {
     let dirs = package_dirs()?;
-    let pb = dirs
-        .get("k8s-pb")
-        .ok_or_else(|| anyhow!("k8s-pb is not in cargo metadata (a dev-dependency of strata-envtest)"))?;
+    let pb = dirs.get("k8s-pb").ok_or_else(|| {
+        anyhow!("k8s-pb is not in cargo metadata (a dev-dependency of strata-envtest)")
+    })?;
     let openapi = dirs
         .get("k8s-openapi")
         .ok_or_else(|| anyhow!("k8s-openapi is not in cargo metadata"))?;

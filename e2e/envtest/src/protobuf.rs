@@ -193,7 +193,9 @@ fn wire_fields(mut buf: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, ApiError> {
                 return Err(bad("unexpected EOF"));
             }
             WireType::StartGroup | WireType::EndGroup => {
-                return Err(bad(format!("field {tag} uses groups, which Kubernetes never does")));
+                return Err(bad(format!(
+                    "field {tag} uses groups, which Kubernetes never does"
+                )));
             }
         };
         out.push((tag, value));
@@ -346,9 +348,10 @@ fn special(table: &Table, message: &str, raw: &[u8]) -> Result<Option<Value>, Ap
             }
             if kind == 1 { json!(string) } else { json!(int) }
         }
-        (p, "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrStringArray")
-            if p.starts_with("io.k8s.apiextensions-apiserver") =>
-        {
+        (
+            p,
+            "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrStringArray",
+        ) if p.starts_with("io.k8s.apiextensions-apiserver") => {
             let props = format!("{p}.JSONSchemaProps");
             let (mut schema, mut list, mut allows) = (None, Vec::new(), false);
             for (tag, w) in wire_fields(raw)? {
@@ -620,9 +623,10 @@ fn encode_special(
                 put_varint(2, int_of(other, message)? as u64, out);
             }
         },
-        (p, "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrStringArray")
-            if p.starts_with("io.k8s.apiextensions-apiserver") =>
-        {
+        (
+            p,
+            "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrStringArray",
+        ) if p.starts_with("io.k8s.apiextensions-apiserver") => {
             let props = format!("{p}.JSONSchemaProps");
             let props = Ty::Message(props);
             match (short, v) {
@@ -779,7 +783,10 @@ mod tests {
         ] {
             assert!(t.message_of(v, k).is_some(), "{v} {k}");
         }
-        assert!(t.message_of("azure.strata.dev/v1alpha1", "ResourceGroup").is_none());
+        assert!(
+            t.message_of("azure.strata.dev/v1alpha1", "ResourceGroup")
+                .is_none()
+        );
     }
 
     #[test]

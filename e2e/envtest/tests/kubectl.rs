@@ -532,7 +532,13 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
     // (a Deployment's nested pod template, int-or-strings, quantities, RBAC, a cluster-scoped
     // kind), read back in JSON.
     k.ok(
-        &["create", "deployment", "web", "--image=nginx:1.27", "--replicas=0"],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=0",
+        ],
         None,
     )
     .await;
@@ -550,18 +556,30 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
         .await,
         "0/nginx:1.27/25%"
     );
-    k.ok(&["create", "service", "clusterip", "svc", "--tcp=80:8080"], None)
-        .await;
+    k.ok(
+        &["create", "service", "clusterip", "svc", "--tcp=80:8080"],
+        None,
+    )
+    .await;
     assert_eq!(
         k.ok(
-            &["get", "svc", "svc", "-o", "jsonpath={.spec.ports[0].targetPort}"],
+            &[
+                "get",
+                "svc",
+                "svc",
+                "-o",
+                "jsonpath={.spec.ports[0].targetPort}"
+            ],
             None
         )
         .await,
         "8080"
     );
-    k.ok(&["create", "quota", "q", "--hard=cpu=1,memory=1Gi,pods=2"], None)
-        .await;
+    k.ok(
+        &["create", "quota", "q", "--hard=cpu=1,memory=1Gi,pods=2"],
+        None,
+    )
+    .await;
     assert_eq!(
         k.ok(
             &["get", "quota", "q", "-o", "jsonpath={.spec.hard.memory}"],
@@ -571,7 +589,13 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
         "1Gi"
     );
     k.ok(
-        &["create", "role", "reader", "--verb=get,list", "--resource=pods"],
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
         None,
     )
     .await;
@@ -588,8 +612,11 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
     k.ok(&["create", "priorityclass", &pc, "--value=1000"], None)
         .await;
     assert_eq!(
-        k.ok(&["get", "priorityclass", &pc, "-o", "jsonpath={.value}"], None)
-            .await,
+        k.ok(
+            &["get", "priorityclass", &pc, "-o", "jsonpath={.value}"],
+            None
+        )
+        .await,
         "1000"
     );
     k.ok(&["delete", "priorityclass", &pc], None).await;

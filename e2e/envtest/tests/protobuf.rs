@@ -52,7 +52,9 @@ fn envelope<M: Message>(api_version: &str, kind: &str, m: &M) -> Vec<u8> {
 
 /// The kind's message of a protobuf response (after checking the envelope names `kind`).
 fn open<M: Message + Default>(body: &[u8], kind: &str) -> M {
-    let payload = body.strip_prefix(b"k8s\0").expect("the k8s\\0 magic prefix");
+    let payload = body
+        .strip_prefix(b"k8s\0")
+        .expect("the k8s\\0 magic prefix");
     let unknown = Unknown::decode(payload).unwrap();
     assert_eq!(unknown.type_meta.unwrap().kind.as_deref(), Some(kind));
     M::decode(unknown.raw.unwrap_or_default().as_slice()).unwrap()
@@ -102,7 +104,12 @@ async fn send(
 
 async fn post_protobuf(client: &Client, path: &str, body: Vec<u8>) -> Value {
     let a = send(client, "POST", path, PROTOBUF, "application/json", body).await;
-    assert_eq!(a.code, 201, "POST {path}: {}", String::from_utf8_lossy(&a.body));
+    assert_eq!(
+        a.code,
+        201,
+        "POST {path}: {}",
+        String::from_utf8_lossy(&a.body)
+    );
     a.json()
 }
 
@@ -116,13 +123,31 @@ async fn post_json(client: &Client, path: &str, body: Value) -> Value {
         body.to_string().into_bytes(),
     )
     .await;
-    assert_eq!(a.code, 201, "POST {path}: {}", String::from_utf8_lossy(&a.body));
+    assert_eq!(
+        a.code,
+        201,
+        "POST {path}: {}",
+        String::from_utf8_lossy(&a.body)
+    );
     a.json()
 }
 
 async fn get_json(client: &Client, path: &str) -> Value {
-    let a = send(client, "GET", path, "application/json", "application/json", vec![]).await;
-    assert_eq!(a.code, 200, "GET {path}: {}", String::from_utf8_lossy(&a.body));
+    let a = send(
+        client,
+        "GET",
+        path,
+        "application/json",
+        "application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        a.code,
+        200,
+        "GET {path}: {}",
+        String::from_utf8_lossy(&a.body)
+    );
     a.json()
 }
 
@@ -130,7 +155,13 @@ async fn get_json(client: &Client, path: &str) -> Value {
 /// resourceVersion, timestamps.
 fn comparable(mut o: Value) -> Value {
     let m = &mut o["metadata"];
-    for k in ["name", "uid", "resourceVersion", "creationTimestamp", "selfLink"] {
+    for k in [
+        "name",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "selfLink",
+    ] {
         m.as_object_mut().unwrap().remove(k);
     }
     for f in m["managedFields"].as_array_mut().into_iter().flatten() {
@@ -145,7 +176,10 @@ fn differences(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: std::collections::BTreeSet<_> = x.keys().chain(y.keys()).collect();
             for k in keys {
-                let (va, vb) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
                 differences(va, vb, &format!("{path}/{k}"), out);
             }
         }
@@ -163,7 +197,11 @@ fn differences(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
 fn assert_same(protobuf: Value, json: Value) {
     let mut out = Vec::new();
     differences(&protobuf, &json, "", &mut out);
-    assert!(out.is_empty(), "protobuf path != JSON path:\n{}", out.join("\n"));
+    assert!(
+        out.is_empty(),
+        "protobuf path != JSON path:\n{}",
+        out.join("\n")
+    );
 }
 
 fn meta_named(name: &str) -> meta::ObjectMeta {
@@ -186,7 +224,11 @@ async fn delete_with_options(client: &Client, path: &str, uid: &str) {
         propagation_policy: s("Foreground"),
         ..Default::default()
     };
-    let wrong = envelope("v1", "DeleteOptions", &options("00000000-0000-0000-0000-000000000000"));
+    let wrong = envelope(
+        "v1",
+        "DeleteOptions",
+        &options("00000000-0000-0000-0000-000000000000"),
+    );
     let a = send(client, "DELETE", path, PROTOBUF, "application/json", wrong).await;
     assert_eq!(a.code, 409, "{}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.json()["reason"], "Conflict");
@@ -202,7 +244,15 @@ async fn delete_with_options(client: &Client, path: &str, uid: &str) {
     assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
     // Foreground: the object may linger with the foregroundDeletion finalizer until the garbage
     // collector (absent on a bare kube-apiserver) removes it; either way it is being deleted.
-    let left = send(client, "GET", path, "application/json", "application/json", vec![]).await;
+    let left = send(
+        client,
+        "GET",
+        path,
+        "application/json",
+        "application/json",
+        vec![],
+    )
+    .await;
     assert!(
         left.code == 404 || left.json()["metadata"]["deletionTimestamp"].is_string(),
         "{}",
@@ -280,8 +330,18 @@ async fn namespace_configmap_and_secret_in_protobuf_equal_their_json_twins() {
         immutable: Some(false),
     };
     let base = format!("/api/v1/namespaces/{pb_ns}");
-    post_protobuf(&c, &format!("{base}/configmaps"), envelope("v1", "ConfigMap", &cm)).await;
-    post_protobuf(&c, &format!("{base}/secrets"), envelope("v1", "Secret", &secret)).await;
+    post_protobuf(
+        &c,
+        &format!("{base}/configmaps"),
+        envelope("v1", "ConfigMap", &cm),
+    )
+    .await;
+    post_protobuf(
+        &c,
+        &format!("{base}/secrets"),
+        envelope("v1", "Secret", &secret),
+    )
+    .await;
     let labels = json!({"app": "pb"});
     let annotations = json!({"note": "from protobuf"});
     post_json(
@@ -313,7 +373,9 @@ async fn namespace_configmap_and_secret_in_protobuf_equal_their_json_twins() {
     // PUT in protobuf, with the resourceVersion read back; the JSON twin gets the same change.
     let mut cm2 = cm.clone();
     let meta2 = cm2.metadata.as_mut().unwrap();
-    meta2.resource_version = cm_pb["metadata"]["resourceVersion"].as_str().map(String::from);
+    meta2.resource_version = cm_pb["metadata"]["resourceVersion"]
+        .as_str()
+        .map(String::from);
     cm2.data.insert("c".into(), "3".into());
     cm2.data.remove("a");
     let a = send(
@@ -340,7 +402,7 @@ async fn namespace_configmap_and_secret_in_protobuf_equal_their_json_twins() {
     assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
     assert_same(
         comparable(get_json(&c, &format!("{base}/configmaps/cm")).await),
-        comparable(get_json(&c, &format!("{base}/configmaps/cm-json")).await)
+        comparable(get_json(&c, &format!("{base}/configmaps/cm-json")).await),
     );
 
     // A stale resourceVersion in a protobuf PUT is a conflict, as in JSON.
@@ -487,7 +549,9 @@ fn deployment_json(name: &str) -> Value {
 
 /// The selector and template labels name the Deployment; compare them with the name taken out.
 fn comparable_deployment(o: Value, name: &str) -> Value {
-    let text = comparable(o).to_string().replace(&format!("\"{name}\""), "\"NAME\"");
+    let text = comparable(o)
+        .to_string()
+        .replace(&format!("\"{name}\""), "\"NAME\"");
     serde_json::from_str(&text).unwrap()
 }
 
@@ -498,7 +562,12 @@ async fn deployment_in_protobuf_equals_its_json_twin_through_create_status_updat
     let ns = test_namespace(&c).await;
     let base = format!("/apis/apps/v1/namespaces/{ns}/deployments");
 
-    post_protobuf(&c, &base, envelope("apps/v1", "Deployment", &deployment("dep"))).await;
+    post_protobuf(
+        &c,
+        &base,
+        envelope("apps/v1", "Deployment", &deployment("dep")),
+    )
+    .await;
     post_json(&c, &base, deployment_json("twin")).await;
     let pb = get_json(&c, &format!("{base}/dep")).await;
     let js = get_json(&c, &format!("{base}/twin")).await;
@@ -745,7 +814,11 @@ fn crd_json(group: &str) -> Value {
 /// A CRD without its names, group and the conditions' times (two CRDs differ there).
 fn comparable_crd(o: Value, group: &str) -> Value {
     let mut o = comparable(o);
-    for c in o["status"]["conditions"].as_array_mut().into_iter().flatten() {
+    for c in o["status"]["conditions"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
         c.as_object_mut().unwrap().remove("lastTransitionTime");
     }
     let text = o.to_string().replace(group, "GROUP");
@@ -755,7 +828,11 @@ fn comparable_crd(o: Value, group: &str) -> Value {
 async fn established(c: &Client, name: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let crd = get_json(c, &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")).await;
+        let crd = get_json(
+            c,
+            &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
+        )
+        .await;
         let ok = crd["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -764,7 +841,10 @@ async fn established(c: &Client, name: &str) -> Value {
         if ok {
             return crd;
         }
-        assert!(std::time::Instant::now() < deadline, "{name} never Established");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} never Established"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
@@ -774,18 +854,28 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
     let env = TestEnv::start().await.unwrap();
     let c = env.client();
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let (pb_group, js_group) = (format!("pb{suffix}.strata.dev"), format!("js{suffix}.strata.dev"));
+    let (pb_group, js_group) = (
+        format!("pb{suffix}.strata.dev"),
+        format!("js{suffix}.strata.dev"),
+    );
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     post_protobuf(
         &c,
         crds,
-        envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &crd(&pb_group)),
+        envelope(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            &crd(&pb_group),
+        ),
     )
     .await;
     post_json(&c, crds, crd_json(&js_group)).await;
     let pb = established(&c, &format!("gizmos.{pb_group}")).await;
     let js = established(&c, &format!("gizmos.{js_group}")).await;
-    assert_same(comparable_crd(pb.clone(), &pb_group), comparable_crd(js, &js_group));
+    assert_same(
+        comparable_crd(pb.clone(), &pb_group),
+        comparable_crd(js, &js_group),
+    );
 
     // The schema works: defaults from JSON, CEL from the validations.
     let ns = test_namespace(&c).await;
@@ -795,8 +885,10 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
         "POST",
         &gizmos,
         "application/json",
-        Some(json!({"apiVersion": format!("{pb_group}/v1"), "kind": "Gizmo",
-            "metadata": {"name": "g"}, "spec": {"size": 4, "tags": {"a": "b"}}})),
+        Some(
+            json!({"apiVersion": format!("{pb_group}/v1"), "kind": "Gizmo",
+            "metadata": {"name": "g"}, "spec": {"size": 4, "tags": {"a": "b"}}}),
+        ),
     )
     .await;
     assert_eq!(code, 201, "{body}");
@@ -806,12 +898,20 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
         "POST",
         &gizmos,
         "application/json",
-        Some(json!({"apiVersion": format!("{pb_group}/v1"), "kind": "Gizmo",
-            "metadata": {"name": "h"}, "spec": {"size": 8}})),
+        Some(
+            json!({"apiVersion": format!("{pb_group}/v1"), "kind": "Gizmo",
+            "metadata": {"name": "h"}, "spec": {"size": 8}}),
+        ),
     )
     .await;
     assert_eq!(code, 422, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("big gizmos are blue"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("big gizmos are blue"),
+        "{body}"
+    );
 
     // Update in protobuf: a new printer column.
     let mut update = crd(&pb_group);
@@ -834,15 +934,30 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
         &path,
         PROTOBUF,
         "application/json",
-        envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &update),
+        envelope(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            &update,
+        ),
     )
     .await;
     assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
     let columns = &a.json()["spec"]["versions"][0]["additionalPrinterColumns"];
-    assert_eq!(columns[1], json!({"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}));
+    assert_eq!(
+        columns[1],
+        json!({"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1})
+    );
 
     // Read in protobuf: k8s-pb decodes the CRD with its schema.
-    let a = send(&c, "GET", &path, "application/json", ACCEPT_PROTOBUF, vec![]).await;
+    let a = send(
+        &c,
+        "GET",
+        &path,
+        "application/json",
+        ACCEPT_PROTOBUF,
+        vec![],
+    )
+    .await;
     assert_eq!(a.code, 200);
     assert_eq!(a.content_type, PROTOBUF);
     let got: ext::CustomResourceDefinition = open(&a.body, "CustomResourceDefinition");
@@ -869,7 +984,10 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
             .map(|(k, v)| {
                 let def = v.default.as_ref().and_then(|d| d.raw.clone());
                 let def = def.map(|d| serde_json::from_slice::<Value>(&d).unwrap());
-                (k.clone(), (v.r#type.clone(), def, v.x_kubernetes_list_map_keys.clone()))
+                (
+                    k.clone(),
+                    (v.r#type.clone(), def, v.x_kubernetes_list_map_keys.clone()),
+                )
             })
             .collect::<BTreeMap<_, _>>()
     };
@@ -879,7 +997,12 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
     let rules = |p: &ext::JsonSchemaProps| {
         let mut rules = p.x_kubernetes_validations.clone();
         for r in &mut rules {
-            for f in [&mut r.message_expression, &mut r.reason, &mut r.field_path, &mut r.message] {
+            for f in [
+                &mut r.message_expression,
+                &mut r.reason,
+                &mut r.field_path,
+                &mut r.message,
+            ] {
                 if f.as_deref() == Some("") {
                     *f = None;
                 }
@@ -909,7 +1032,14 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
     )
     .await;
     assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
-    let (code, _) = raw(&c, "DELETE", &format!("{crds}/gizmos.{js_group}"), "application/json", None).await;
+    let (code, _) = raw(
+        &c,
+        "DELETE",
+        &format!("{crds}/gizmos.{js_group}"),
+        "application/json",
+        None,
+    )
+    .await;
     assert_eq!(code, 200);
 }
 
@@ -926,7 +1056,15 @@ async fn protobuf_responses_decode_with_k8s_pb_objects_lists_and_errors() {
         immutable: None,
     };
     // Created in protobuf and answered in protobuf.
-    let a = send(&c, "POST", &base, PROTOBUF, ACCEPT_PROTOBUF, envelope("v1", "ConfigMap", &cm)).await;
+    let a = send(
+        &c,
+        "POST",
+        &base,
+        PROTOBUF,
+        ACCEPT_PROTOBUF,
+        envelope("v1", "ConfigMap", &cm),
+    )
+    .await;
     assert_eq!(a.code, 201, "{}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.content_type, PROTOBUF);
     let created: core::ConfigMap = open(&a.body, "ConfigMap");
@@ -934,9 +1072,18 @@ async fn protobuf_responses_decode_with_k8s_pb_objects_lists_and_errors() {
     let m = created.metadata.clone().unwrap();
     assert_eq!(m.name.as_deref(), Some("cm"));
     assert_eq!(m.uid.as_deref(), json["metadata"]["uid"].as_str());
-    assert_eq!(m.resource_version.as_deref(), json["metadata"]["resourceVersion"].as_str());
-    let created_at = chrono::DateTime::parse_from_rfc3339(json["metadata"]["creationTimestamp"].as_str().unwrap()).unwrap();
-    assert_eq!(m.creation_timestamp.unwrap().seconds, Some(created_at.timestamp()));
+    assert_eq!(
+        m.resource_version.as_deref(),
+        json["metadata"]["resourceVersion"].as_str()
+    );
+    let created_at = chrono::DateTime::parse_from_rfc3339(
+        json["metadata"]["creationTimestamp"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        m.creation_timestamp.unwrap().seconds,
+        Some(created_at.timestamp())
+    );
     assert_eq!(m.labels, cm.metadata.clone().unwrap().labels);
     assert_eq!(created.data, cm.data);
     assert_eq!(created.binary_data, cm.binary_data);
@@ -949,42 +1096,92 @@ async fn protobuf_responses_decode_with_k8s_pb_objects_lists_and_errors() {
     // A Deployment with quantities and int-or-strings.
     let deployments = format!("/apis/apps/v1/namespaces/{ns}/deployments");
     post_json(&c, &deployments, deployment_json("web")).await;
-    let a = send(&c, "GET", &format!("{deployments}/web"), "application/json", ACCEPT_PROTOBUF, vec![]).await;
+    let a = send(
+        &c,
+        "GET",
+        &format!("{deployments}/web"),
+        "application/json",
+        ACCEPT_PROTOBUF,
+        vec![],
+    )
+    .await;
     assert_eq!(a.content_type, PROTOBUF);
     let d: apps::Deployment = open(&a.body, "Deployment");
     let spec = d.spec.unwrap();
     let rolling = spec.strategy.unwrap().rolling_update.unwrap();
     assert_eq!(rolling.max_surge.unwrap().str_val.as_deref(), Some("50%"));
     let unavailable = rolling.max_unavailable.unwrap();
-    assert_eq!((unavailable.r#type, unavailable.int_val), (Some(0), Some(1)));
+    assert_eq!(
+        (unavailable.r#type, unavailable.int_val),
+        (Some(0), Some(1))
+    );
     let pod = spec.template.unwrap().spec.unwrap();
     let limits = &pod.containers[0].resources.as_ref().unwrap().limits;
     assert_eq!(limits["memory"].string.as_deref(), Some("128Mi"));
-    let volume = pod.volumes[0].volume_source.clone().unwrap().config_map.unwrap();
-    assert_eq!(volume.local_object_reference.unwrap().name.as_deref(), Some("web-config"));
+    let volume = pod.volumes[0]
+        .volume_source
+        .clone()
+        .unwrap()
+        .config_map
+        .unwrap();
+    assert_eq!(
+        volume.local_object_reference.unwrap().name.as_deref(),
+        Some("web-config")
+    );
     assert_eq!(volume.default_mode, Some(0o644));
 
     // A list.
-    let a = send(&c, "GET", &base, "application/json", ACCEPT_PROTOBUF, vec![]).await;
+    let a = send(
+        &c,
+        "GET",
+        &base,
+        "application/json",
+        ACCEPT_PROTOBUF,
+        vec![],
+    )
+    .await;
     assert_eq!(a.code, 200);
     assert_eq!(a.content_type, PROTOBUF);
     let list: core::ConfigMapList = open(&a.body, "ConfigMapList");
-    let names: Vec<_> = list.items.iter().filter_map(|i| i.metadata.as_ref()?.name.clone()).collect();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|i| i.metadata.as_ref()?.name.clone())
+        .collect();
     assert!(names.contains(&"cm".to_string()), "{names:?}");
     assert!(list.metadata.unwrap().resource_version.is_some());
 
     // An error: a Status in protobuf.
-    let a = send(&c, "GET", &format!("{base}/missing"), "application/json", ACCEPT_PROTOBUF, vec![]).await;
+    let a = send(
+        &c,
+        "GET",
+        &format!("{base}/missing"),
+        "application/json",
+        ACCEPT_PROTOBUF,
+        vec![],
+    )
+    .await;
     assert_eq!(a.code, 404);
     assert_eq!(a.content_type, PROTOBUF);
     let status: meta::Status = open(&a.body, "Status");
     assert_eq!(status.code, Some(404));
     assert_eq!(status.reason.as_deref(), Some("NotFound"));
-    assert_eq!(status.message.as_deref(), Some("configmaps \"missing\" not found"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("configmaps \"missing\" not found")
+    );
     assert_eq!(status.details.unwrap().name.as_deref(), Some("missing"));
 
     // JSON first in Accept: JSON.
-    let a = send(&c, "GET", &format!("{base}/cm"), "application/json", "application/json, application/vnd.kubernetes.protobuf", vec![]).await;
+    let a = send(
+        &c,
+        "GET",
+        &format!("{base}/cm"),
+        "application/json",
+        "application/json, application/vnd.kubernetes.protobuf",
+        vec![],
+    )
+    .await;
     assert_eq!(a.content_type, "application/json");
 }
 
@@ -1021,20 +1218,41 @@ async fn malformed_protobuf_bodies_are_bad_requests_worded_as_kube_apiserver() {
     for (body, message) in [
         (
             truncated,
-            format!("{unrecognized}: unexpected EOF (6b3873000a0f0a0276311209436f6e6669674d617012270a250a01745a09 ...)"),
+            format!(
+                "{unrecognized}: unexpected EOF (6b3873000a0f0a0276311209436f6e6669674d617012270a250a01745a09 ...)"
+            ),
         ),
-        (b"k8s\0\x0a\xff\xff".to_vec(), format!("{unrecognized}: unexpected EOF (6b3873000affff)")),
+        (
+            b"k8s\0\x0a\xff\xff".to_vec(),
+            format!("{unrecognized}: unexpected EOF (6b3873000affff)"),
+        ),
         (
             b"not protobuf".to_vec(),
-            format!("{unrecognized}: provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] (6e6f742070726f746f627566)"),
+            format!(
+                "{unrecognized}: provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] (6e6f742070726f746f627566)"
+            ),
         ),
         (
             bad_message,
-            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: unexpected EOF".to_string(),
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: unexpected EOF"
+                .to_string(),
         ),
     ] {
-        let a = send(&c, "POST", &base, PROTOBUF, "application/json", body.clone()).await;
-        assert_eq!(a.code, 400, "{body:?}: {}", String::from_utf8_lossy(&a.body));
+        let a = send(
+            &c,
+            "POST",
+            &base,
+            PROTOBUF,
+            "application/json",
+            body.clone(),
+        )
+        .await;
+        assert_eq!(
+            a.code,
+            400,
+            "{body:?}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
         let status = a.json();
         assert_eq!(status["reason"], "BadRequest", "{status}");
         assert_eq!(status["message"], message.as_str(), "{body:?}");
