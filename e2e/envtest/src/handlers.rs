@@ -317,7 +317,12 @@ async fn json_to_protobuf(response: Response) -> Response {
             parts.headers.remove(header::CONTENT_LENGTH);
             Response::from_parts(parts, axum::body::Body::from(wire))
         }
-        Some(Err(e)) => e.into_response(),
+        // A stored value protobuf cannot carry (a JSON client stored `1.5` where an integer
+        // goes): the client also accepts JSON, so it gets that rather than an error.
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "answering in JSON: the object does not fit protobuf");
+            Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
         _ => Response::from_parts(parts, axum::body::Body::from(bytes)),
     }
 }
