@@ -811,16 +811,17 @@ fn crd_json(group: &str) -> Value {
                         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}}]}})
 }
 
-/// A CRD without its names, group and the conditions' times (two CRDs differ there).
+/// What a CRD's client wrote and the names it got, with the group taken out. Its conditions and
+/// their managedFields come from kube-apiserver's CRD controllers, one write at a time, so two
+/// CRDs polled until Established may be a status write apart.
 fn comparable_crd(o: Value, group: &str) -> Value {
-    let mut o = comparable(o);
-    for c in o["status"]["conditions"]
-        .as_array_mut()
-        .into_iter()
-        .flatten()
-    {
-        c.as_object_mut().unwrap().remove("lastTransitionTime");
-    }
+    let o = json!({
+        "spec": o["spec"],
+        "acceptedNames": o["status"]["acceptedNames"],
+        "storedVersions": o["status"]["storedVersions"],
+        "labels": o["metadata"]["labels"],
+        "annotations": o["metadata"]["annotations"],
+    });
     let text = o.to_string().replace(group, "GROUP");
     serde_json::from_str(&text).unwrap()
 }
@@ -912,6 +913,31 @@ async fn crd_in_protobuf_equals_its_json_twin_and_validates_alike() {
             .contains("big gizmos are blue"),
         "{body}"
     );
+
+    // Custom resources have no protobuf: answered in JSON when JSON is also accepted; a
+    // protobuf body is refused with 415.
+    let a = send(
+        &c,
+        "GET",
+        &format!("{gizmos}/g"),
+        "application/json",
+        ACCEPT_PROTOBUF,
+        vec![],
+    )
+    .await;
+    assert_eq!((a.code, a.content_type.as_str()), (200, "application/json"));
+    // kube-apiserver 1.32 closes the stream without an answer here (the client sees an
+    // incomplete message); the server says 415, which is what a client can act on.
+    if server() == Server::Embedded {
+        let body = envelope(
+            &format!("{pb_group}/v1"),
+            "Gizmo",
+            &core::ConfigMap::default(),
+        );
+        let a = send(&c, "POST", &gizmos, PROTOBUF, "application/json", body).await;
+        assert_eq!(a.code, 415, "{}", String::from_utf8_lossy(&a.body));
+        assert_eq!(a.json()["reason"], "UnsupportedMediaType");
+    }
 
     // Update in protobuf: a new printer column.
     let mut update = crd(&pb_group);
