@@ -17,7 +17,8 @@
 //! from k8s-pb's `Resource` impls); `<package>.<Message>` starts a message; its fields follow as
 //! ` <tag> <jsonName> <type>`, where type is a scalar (`string`, `int32`, `int64`, `bool`,
 //! `double`, `bytes`), a message name, `*<type>` for a repeated field or `{<type>}` for a map
-//! with string keys. A JSON name `-` marks a Go struct embedded inline: its fields are the
+//! with string keys, then ` !` when the OpenAPI definition lists the field as required (Go
+//! writes it even when empty: no `omitempty`). A JSON name `-` marks a Go struct embedded inline: its fields are the
 //! parent's in JSON.
 
 use std::collections::BTreeMap;
@@ -121,6 +122,8 @@ fn json_names(openapi: &Path) -> Result<BTreeMap<String, Vec<String>>> {
         .ok_or_else(|| anyhow!("no v1_* module in {}", src.display()))?;
     let schema_name = regex::Regex::new(r#"fn schema_name\(\)[^{]*\{\s*"([^"]+)""#)?;
     let field = regex::Regex::new(r#"serialize_field\(\s*&mut state,\s*"([^"]+)""#)?;
+    let required = regex::Regex::new(r#""required":\s*\[([^\]]*)\]"#)?;
+    let quoted = regex::Regex::new(r#""([^"]+)""#)?;
     let mut files = Vec::new();
     rust_files(&src.join(latest), &mut files)?;
     let mut out = BTreeMap::new();
@@ -128,7 +131,17 @@ fn json_names(openapi: &Path) -> Result<BTreeMap<String, Vec<String>>> {
         let text = std::fs::read_to_string(&f)?;
         if let Some(c) = schema_name.captures(&text) {
             let names = field.captures_iter(&text).map(|c| c[1].to_string());
-            out.insert(c[1].to_string(), names.collect());
+            let required: Vec<String> = required
+                .captures(&text)
+                .map(|r| {
+                    quoted
+                        .captures_iter(&r[1])
+                        .map(|q| format!("!{}", &q[1]))
+                        .collect()
+                })
+                .unwrap_or_default();
+            // Required names are listed again with a `!` in front.
+            out.insert(c[1].to_string(), names.chain(required).collect());
         }
     }
     Ok(out)
@@ -339,7 +352,7 @@ pub fn generate() -> Result<Table> {
         }
     };
     let mut global: BTreeMap<String, String> = BTreeMap::new();
-    for n in names.values().flatten() {
+    for n in names.values().flatten().filter(|n| !n.starts_with('!')) {
         global.entry(squash(n)).or_insert_with(|| n.clone());
     }
     let mut messages = BTreeMap::new();
@@ -351,7 +364,11 @@ pub fn generate() -> Result<Table> {
         let mut lines = Vec::new();
         for (number, rust, ty) in fields {
             let key = squash(rust.trim_start_matches("r#"));
-            let name = match json.and_then(|j| j.iter().find(|n| squash(n) == key)) {
+            let is_required =
+                json.is_some_and(|j| j.iter().any(|n| n.starts_with('!') && squash(n) == key));
+            let name = match json
+                .and_then(|j| j.iter().find(|n| !n.starts_with('!') && squash(n) == key))
+            {
                 Some(n) => n.clone(),
                 // A Go struct embedded with `json:",inline"` (Volume's VolumeSource, Probe's
                 // ProbeHandler): a nested message in protobuf, its fields flattened in JSON.
@@ -368,7 +385,8 @@ pub fn generate() -> Result<Table> {
                         .unwrap_or_else(|| lower_camel(&rust))
                 }
             };
-            lines.push((number, format!(" {number} {name} {}", rename(&ty))));
+            let mark = if is_required { " !" } else { "" };
+            lines.push((number, format!(" {number} {name} {}{mark}", rename(&ty))));
         }
         field_count += lines.len();
         messages.insert(full, lines);

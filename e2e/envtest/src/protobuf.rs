@@ -46,6 +46,8 @@ struct Field {
     repeated: bool,
     /// A map with string keys: entries (key = 1, value = 2) of `ty`.
     map: bool,
+    /// Required in the OpenAPI definition: Go's JSON has no `omitempty`, so `""` is kept.
+    required: bool,
 }
 
 #[derive(Debug, Default)]
@@ -124,6 +126,7 @@ fn parse_table(text: &str) -> Result<Table, String> {
                     ty: parse_ty(ty),
                     repeated,
                     map,
+                    required: parts.next() == Some("!"),
                 });
         } else {
             table.messages.entry(line.to_string()).or_default();
@@ -382,9 +385,26 @@ fn special(table: &Table, message: &str, raw: &[u8]) -> Result<Option<Value>, Ap
     Ok(Some(value))
 }
 
+/// A Go named string slice (`ExtraValue`, `Verbs`): protobuf wraps it in a message with one
+/// repeated `items` field; its JSON is the bare array.
+fn string_slice(table: &Table, message: &str) -> bool {
+    table.messages.get(message).is_some_and(|f| {
+        matches!(f.as_slice(), [Field { json, ty: Ty::String, repeated: true, .. }] if json == "items")
+    })
+}
+
 fn decode_message(table: &Table, message: &str, raw: &[u8]) -> Result<Value, ApiError> {
     if let Some(v) = special(table, message, raw)? {
         return Ok(v);
+    }
+    if string_slice(table, message) {
+        let mut items = Vec::new();
+        for (tag, w) in wire_fields(raw)? {
+            if tag == 1 {
+                items.push(json!(str_of(&w, message)?));
+            }
+        }
+        return Ok(Value::Array(items));
     }
     let fields = table
         .messages
@@ -429,14 +449,26 @@ fn decode_message(table: &Table, message: &str, raw: &[u8]) -> Result<Value, Api
         } else if let Some(v) = value_of(table, &f.ty, &w, &what)?.pop() {
             match v {
                 Value::Object(inner) if f.json == "-" => out.extend(inner),
-                // Go's zero Time (an empty message) is `null`; an empty string is what Go's
-                // clients send for every unset string field, which JSON's `omitempty` drops.
-                Value::Null => {}
-                Value::String(s) if s.is_empty() && matches!(f.ty, Ty::String) => {}
+                // An empty string is what Go's clients send for every unset string field,
+                // which JSON's `omitempty` drops (required fields have no `omitempty`: kept).
+                // An empty `Time` or `RawExtension` stays `null`, as Go's JSON writes it.
+                Value::String(s) if s.is_empty() && matches!(f.ty, Ty::String) && !f.required => {}
                 v => {
                     out.insert(f.json.clone(), v);
                 }
             }
+        }
+    }
+    // A required list or map that is empty is absent on the wire; Go's JSON writes it (`null`
+    // from a nil slice). The server's validation reads a missing required field as missing, so
+    // it gets the empty value, which means the same to Go.
+    for f in fields
+        .iter()
+        .filter(|f| f.required && (f.repeated || f.map))
+    {
+        if !out.contains_key(&f.json) {
+            let empty = if f.map { json!({}) } else { json!([]) };
+            out.insert(f.json.clone(), empty);
         }
     }
     Ok(Value::Object(out))
@@ -662,6 +694,12 @@ fn encode_message(
     if encode_special(table, message, v, out)? {
         return Ok(());
     }
+    if string_slice(table, message) {
+        for item in v.as_array().into_iter().flatten() {
+            put_bytes(1, text_of(item).as_bytes(), out);
+        }
+        return Ok(());
+    }
     let fields = table
         .messages
         .get(message)
@@ -676,9 +714,19 @@ fn encode_message(
             encode_value(table, &f.ty, f.tag, v, &what, out)?;
             continue;
         }
-        let Some(value) = obj.get(&f.json).filter(|v| !v.is_null()) else {
+        let Some(value) = obj.get(&f.json) else {
             continue;
         };
+        if value.is_null() {
+            // A zero `Time` (`creationTimestamp: null` in templates) is an empty message, as
+            // Go writes it; other nulls are absent fields.
+            if let Ty::Message(m) = &f.ty
+                && (m == &format!("{META}.Time") || m == &format!("{META}.MicroTime"))
+            {
+                put_bytes(f.tag, &[], out);
+            }
+            continue;
+        }
         if f.map {
             // Go writes map entries sorted by key; serde_json's map is sorted too.
             for (key, item) in value.as_object().into_iter().flatten() {
