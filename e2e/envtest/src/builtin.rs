@@ -19,7 +19,30 @@ fn schema_of<T: schemars::JsonSchema>() -> Option<Value> {
         m.remove("$schema");
     }
     mark_merge_lists(&mut schema);
+    preserve_raw_extensions(&mut schema);
     Some(schema)
+}
+
+/// A `runtime.RawExtension` (ControllerRevision `data`) holds any JSON object: kube-apiserver
+/// keeps it as raw bytes, never prunes it. k8s-openapi's schema for it is a bare `type: object`
+/// (inlined under the field's own description, so not recognisable by name), which pruning
+/// would empty: a bare object keeps what it holds. (The other bare objects are Go's empty
+/// structs, such as a CRD's `subresources.status: {}`, where kube-apiserver would drop unknown
+/// keys and the server keeps them.)
+fn preserve_raw_extensions(schema: &mut Value) {
+    match schema {
+        Value::Object(m) => {
+            let bare = m.get("type").and_then(Value::as_str) == Some("object")
+                && !m.contains_key("properties")
+                && !m.contains_key("additionalProperties");
+            if bare {
+                m.insert("x-kubernetes-preserve-unknown-fields".into(), true.into());
+            }
+            m.values_mut().for_each(preserve_raw_extensions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(preserve_raw_extensions),
+        _ => {}
+    }
 }
 
 /// k8s-openapi's schemas do not carry the Go `patchStrategy` tags; kube-apiserver's

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Value, json};
@@ -256,9 +256,91 @@ pub async fn resource_request(
     Query(query): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> Response {
-    match route(&state, method, uri, headers, query, body) {
+    // Watch streams stay JSON: clients that ask for protobuf first also accept JSON.
+    let protobuf = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(crate::protobuf::preferred)
+        && !flag(&query, "watch");
+    let response = match route(&state, method, uri, headers, query, body) {
         Ok(r) => r,
         Err(e) => e.into_response(),
+    };
+    if protobuf {
+        json_to_protobuf(response).await
+    } else {
+        response
+    }
+}
+
+/// A protobuf request body (`k8s\0` envelope) as the JSON body every handler reads. Patches are
+/// JSON or YAML by definition (kube-apiserver refuses a protobuf one with 415, as here).
+fn protobuf_to_json(
+    method: &Method,
+    kind: &str,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Result<(HeaderMap, Bytes), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .map(str::trim);
+    if content_type != Some(crate::protobuf::CONTENT_TYPE) || *method == Method::PATCH {
+        return Ok((headers, body));
+    }
+    // A DELETE may carry no DeleteOptions at all.
+    if body.is_empty() {
+        headers.remove(header::CONTENT_TYPE);
+        return Ok((headers, body));
+    }
+    // A DELETE's body is DeleteOptions, whatever the resource.
+    let expected = if *method == Method::DELETE {
+        "DeleteOptions"
+    } else {
+        kind
+    };
+    let value = crate::protobuf::decode(&body, expected)?;
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok((headers, Bytes::from(value.to_string())))
+}
+
+/// The response re-encoded as protobuf, when it is a JSON object of a kind with a protobuf
+/// message (everything but custom resources, which stay JSON as kube-apiserver answers them).
+async fn json_to_protobuf(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|c| c == "application/json");
+    if !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::Internal("reading the response body".into()).into_response();
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .map(|v| crate::protobuf::encode(&v));
+    match encoded {
+        Some(Ok(Some(wire))) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(crate::protobuf::CONTENT_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, axum::body::Body::from(wire))
+        }
+        // A stored value protobuf cannot carry (a JSON client stored `1.5` where an integer
+        // goes): the client also accepts JSON, so it gets that rather than an error.
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "answering in JSON: the object does not fit protobuf");
+            Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
+        _ => Response::from_parts(parts, axum::body::Body::from(bytes)),
     }
 }
 
@@ -300,6 +382,7 @@ fn route(
     {
         return Err(ApiError::NoResource);
     }
+    let (headers, body) = protobuf_to_json(&method, &rt.kind, headers, body)?;
     let req = Request {
         state,
         path,
@@ -428,7 +511,7 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
 
 /// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is
 /// Go's wording, which kube-apiserver passes on for an invalid `?timeout=`.
-fn go_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn go_duration(s: &str) -> Result<Duration, String> {
     let invalid = || format!("time: invalid duration \"{s}\"");
     let mut rest = s.strip_prefix(['-', '+']).unwrap_or(s);
     if rest == "0" {
@@ -896,11 +979,7 @@ fn start_watch(req: &Request) -> Result<Response, ApiError> {
 }
 
 fn create(req: &Request) -> Result<Response, ApiError> {
-    let (body, duplicates) = if req.content_type() == crate::protobuf::CONTENT_TYPE {
-        (crate::protobuf::decode(&req.body)?, Vec::new())
-    } else {
-        parse_body_checked(&req.body)?
-    };
+    let (body, duplicates) = parse_body_checked(&req.body)?;
     let mut opts = req.write_options()?;
     opts.duplicates = duplicates;
     let mut store = req.state.store();
@@ -936,9 +1015,27 @@ fn update(req: &Request) -> Result<Response, ApiError> {
     Ok(req.written(w))
 }
 
+fn unsupported_patch() -> ApiError {
+    ApiError::UnsupportedMediaType(
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            .into(),
+    )
+}
+
 fn patch(req: &Request) -> Result<Response, ApiError> {
     let scope = req.scope()?;
     let content_type = req.content_type();
+    // The media type decides before the body is read (a protobuf body is refused with 415, as
+    // kube-apiserver refuses it, not with a decoding error).
+    let known = [
+        "application/apply-patch+yaml",
+        "application/merge-patch+json",
+        "application/json-patch+json",
+    ];
+    let strategic = content_type == "application/strategic-merge-patch+json" && req.rt.builtin;
+    if !known.contains(&content_type) && !strategic {
+        return Err(unsupported_patch());
+    }
     let patch = parse_body(&req.body)?;
     let mut opts = req.write_options()?;
     let mut store = req.state.store();
@@ -974,11 +1071,7 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
         "application/strategic-merge-patch+json" if req.rt.builtin => {
             crate::patch::strategic_merge(&mut obj, &patch)
         }
-        _ => {
-            return Err(ApiError::UnsupportedMediaType(
-                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
-            ));
-        }
+        _ => return Err(unsupported_patch()),
     }
     opts.managed = false;
     let w = lifecycle::update(

@@ -528,6 +528,104 @@ async fn kubectl_create_builtins_sends_protobuf_with(k: Kubectl) {
             .await
             .contains("serviceaccount/robot")
     );
+    // More kinds through kubectl's typed clients, which send protobuf with Go's zero values
+    // (a Deployment's nested pod template, int-or-strings, quantities, RBAC, a cluster-scoped
+    // kind), read back in JSON.
+    k.ok(
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=0",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        k.ok(
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas}/{.spec.template.spec.containers[0].image}/{.spec.strategy.rollingUpdate.maxSurge}"
+            ],
+            None
+        )
+        .await,
+        "0/nginx:1.27/25%"
+    );
+    k.ok(
+        &["create", "service", "clusterip", "svc", "--tcp=80:8080"],
+        None,
+    )
+    .await;
+    assert_eq!(
+        k.ok(
+            &[
+                "get",
+                "svc",
+                "svc",
+                "-o",
+                "jsonpath={.spec.ports[0].targetPort}"
+            ],
+            None
+        )
+        .await,
+        "8080"
+    );
+    k.ok(
+        &["create", "quota", "q", "--hard=cpu=1,memory=1Gi,pods=2"],
+        None,
+    )
+    .await;
+    assert_eq!(
+        k.ok(
+            &["get", "quota", "q", "-o", "jsonpath={.spec.hard.memory}"],
+            None
+        )
+        .await,
+        "1Gi"
+    );
+    k.ok(
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        k.ok(
+            &["get", "role", "reader", "-o", "jsonpath={.rules[0].verbs}"],
+            None
+        )
+        .await
+        .replace(' ', ""),
+        "[\"get\",\"list\"]"
+    );
+    let pc = format!("{}-high", k.ns);
+    k.ok(&["create", "priorityclass", &pc, "--value=1000"], None)
+        .await;
+    assert_eq!(
+        k.ok(
+            &["get", "priorityclass", &pc, "-o", "jsonpath={.value}"],
+            None
+        )
+        .await,
+        "1000"
+    );
+    k.ok(&["delete", "priorityclass", &pc], None).await;
+    // A namespace delete (no namespace controller on a bare kube-apiserver: do not wait).
+    assert!(
+        k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+            .await
+            .contains("deleted")
+    );
 }
 
 /// Built-in kinds of every sort through kubectl: apply a manifest of workloads, a Service,
