@@ -401,13 +401,25 @@ async fn deployment_scale_subresource() {
 }
 
 /// kube-apiserver creates the `kubernetes` Service in `default` at start: its first service
-/// address, port 443 named https to the secure port the server listens on.
+/// address, port 443 named https to the secure port the server listens on. (kube-apiserver's
+/// bootstrap controller writes it shortly after the server answers, so it is polled, with a
+/// bound; the in-memory server has it before it answers.)
 #[tokio::test]
 async fn the_kubernetes_service_exists_at_start() {
     use k8s_openapi::api::core::v1::Service;
     let env = TestEnv::start().await.unwrap();
     let services: Api<Service> = Api::namespaced(env.client(), "default");
-    let svc = services.get("kubernetes").await.unwrap();
+    let mut tries = 0;
+    let svc = loop {
+        match services.get_opt("kubernetes").await.unwrap() {
+            Some(svc) => break svc,
+            None if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            None => panic!("no kubernetes Service in default after 10 s"),
+        }
+    };
     let labels = svc.metadata.labels.unwrap();
     assert_eq!(labels["component"], "apiserver");
     assert_eq!(labels["provider"], "kubernetes");
