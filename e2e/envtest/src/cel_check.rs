@@ -1074,6 +1074,29 @@ struct Token {
     col: usize,
 }
 
+/// The end (exclusive) of the CEL string literal whose opening quote is at `quote`, its prefix
+/// letters (`r`, `b`) starting at `start`: escapes are skipped unless the literal is raw, a
+/// triple-quoted one ends at three quotes; an unterminated literal ends the text.
+pub(crate) fn string_literal_end(chars: &[char], start: usize, quote: usize) -> usize {
+    let q = chars[quote];
+    let triple = chars.get(quote + 1) == Some(&q) && chars.get(quote + 2) == Some(&q);
+    let raw = chars[start..quote].iter().any(|c| matches!(c, 'r' | 'R'));
+    let mut k = quote + if triple { 3 } else { 1 };
+    while k < chars.len() {
+        if chars[k] == '\\' && !raw {
+            k += 2;
+            continue;
+        }
+        if chars[k] == q
+            && (!triple || (chars.get(k + 1) == Some(&q) && chars.get(k + 2) == Some(&q)))
+        {
+            return k + if triple { 3 } else { 1 };
+        }
+        k += 1;
+    }
+    chars.len()
+}
+
 /// A small CEL lexer: identifiers, numbers, strings (skipped as one token), punctuation.
 fn tokens(src: &str) -> Vec<Token> {
     let chars: Vec<char> = src.chars().collect();
@@ -1104,27 +1127,7 @@ fn tokens(src: &str) -> Vec<Token> {
             j += 1;
         }
         if j < chars.len() && is_quote(chars[j]) && (j == i || !chars[i..j].is_empty()) {
-            let q = chars[j];
-            let triple = chars.get(j + 1) == Some(&q) && chars.get(j + 2) == Some(&q);
-            let raw = chars[i..j].iter().any(|c| matches!(c, 'r' | 'R'));
-            let mut k = j + if triple { 3 } else { 1 };
-            loop {
-                if k >= chars.len() {
-                    break;
-                }
-                if chars[k] == '\\' && !raw {
-                    k += 2;
-                    continue;
-                }
-                if chars[k] == q
-                    && (!triple || (chars.get(k + 1) == Some(&q) && chars.get(k + 2) == Some(&q)))
-                {
-                    k += if triple { 3 } else { 1 };
-                    break;
-                }
-                k += 1;
-            }
-            let k = k.min(chars.len());
+            let k = string_literal_end(&chars, i, j);
             out.push(Token {
                 text: "\"".into(),
                 line: l0,

@@ -150,24 +150,7 @@ pub fn wrap_optional_old_self(rule: &str) -> String {
             j += 1;
         }
         if j < chars.len() && matches!(chars[j], '"' | '\'') {
-            let q = chars[j];
-            let raw = chars[i..j].iter().any(|c| matches!(c, 'r' | 'R'));
-            let triple = chars.get(j + 1) == Some(&q) && chars.get(j + 2) == Some(&q);
-            let mut k = j + if triple { 3 } else { 1 };
-            while k < chars.len() {
-                if chars[k] == '\\' && !raw {
-                    k += 2;
-                    continue;
-                }
-                if chars[k] == q
-                    && (!triple || (chars.get(k + 1) == Some(&q) && chars.get(k + 2) == Some(&q)))
-                {
-                    k += if triple { 3 } else { 1 };
-                    break;
-                }
-                k += 1;
-            }
-            let k = k.min(chars.len());
+            let k = crate::cel_check::string_literal_end(&chars, i, j);
             out.extend(&chars[i..k]);
             prev_significant = '"';
             i = k;
