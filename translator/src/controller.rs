@@ -63,6 +63,9 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("serialization: {0}")]
     Json(#[from] serde_json::Error),
+    /// The Machine reflector has not listed yet (after a start or restart); retried.
+    #[error("the Machine cache has not synced yet")]
+    NotSynced,
 }
 
 impl Error {
@@ -71,6 +74,7 @@ impl Error {
         match self {
             Error::Kube(_) => "kube",
             Error::Json(_) => "json",
+            Error::NotSynced => "not_synced",
         }
     }
 }
@@ -996,11 +1000,22 @@ async fn cluster_for(client: &Client, azc: &AzureCluster) -> Result<Option<Clust
 }
 
 /// Machines of a cluster with their AzureMachines (for availability sets).
+/// How long a reconcile waits for the Machine cache's first list before it is retried.
+const MACHINE_CACHE_SYNC: Duration = Duration::from_secs(10);
+
 async fn machines_of(
     ctx: &Context,
     ns: &str,
     cluster: &str,
 ) -> Result<Vec<(Machine, AzureMachine)>, Error> {
+    // Right after a (re)start the Machine reflector may not have listed yet. Translating from a
+    // partial store would leave out those machines' resources, and prune would then delete them
+    // (the chaos test caught an availability set deleted while its VMs still used it): wait for
+    // the first list, and retry later rather than translate without it.
+    match tokio::time::timeout(MACHINE_CACHE_SYNC, ctx.machines.wait_until_ready()).await {
+        Ok(Ok(())) => {}
+        _ => return Err(Error::NotSynced),
+    }
     let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = Vec::new();
     for m in ctx.machines.state() {
