@@ -9,6 +9,7 @@
 //!
 //! [`crds()`] is the single list of every CRD, in the form `crdgen` writes to `crds/generated/`.
 
+pub mod annotations;
 pub mod azure;
 pub mod capi;
 pub mod capz;

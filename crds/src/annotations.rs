@@ -1,0 +1,56 @@
+//! The `strata.dev/` annotations on cloud CRs: the one list both controllers and the docs use
+//! (`docs/operator.md` and `docs/security.md` explain each in a user's terms).
+
+/// `manage` (default) | `observe` | `detach-on-delete`.
+pub const RECONCILE_POLICY: &str = "strata.dev/reconcile-policy";
+/// `"true"`: no Azure calls at all.
+pub const PAUSED: &str = "strata.dev/paused";
+/// `"true"`: take over an existing Azure resource Strata did not create (it is then written and,
+/// on deletion, deleted).
+pub const ADOPT: &str = "strata.dev/adopt";
+/// `<key>=<value>`: with `adopt`, take over only a resource carrying this tag (the translator sets
+/// it to CAPZ's `sigs.k8s.io_cluster-api-provider-azure_cluster_<name>=owned` when migrating).
+pub const ADOPT_REQUIRES_TAG: &str = "strata.dev/adopt-requires-tag";
+/// `"true"`: a resource that already exists and is not Strata's is *used* as it is — read,
+/// reported Ready, never written and never deleted; one that does not exist is created (and is
+/// then Strata's). CAPZ's rule for what a bring-your-own virtual network already holds.
+pub const USE_EXISTING: &str = "strata.dev/use-existing";
+/// `<secret name>`: the credential Secret, in the CR's own namespace, to use for this CR.
+pub const CREDENTIAL_FROM: &str = "strata.dev/credential-from";
+/// `[<namespace>/]<name>`: the `AzureClusterIdentity` (an administrator's object) whose principal
+/// this CR uses; the operator checks its `allowedNamespaces` on every use.
+pub const IDENTITY: &str = "strata.dev/identity";
+/// `<subscription ID>`: the subscription a CR using [`IDENTITY`] works in (default: the
+/// operator's own `AZURE_SUBSCRIPTION_ID`).
+pub const SUBSCRIPTION: &str = "strata.dev/subscription";
+/// Written by the operator, never by a user: the ARM ID it is creating or created, recorded on
+/// the CR *before* the create PUT. It is how Strata tells its own untaggable resources (subnets)
+/// from foreign ones after a restart between the PUT and the status write.
+pub const CREATED: &str = "strata.dev/created";
+
+/// Splits an [`IDENTITY`] value into (namespace, name); a bare name is in `default_namespace`.
+/// `None` for a value that is not `name` or `namespace/name` with non-empty parts.
+pub fn identity_ref<'a>(value: &'a str, default_namespace: &'a str) -> Option<(&'a str, &'a str)> {
+    let value = value.trim();
+    let (ns, name) = match value.split_once('/') {
+        Some((ns, name)) => (ns, name),
+        None => (default_namespace, value),
+    };
+    (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some((ns, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity_ref;
+
+    #[test]
+    fn identity_refs_name_a_namespace_or_default_to_the_crs() {
+        assert_eq!(identity_ref("id", "team"), Some(("team", "id")));
+        assert_eq!(identity_ref("admin/id", "team"), Some(("admin", "id")));
+        assert_eq!(identity_ref(" admin/id ", "team"), Some(("admin", "id")));
+        assert_eq!(identity_ref("", "team"), None);
+        assert_eq!(identity_ref("admin/", "team"), None);
+        assert_eq!(identity_ref("/id", "team"), None);
+        assert_eq!(identity_ref("a/b/c", "team"), None);
+    }
+}
