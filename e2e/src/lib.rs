@@ -12,7 +12,7 @@ use kube::discovery::Discovery;
 use serde_json::{Value, json};
 use strata_armsim::{Inspector, Options, Server};
 use strata_envtest::TestEnv;
-use strata_operator::credentials::Credential;
+use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
@@ -89,6 +89,9 @@ pub fn operator_settings(
             client_secret: None,
             federated_token_file: Some(token_file.to_path_buf()),
         }),
+        // Granted explicitly, to the namespace the operator watches (none when it watches all):
+        // the secure default grants the operator's credential nowhere.
+        grant: GlobalGrant::namespaces(namespace),
         limits: Limits::default().scaled(time_scale),
         timing: Timing {
             poll_interval: Duration::from_millis(100),
@@ -138,6 +141,12 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// An operator running in-process, with the settings a restart starts it with again.
+struct RunningOperator {
+    settings: Settings,
+    task: JoinHandle<()>,
+}
+
 pub struct Stack {
     pub env: TestEnv,
     pub sim: Server,
@@ -146,7 +155,7 @@ pub struct Stack {
     options: StackOptions,
     token_file: PathBuf,
     tasks: Vec<JoinHandle<()>>,
-    operators: Vec<Running>,
+    operators: Vec<RunningOperator>,
     translators: Vec<Running>,
     /// The server's resources, discovered once (many applies would otherwise each rediscover).
     discovery: tokio::sync::OnceCell<Discovery>,
@@ -237,20 +246,31 @@ impl Stack {
     }
 
     pub fn start_operator_in(&mut self, ns: &str) {
-        let task = self.spawn_operator(ns, self.env.client());
-        self.operators.push(Running {
-            namespace: ns.to_owned(),
-            task,
-        });
+        self.start_operator_with(Some(ns), |_| {});
     }
 
-    fn spawn_operator(&self, ns: &str, client: kube::Client) -> JoinHandle<()> {
-        let settings = operator_settings(
+    /// An operator watching `watch` (every namespace: `None`) with the e2e defaults changed by
+    /// `edit` — a global-credential grant, say; a restart ([`Stack::kill_operators`]) keeps them.
+    pub fn start_operator_with(&mut self, watch: Option<&str>, edit: impl FnOnce(&mut Settings)) {
+        let mut settings = operator_settings(
             &self.sim.url,
             &self.token_file,
-            Some(ns),
+            watch,
             self.options.time_scale,
         );
+        edit(&mut settings);
+        let task = Self::spawn_operator(settings.clone(), self.env.client());
+        self.operators.push(RunningOperator { settings, task });
+    }
+
+    /// Stops every operator (without starting new ones).
+    pub fn stop_operators(&mut self) {
+        for op in self.operators.drain(..) {
+            op.task.abort();
+        }
+    }
+
+    fn spawn_operator(settings: Settings, client: kube::Client) -> JoinHandle<()> {
         tokio::spawn(async move {
             strata_operator::run(client, settings)
                 .await
@@ -264,9 +284,9 @@ impl Stack {
     pub async fn kill_operators(&mut self) {
         for i in 0..self.operators.len() {
             self.operators[i].task.abort();
-            let ns = self.operators[i].namespace.clone();
+            let settings = self.operators[i].settings.clone();
             let client = self.fresh_client().await;
-            self.operators[i].task = self.spawn_operator(&ns, client);
+            self.operators[i].task = Self::spawn_operator(settings, client);
         }
     }
 

@@ -54,13 +54,13 @@ async fn clusters_in_two_namespaces_stay_in_their_own_subscriptions() {
         (
             a.clone(),
             "aaaaaaaa-0000-0000-0000-00000000000a",
-            "client-a",
+            "aaaaaaaa-0000-4000-8000-00000000000a",
             "secret-a",
         ),
         (
             b.clone(),
             "bbbbbbbb-0000-0000-0000-00000000000b",
-            "client-b",
+            "bbbbbbbb-0000-4000-8000-00000000000b",
             "secret-b",
         ),
     ];

@@ -10,7 +10,9 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
+use strata_crds::annotations::{CREATED, IDENTITY, identity_ref};
 use strata_crds::azure::*;
+use strata_crds::capz::AzureClusterIdentity;
 use strata_runtime::Shard;
 use strata_runtime::shard::SHARD_LABEL;
 use tokio_stream::wrappers::BroadcastStream;
@@ -35,9 +37,14 @@ pub struct Scope {
     pub shard: Shard,
 }
 
-/// Runs the eleven controllers until the process is asked to stop.
-pub async fn run(ctx: Arc<Context>, scope: Scope) {
-    future::join_all([
+/// Runs the eleven controllers, and the watch of the AzureClusterIdentities that fills
+/// `identities` (the store in `ctx`), until the process is asked to stop.
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    identities: reflector::store::Writer<AzureClusterIdentity>,
+) {
+    let controllers = future::join_all([
         controller::<ResourceGroup>(ctx.clone(), scope.clone()).boxed(),
         controller::<VirtualNetwork>(ctx.clone(), scope.clone()).boxed(),
         controller::<Subnet>(ctx.clone(), scope.clone()).boxed(),
@@ -48,9 +55,13 @@ pub async fn run(ctx: Arc<Context>, scope: Scope) {
         controller::<LoadBalancer>(ctx.clone(), scope.clone()).boxed(),
         controller::<NetworkInterface>(ctx.clone(), scope.clone()).boxed(),
         controller::<AvailabilitySet>(ctx.clone(), scope.clone()).boxed(),
-        controller::<VirtualMachine>(ctx, scope).boxed(),
-    ])
-    .await;
+        controller::<VirtualMachine>(ctx.clone(), scope).boxed(),
+    ]);
+    // The controllers end on the shutdown signal; the identity watch ends with them.
+    tokio::select! {
+        _ = controllers => {}
+        _ = watch_identities(ctx, identities) => {}
+    }
 }
 
 /// The parts of an object whose change needs a reconcile: the spec (generation), the policy
@@ -59,7 +70,12 @@ fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
     let meta = obj.meta();
     let mut h = DefaultHasher::new();
     meta.generation.hash(&mut h);
-    meta.annotations.hash(&mut h);
+    // Our own creation record is not a change to act on (it would cost a GET per create).
+    meta.annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != CREATED)
+        .for_each(|a| a.hash(&mut h));
     meta.finalizers.hash(&mut h);
     // A user moving a CR to another shard hands it over at once.
     meta.labels
@@ -130,9 +146,15 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         objects.inspect_ok(move |o| metrics.common.queued(K::KIND.label(), object_key(o)));
     let metrics = ctx.metrics.clone();
     let wake = futures::stream::select(
-        waiters::<K>(
-            ctx.index.clone(),
-            BroadcastStream::new(ctx.index.subscribe()),
+        futures::stream::select(
+            waiters::<K>(
+                ctx.index.clone(),
+                BroadcastStream::new(ctx.index.subscribe()),
+            ),
+            identity_users(
+                reader.clone(),
+                BroadcastStream::new(ctx.identity_changes.subscribe()),
+            ),
         ),
         tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
     )
@@ -194,6 +216,55 @@ fn waiters<K: AzureResource>(
                 .map(|name| ObjectRef::new(&name).within(&change.namespace))
                 .collect();
             futures::stream::iter(woken)
+        })
+}
+
+/// Keeps the identity store filled and announces every identity that changed or went away.
+async fn watch_identities(
+    ctx: Arc<Context>,
+    writer: reflector::store::Writer<AzureClusterIdentity>,
+) {
+    let api: Api<AzureClusterIdentity> = Api::all(ctx.kube.clone());
+    let changes = ctx.identity_changes.clone();
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            match event {
+                Ok(watcher::Event::Apply(i) | watcher::Event::Delete(i)) => {
+                    let key = format!("{}/{}", i.namespace().unwrap_or_default(), i.name_any());
+                    // No receiver (no controller yet) is fine: they read the store anyway.
+                    let _ = changes.send(key);
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "watch error (AzureClusterIdentity)"),
+            }
+            future::ready(())
+        })
+        .await;
+}
+
+/// The objects of kind `K` that name a changed identity: their credential is checked again.
+fn identity_users<K: AzureResource>(
+    store: reflector::Store<K>,
+    changes: BroadcastStream<String>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    changes
+        .filter_map(|c| future::ready(c.ok()))
+        .flat_map(move |changed| {
+            let users: Vec<ObjectRef<K>> = store
+                .state()
+                .iter()
+                .filter(|o| {
+                    let ns = o.namespace().unwrap_or_default();
+                    o.annotations()
+                        .get(IDENTITY)
+                        .and_then(|v| identity_ref(v, &ns))
+                        .is_some_and(|(i_ns, i_name)| changed == format!("{i_ns}/{i_name}"))
+                })
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect();
+            futures::stream::iter(users)
         })
 }
 

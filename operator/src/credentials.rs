@@ -1,8 +1,19 @@
-//! Which Azure principal and subscription a CR uses (DESIGN.md "Credentials", most specific wins):
-//! the Secret named by `strata.dev/credential-from` in the CR's namespace, else the namespace's
-//! `strata-credential` Secret, else the operator's environment. The ARM endpoint and the authority
-//! host are global settings only: a namespace can never redirect the operator. One set of SDK
-//! clients (and so one token cache) per distinct credential, not per reconcile.
+//! Which Azure principal and subscription a CR uses. Credentials are *granted*, never copied:
+//! the operator resolves them itself, on every use, in this order (docs/security.md):
+//!
+//! 1. the Secret named by `strata.dev/credential-from`, in the CR's own namespace;
+//! 2. the `AzureClusterIdentity` named by `strata.dev/identity` — an administrator's object —
+//!    when its `allowedNamespaces` admits the CR's namespace (checked here, not only by the
+//!    translator, so a CR written by hand gets the same check);
+//! 3. the namespace's `strata-credential` Secret;
+//! 4. the operator's own (global) credential, only in namespaces an operator flag grants it to
+//!    (none by default).
+//!
+//! A namespace's own Secret must carry its client secret: the operator never lends its
+//! federated service-account token to a client ID a tenant names (workload identity is only
+//! reachable through an administrator's identity). The ARM endpoint and the authority host are
+//! global settings only: a namespace can never redirect the operator. One set of SDK clients (and
+//! so one token cache) per distinct credential, not per reconcile.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -10,17 +21,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use azure_core::auth::{AccessToken, TokenCredential};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use strata_crds::annotations::{CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, identity_ref};
+use strata_crds::capz::{AzureClusterIdentity, IdentityType, is_guid, selector_matches};
 
 use crate::arm::{ArmClient, clients};
 use crate::metrics::Metrics;
 use crate::throttle::Throttle;
 
-/// The annotation naming a per-resource credential Secret.
-pub const CREDENTIAL_FROM: &str = "strata.dev/credential-from";
 /// The per-namespace credential Secret.
 pub const NAMESPACE_SECRET: &str = "strata-credential";
+/// The key of a `ServicePrincipal` identity's client secret (CAPZ's).
+const IDENTITY_SECRET_KEY: &str = "clientSecret";
 
 /// A principal and the subscription it works in.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -30,8 +45,8 @@ pub struct Credential {
     pub client_id: String,
     /// A client secret, or …
     pub client_secret: Option<String>,
-    /// … a workload-identity token file (global credential only; re-read on every token request,
-    /// because the kubelet rotates it).
+    /// … a workload-identity token file: the operator's own (its environment's), re-read on
+    /// every token request because the kubelet rotates it.
     pub federated_token_file: Option<PathBuf>,
 }
 
@@ -46,20 +61,109 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// Why no credential could be used; the message says what to fix.
+/// Why no credential could be used: the `Ready` reason and a message that says what to fix.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[error("{0}")]
-pub struct CredentialError(pub String);
+#[error("{message}")]
+pub struct CredentialError {
+    /// `CredentialError` (a credential that cannot work as written), `IdentityNotFound`,
+    /// `IdentityNotAllowed` or `CredentialNotGranted`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl CredentialError {
+    fn invalid(message: impl Into<String>) -> CredentialError {
+        CredentialError {
+            reason: "CredentialError",
+            message: message.into(),
+        }
+    }
+}
+
+/// Where the operator's own credential may be used: namespaces by name, or by labels. The
+/// secure default grants it nowhere.
+#[derive(Clone, Debug, Default)]
+pub struct GlobalGrant {
+    pub namespaces: Vec<String>,
+    /// Namespaces whose labels match this selector.
+    pub selector: Option<LabelSelector>,
+}
+
+impl GlobalGrant {
+    /// Granted to exactly these namespaces.
+    pub fn namespaces<I: IntoIterator<Item = S>, S: Into<String>>(names: I) -> GlobalGrant {
+        GlobalGrant {
+            namespaces: names.into_iter().map(Into::into).collect(),
+            selector: None,
+        }
+    }
+
+    /// Parses `key=value[,key=value…]` (a label selector's `matchLabels`).
+    pub fn parse_selector(text: &str) -> Result<LabelSelector, CredentialError> {
+        let mut labels = BTreeMap::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((k, v)) = part.split_once('=') else {
+                return Err(CredentialError::invalid(format!(
+                    "{part:?} is not key=value (the global credential's namespace selector takes key=value pairs, comma-separated)"
+                )));
+            };
+            labels.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+        if labels.is_empty() {
+            return Err(CredentialError::invalid(
+                "the global credential's namespace selector is empty",
+            ));
+        }
+        Ok(LabelSelector {
+            match_labels: Some(labels),
+            match_expressions: None,
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.namespaces.is_empty() && self.selector.is_none()
+    }
+}
+
+/// Reads and trims one key of a Secret's data; empty or whitespace-only is missing.
+fn secret_value(secret: &Secret, key: &str) -> Option<String> {
+    let value = secret.data.as_ref()?.get(key)?;
+    let value = String::from_utf8_lossy(&value.0).trim().to_owned();
+    (!value.is_empty()).then_some(value)
+}
+
+/// A tenant ID as it may appear in the authority's URL path: a GUID or a domain name.
+fn tenant_ok(tenant: &str) -> bool {
+    !tenant.is_empty()
+        && tenant
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+}
+
+fn check_ids(source: &str, tenant: &str, client_id: &str) -> Result<(), CredentialError> {
+    if !is_guid(client_id) {
+        return Err(CredentialError::invalid(format!(
+            "{source}: the client ID {client_id:?} is not a GUID (an application's client ID looks like 00000000-0000-0000-0000-000000000000)"
+        )));
+    }
+    if !tenant_ok(tenant) {
+        return Err(CredentialError::invalid(format!(
+            "{source}: the tenant ID {tenant:?} is neither a GUID nor a domain name"
+        )));
+    }
+    Ok(())
+}
 
 impl Credential {
     /// The global credential from the operator's environment, if one is set.
     pub fn from_env() -> Result<Option<Credential>, CredentialError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let Some(subscription) = var("AZURE_SUBSCRIPTION_ID") else {
             return Ok(None);
         };
-        let missing =
-            |k: &str| CredentialError(format!("AZURE_SUBSCRIPTION_ID is set but {k} is not"));
+        let missing = |k: &str| {
+            CredentialError::invalid(format!("AZURE_SUBSCRIPTION_ID is set but {k} is not"))
+        };
         let tenant = var("AZURE_TENANT_ID").ok_or_else(|| missing("AZURE_TENANT_ID"))?;
         let client_id = var("AZURE_CLIENT_ID").ok_or_else(|| missing("AZURE_CLIENT_ID"))?;
         let client_secret = var("AZURE_CLIENT_SECRET");
@@ -76,41 +180,30 @@ impl Credential {
         }))
     }
 
-    /// A credential from a Secret's data (the same keys as the environment). Without
-    /// `AZURE_CLIENT_SECRET` it is workload identity, as CAPZ's `WorkloadIdentity` identities
-    /// are: the operator's own federated token (`token_file`, never named by the Secret) is
-    /// exchanged for the Secret's client ID.
-    fn from_secret(
-        secret: &Secret,
-        token_file: Option<&PathBuf>,
-    ) -> Result<Credential, CredentialError> {
+    /// A namespace's own credential, from a Secret with the environment's keys. It must carry
+    /// its client secret: the tenant already knows it, so using it lends the tenant nothing.
+    fn from_secret(secret: &Secret) -> Result<Credential, CredentialError> {
         let name = secret.metadata.name.clone().unwrap_or_default();
-        let data = secret.data.clone().unwrap_or_default();
-        let get = |k: &str| -> Result<String, CredentialError> {
-            let value = data
-                .get(k)
-                .map(|b| String::from_utf8_lossy(&b.0).trim().to_owned());
-            value
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| CredentialError(format!("Secret {name} has no {k}")))
+        let source = format!("Secret {name}");
+        let get = |k: &str| {
+            secret_value(secret, k).ok_or_else(|| {
+                CredentialError::invalid(format!("{source} has no {k} (or it is empty)"))
+            })
         };
-        let client_secret = get("AZURE_CLIENT_SECRET").ok();
-        let federated_token_file = match (&client_secret, token_file) {
-            (Some(_), _) => None,
-            (None, Some(file)) => Some(file.clone()),
-            (None, None) => {
-                return Err(CredentialError(format!(
-                    "Secret {name} has no AZURE_CLIENT_SECRET, and workload identity needs the operator's AZURE_FEDERATED_TOKEN_FILE"
-                )));
-            }
+        let Some(client_secret) = secret_value(secret, "AZURE_CLIENT_SECRET") else {
+            return Err(CredentialError::invalid(format!(
+                "{source} has no AZURE_CLIENT_SECRET: a namespace's own credential must carry its client secret; workload identity is only available through an AzureClusterIdentity an administrator created (annotation {IDENTITY})"
+            )));
         };
-        Ok(Credential {
+        let credential = Credential {
             subscription: get("AZURE_SUBSCRIPTION_ID")?,
             tenant: get("AZURE_TENANT_ID")?,
             client_id: get("AZURE_CLIENT_ID")?,
-            client_secret,
-            federated_token_file,
-        })
+            client_secret: Some(client_secret),
+            federated_token_file: None,
+        };
+        check_ids(&source, &credential.tenant, &credential.client_id)?;
+        Ok(credential)
     }
 }
 
@@ -125,9 +218,19 @@ pub struct Credentials {
     endpoint: azure_core::Url,
     authority: azure_core::Url,
     global: Option<Credential>,
+    grant: GlobalGrant,
     throttle: Arc<Throttle>,
     metrics: Arc<Metrics>,
     cache: Mutex<HashMap<Credential, Arc<Azure>>>,
+}
+
+/// What a CR's credential is resolved from.
+pub struct Lookup<'a> {
+    pub kube: &'a kube::Client,
+    /// The AzureClusterIdentities, from the operator's reflector.
+    pub identities: &'a Store<AzureClusterIdentity>,
+    pub namespace: &'a str,
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 impl Credentials {
@@ -135,6 +238,7 @@ impl Credentials {
         endpoint: azure_core::Url,
         authority: azure_core::Url,
         global: Option<Credential>,
+        grant: GlobalGrant,
         throttle: Arc<Throttle>,
         metrics: Arc<Metrics>,
     ) -> Credentials {
@@ -142,6 +246,7 @@ impl Credentials {
             endpoint,
             authority,
             global,
+            grant,
             throttle,
             metrics,
             cache: Mutex::new(HashMap::new()),
@@ -159,31 +264,191 @@ impl Credentials {
         &self.throttle
     }
 
-    /// The clients for a CR in `namespace` with these annotations.
-    pub async fn for_object(
-        &self,
-        kube: &kube::Client,
-        namespace: &str,
-        annotations: &BTreeMap<String, String>,
-    ) -> Result<Arc<Azure>, CredentialError> {
-        let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
-        let read = |e: kube::Error| CredentialError(format!("cannot read credential Secret: {e}"));
-        let credential = if let Some(name) = annotations.get(CREDENTIAL_FROM) {
+    /// The clients for a CR. No token is requested and no client is built unless the
+    /// credential is granted to the CR's namespace.
+    pub async fn for_object(&self, l: &Lookup<'_>) -> Result<Arc<Azure>, CredentialError> {
+        let credential = self.resolve(l).await?;
+        self.clients(credential)
+    }
+
+    /// The credential a CR may use (see the module's documentation for the order).
+    pub async fn resolve(&self, l: &Lookup<'_>) -> Result<Credential, CredentialError> {
+        let ns = l.namespace;
+        let secrets: Api<Secret> = Api::namespaced(l.kube.clone(), ns);
+        let read = |e: kube::Error| {
+            CredentialError::invalid(format!("cannot read a credential Secret: {e}"))
+        };
+        if let Some(name) = l.annotations.get(CREDENTIAL_FROM) {
             // Same namespace only: a name is all the annotation can say.
             let secret = secrets.get_opt(name).await.map_err(read)?.ok_or_else(|| {
-                CredentialError(format!("{CREDENTIAL_FROM} names Secret {name}, which does not exist in namespace {namespace}"))
-            })?;
-            Credential::from_secret(&secret, self.token_file())?
-        } else if let Some(secret) = secrets.get_opt(NAMESPACE_SECRET).await.map_err(read)? {
-            Credential::from_secret(&secret, self.token_file())?
-        } else {
-            self.global.clone().ok_or_else(|| {
-                CredentialError(format!(
-                    "no Azure credential: set the operator's AZURE_* environment, or create Secret {NAMESPACE_SECRET} in namespace {namespace}"
+                CredentialError::invalid(format!(
+                    "{CREDENTIAL_FROM} names Secret {name}, which does not exist in namespace {ns}"
                 ))
-            })?
+            })?;
+            return Credential::from_secret(&secret);
+        }
+        if let Some(value) = l.annotations.get(IDENTITY) {
+            return self.from_identity(l, value).await;
+        }
+        if let Some(secret) = secrets.get_opt(NAMESPACE_SECRET).await.map_err(read)? {
+            return Credential::from_secret(&secret);
+        }
+        let not_granted = |why: &str| CredentialError {
+            reason: "CredentialNotGranted",
+            message: format!(
+                "no Azure credential for namespace {ns}: {why}; annotate the CR with {IDENTITY}: <namespace>/<AzureClusterIdentity> (an identity whose allowedNamespaces admits {ns}), or create Secret {NAMESPACE_SECRET} in {ns} with AZURE_SUBSCRIPTION_ID, AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET"
+            ),
         };
-        self.clients(credential)
+        let Some(global) = &self.global else {
+            return Err(not_granted("the operator has no credential of its own"));
+        };
+        if !self.granted(l.kube, ns).await? {
+            return Err(not_granted(
+                "the operator's own credential is not granted to it (--global-credential-namespaces / --global-credential-selector)",
+            ));
+        }
+        Ok(global.clone())
+    }
+
+    /// Whether the operator's own credential is granted to namespace `ns`.
+    async fn granted(&self, kube: &kube::Client, ns: &str) -> Result<bool, CredentialError> {
+        if self.grant.is_empty() {
+            return Ok(false);
+        }
+        if self.grant.namespaces.iter().any(|n| n == ns) {
+            return Ok(true);
+        }
+        let Some(selector) = &self.grant.selector else {
+            return Ok(false);
+        };
+        let labels = namespace_labels(kube, ns).await?;
+        selector_matches(selector, &labels).map_err(|e| CredentialError::invalid(e.to_string()))
+    }
+
+    async fn from_identity(
+        &self,
+        l: &Lookup<'_>,
+        value: &str,
+    ) -> Result<Credential, CredentialError> {
+        let ns = l.namespace;
+        let Some((id_ns, id_name)) = identity_ref(value, ns) else {
+            return Err(CredentialError::invalid(format!(
+                "{IDENTITY}: {value:?} is not <namespace>/<name> of an AzureClusterIdentity"
+            )));
+        };
+        let what = format!("AzureClusterIdentity {id_ns}/{id_name}");
+        // Before the first list, the store is empty: "not found" would be a lie.
+        l.identities
+            .wait_until_ready()
+            .await
+            .map_err(|e| CredentialError::invalid(format!("{what}: {e}")))?;
+        let Some(identity) = l.identities.get(&ObjectRef::new(id_name).within(id_ns)) else {
+            return Err(CredentialError {
+                reason: "IdentityNotFound",
+                message: format!(
+                    "{what} does not exist (named by {IDENTITY}); an administrator creates it and lists namespace {ns} in its allowedNamespaces"
+                ),
+            });
+        };
+        let labels = if identity.needs_labels(ns) {
+            namespace_labels(l.kube, ns).await?
+        } else {
+            BTreeMap::new()
+        };
+        let not_allowed = |why: String| CredentialError {
+            reason: "IdentityNotAllowed",
+            message: why,
+        };
+        match identity.admits(ns, &labels) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(not_allowed(format!(
+                    "{what} does not allow namespace {ns} (its allowedNamespaces)"
+                )));
+            }
+            Err(e) => return Err(not_allowed(format!("{what}: {e}"))),
+        }
+        let spec = &identity.spec;
+        let (tenant, client_id) = (spec.tenant_id.trim(), spec.client_id.trim());
+        check_ids(&what, tenant, client_id)?;
+        let subscription = match l.annotations.get(SUBSCRIPTION).map(|s| s.trim()) {
+            Some(s) if is_guid(s) => s.to_owned(),
+            Some(s) => {
+                return Err(CredentialError::invalid(format!(
+                    "{SUBSCRIPTION}: {s:?} is not a subscription ID (a GUID)"
+                )));
+            }
+            None => match &self.global {
+                Some(g) => g.subscription.clone(),
+                None => {
+                    return Err(CredentialError::invalid(format!(
+                        "{what} is used without a subscription: set {SUBSCRIPTION} (the translator copies AzureCluster.spec.subscriptionID there)"
+                    )));
+                }
+            },
+        };
+        let mut credential = Credential {
+            subscription,
+            tenant: tenant.to_owned(),
+            client_id: client_id.to_owned(),
+            client_secret: None,
+            federated_token_file: None,
+        };
+        match spec.type_ {
+            IdentityType::ServicePrincipal | IdentityType::ManualServicePrincipal => {
+                let Some(r) = &spec.client_secret else {
+                    return Err(CredentialError::invalid(format!(
+                        "{what} is a {:?} without clientSecret",
+                        spec.type_
+                    )));
+                };
+                // The secret lives beside the identity. Anyone who may create an identity in
+                // one namespace must not be able to make the operator read another's Secret.
+                let secret_ns = r.namespace.as_deref().unwrap_or(id_ns);
+                if secret_ns != id_ns {
+                    return Err(CredentialError::invalid(format!(
+                        "{what}: clientSecret must be a Secret in the identity's own namespace {id_ns}, not {secret_ns}"
+                    )));
+                }
+                let secret_name = r.name.as_deref().unwrap_or_default();
+                let secret = Api::<Secret>::namespaced(l.kube.clone(), id_ns)
+                    .get_opt(secret_name)
+                    .await
+                    .map_err(|e| {
+                        CredentialError::invalid(format!(
+                            "{what}: cannot read Secret {id_ns}/{secret_name}: {e}"
+                        ))
+                    })?
+                    .ok_or_else(|| {
+                        CredentialError::invalid(format!(
+                            "{what}: its clientSecret Secret {id_ns}/{secret_name} does not exist"
+                        ))
+                    })?;
+                credential.client_secret = Some(
+                    secret_value(&secret, IDENTITY_SECRET_KEY).ok_or_else(|| {
+                        CredentialError::invalid(format!(
+                            "{what}: Secret {id_ns}/{secret_name} has no {IDENTITY_SECRET_KEY} (or it is empty)"
+                        ))
+                    })?,
+                );
+            }
+            IdentityType::WorkloadIdentity => {
+                let Some(file) = self.token_file() else {
+                    return Err(CredentialError::invalid(format!(
+                        "{what} is a WorkloadIdentity, and the operator has no federated token (AZURE_FEDERATED_TOKEN_FILE)"
+                    )));
+                };
+                credential.federated_token_file = Some(file.clone());
+            }
+            other @ (IdentityType::ServicePrincipalCertificate
+            | IdentityType::UserAssignedMSI
+            | IdentityType::UserAssignedIdentityCredential) => {
+                return Err(CredentialError::invalid(format!(
+                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ManualServicePrincipal or WorkloadIdentity)"
+                )));
+            }
+        }
+        Ok(credential)
     }
 
     fn clients(&self, credential: Credential) -> Result<Arc<Azure>, CredentialError> {
@@ -212,8 +477,8 @@ impl Credentials {
                     current: Mutex::new(None),
                 }),
                 (None, None) => {
-                    return Err(CredentialError(
-                        "the credential has neither a client secret nor a token file".into(),
+                    return Err(CredentialError::invalid(
+                        "the credential has neither a client secret nor a token file",
                     ));
                 }
             };
@@ -223,7 +488,7 @@ impl Credentials {
             self.throttle.clone(),
             self.metrics.clone(),
         )
-        .map_err(|e| CredentialError(e.to_string()))?;
+        .map_err(|e| CredentialError::invalid(e.to_string()))?;
         let azure = Arc::new(Azure {
             subscription: credential.subscription.clone(),
             arm,
@@ -231,6 +496,20 @@ impl Credentials {
         cache.insert(credential, azure.clone());
         Ok(azure)
     }
+}
+
+/// A namespace's labels, for label selectors.
+async fn namespace_labels(
+    kube: &kube::Client,
+    ns: &str,
+) -> Result<BTreeMap<String, String>, CredentialError> {
+    let namespace = Api::<Namespace>::all(kube.clone())
+        .get_opt(ns)
+        .await
+        .map_err(|e| CredentialError::invalid(format!("cannot read namespace {ns}: {e}")))?;
+    Ok(namespace
+        .and_then(|n| n.metadata.labels)
+        .unwrap_or_default())
 }
 
 /// Workload identity that survives token-file rotation: azure_identity 0.21 reads
@@ -292,5 +571,105 @@ impl TokenCredential for RotatingWorkloadIdentity {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    const CLIENT: &str = "c11e47a0-0000-4000-8000-000000000001";
+
+    fn secret(pairs: &[(&str, &str)]) -> Secret {
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("cred".into()),
+                ..Default::default()
+            },
+            data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    fn complete() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (
+                "AZURE_SUBSCRIPTION_ID",
+                "00000000-0000-0000-0000-000000000000",
+            ),
+            ("AZURE_TENANT_ID", "contoso.onmicrosoft.com"),
+            ("AZURE_CLIENT_ID", CLIENT),
+            ("AZURE_CLIENT_SECRET", " s3cret\n"),
+        ]
+    }
+
+    #[test]
+    fn a_complete_namespace_secret_is_a_client_secret_credential() {
+        let c = Credential::from_secret(&secret(&complete())).unwrap();
+        assert_eq!(c.client_id, CLIENT);
+        assert_eq!(c.client_secret.as_deref(), Some("s3cret"), "trimmed");
+        assert_eq!(c.federated_token_file, None);
+        assert!(!format!("{c:?}").contains("s3cret"), "never printed");
+    }
+
+    #[test]
+    fn a_namespace_secret_without_its_own_client_secret_is_refused() {
+        // The confused deputy: a client ID alone would have the operator lend its own token.
+        for value in [None, Some(""), Some("  \t\n")] {
+            let mut pairs = complete();
+            pairs.retain(|(k, _)| *k != "AZURE_CLIENT_SECRET");
+            if let Some(v) = value {
+                pairs.push(("AZURE_CLIENT_SECRET", v));
+            }
+            let e = Credential::from_secret(&secret(&pairs)).unwrap_err();
+            assert_eq!(e.reason, "CredentialError");
+            assert!(e.message.contains("AZURE_CLIENT_SECRET"), "{e}");
+            assert!(
+                e.message.contains("AzureClusterIdentity"),
+                "says what to do: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_or_malformed_keys_say_which_key() {
+        for (key, bad, says) in [
+            ("AZURE_TENANT_ID", "   ", "AZURE_TENANT_ID"),
+            ("AZURE_SUBSCRIPTION_ID", "", "AZURE_SUBSCRIPTION_ID"),
+            ("AZURE_CLIENT_ID", "my-app", "not a GUID"),
+            (
+                "AZURE_TENANT_ID",
+                "evil/../x",
+                "neither a GUID nor a domain",
+            ),
+        ] {
+            let mut pairs = complete();
+            pairs.retain(|(k, _)| *k != key);
+            pairs.push((key, bad));
+            let e = Credential::from_secret(&secret(&pairs)).unwrap_err();
+            assert_eq!(e.reason, "CredentialError");
+            assert!(e.message.contains(says), "{key}={bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_global_grant_selector_takes_key_value_pairs() {
+        let s = GlobalGrant::parse_selector("a=1, b = 2").unwrap();
+        assert_eq!(
+            s.match_labels.unwrap(),
+            BTreeMap::from([("a".into(), "1".into()), ("b".into(), "2".into())])
+        );
+        assert!(GlobalGrant::parse_selector("a").is_err());
+        assert!(GlobalGrant::parse_selector(" , ").is_err());
+        assert!(
+            GlobalGrant::default().is_empty(),
+            "granted nowhere by default"
+        );
     }
 }

@@ -73,6 +73,8 @@ pub struct Observation {
     pub policy: Policy,
     pub paused: bool,
     pub adopt: bool,
+    /// `strata.dev/use-existing`: a foreign resource is used as it is (read only).
+    pub use_existing: bool,
     pub dependencies: Dependencies,
     /// The ARM ID is known (from status or from a Ready owner). Without it nothing was ever
     /// created, so a deletion has nothing to remove.
@@ -111,6 +113,9 @@ pub enum Step {
     NotFound,
     /// The resource exists and is not ours, and `adopt` is not set.
     AdoptionRefused(String),
+    /// The resource exists, is not ours, and `use-existing` is set: Ready as it is, never
+    /// written, never deleted.
+    UseExisting,
     /// A spec error or a non-retryable ARM error for this generation: wait for a new spec.
     Hold,
 }
@@ -146,6 +151,9 @@ pub fn decide(o: &Observation) -> Step {
             drift,
             ..
         } => match ownership {
+            Ownership::Untagged | Ownership::Other(_) if !o.adopt && o.use_existing => {
+                Step::UseExisting
+            }
             Ownership::Untagged | Ownership::Other(_) if !o.adopt => {
                 Step::AdoptionRefused(match ownership {
                     Ownership::Other(owner) => format!("the resource belongs to {owner}"),
@@ -195,6 +203,7 @@ mod tests {
             policy: Policy::Manage,
             paused: false,
             adopt: false,
+            use_existing: false,
             dependencies: Dependencies::Ready,
             id_known: true,
             held: false,
@@ -252,6 +261,12 @@ mod tests {
             ("untagged → refused", Observation { azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
             ("other owner → refused", Observation { azure: present(other.clone()), ..base() }, Step::AdoptionRefused("the resource belongs to ns/VirtualNetwork/x".into())),
             ("adopt → update", Observation { adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
+            ("use-existing, foreign → used as it is", Observation { use_existing: true, azure: present(Ownership::Untagged), ..base() }, Step::UseExisting),
+            ("use-existing, another CR's → used as it is", Observation { use_existing: true, azure: present(other.clone()), ..base() }, Step::UseExisting),
+            ("use-existing + adopt → adoption wins", Observation { use_existing: true, adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
+            ("use-existing, absent → created", Observation { use_existing: true, azure: Some(Azure::Absent), ..base() }, Step::Create),
+            ("use-existing, ours → ordinary", Observation { use_existing: true, azure: present(Ownership::Ours), ..base() }, Step::Ready),
+            ("use-existing, delete: never what is not ours", Observation { deleting: true, use_existing: true, azure: present(Ownership::Untagged), ..base() }, Step::RemoveFinalizer),
             // The benchmark's ASO-like baseline: a PUT on every resync, but never a write that
             // Strata itself would not make for the other states.
             ("baseline: up to date → PUT anyway", Observation { resync_put: true, azure: present(Ownership::Ours), ..base() }, Step::Update("resync".into())),

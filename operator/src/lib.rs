@@ -42,6 +42,8 @@ pub struct Settings {
     pub authority: azure_core::Url,
     /// The global credential (the operator's environment), if any.
     pub global: Option<credentials::Credential>,
+    /// The namespaces the global credential may be used in (none by default).
+    pub grant: credentials::GlobalGrant,
     pub limits: throttle::Limits,
     pub timing: Timing,
     pub scope: Scope,
@@ -70,6 +72,7 @@ pub async fn run_with(
         settings.endpoint,
         settings.authority,
         settings.global,
+        settings.grant,
         throttle,
         metrics.clone(),
     ));
@@ -83,14 +86,16 @@ pub async fn run_with(
         let synced = index.clone();
         health.set_synced_check(move || synced.is_synced(&kind::Kind::ALL));
         metrics.count_objects_of(index.clone());
+        let (identities, identity_writer) = kube::runtime::reflector::store();
         let ctx = Arc::new(Context::new(
             client.clone(),
             metrics.clone(),
             credentials.clone(),
+            identities,
             index,
             timing.clone(),
         ));
-        controller::run(ctx, scope.clone())
+        controller::run(ctx, scope.clone(), identity_writer)
     };
     strata_runtime::serve(kube, settings.service, common, bound, term).await
 }

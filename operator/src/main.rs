@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use strata_operator::credentials::Credential;
+use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use strata_runtime::RunArgs;
@@ -33,6 +33,19 @@ struct Args {
     /// How often a running Azure operation is checked.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     poll_interval: Duration,
+    /// Namespaces (comma-separated) whose CRs may use the operator's own credential (its
+    /// AZURE_* environment) when they name no credential of their own. None by default: a
+    /// tenant gets only what an administrator granted it.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        env = "STRATA_GLOBAL_CREDENTIAL_NAMESPACES"
+    )]
+    global_credential_namespaces: Vec<String>,
+    /// Also grant the operator's own credential to namespaces with these labels
+    /// (`key=value[,key=value…]`).
+    #[arg(long, env = "STRATA_GLOBAL_CREDENTIAL_SELECTOR")]
+    global_credential_selector: Option<String>,
     /// Scale ARM's rate limits to an emulator running this much faster than real time (its
     /// --time-scale); 1 for Azure.
     #[arg(long, default_value_t = 1.0)]
@@ -93,6 +106,20 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
         )?,
         authority: url("AZURE_AUTHORITY_HOST", "https://login.microsoftonline.com")?,
         global: Credential::from_env()?,
+        grant: GlobalGrant {
+            namespaces: args
+                .global_credential_namespaces
+                .iter()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            selector: args
+                .global_credential_selector
+                .as_deref()
+                .map(GlobalGrant::parse_selector)
+                .transpose()
+                .context("--global-credential-selector")?,
+        },
         limits: Limits::default().scaled(args.arm_time_scale),
         timing: Timing {
             sync_period: args.sync_period,

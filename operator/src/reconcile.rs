@@ -25,13 +25,15 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use rand::Rng;
 use serde_json::{Map, Value, json};
+use strata_crds::annotations::{CREATED, USE_EXISTING};
+use strata_crds::capz::AzureClusterIdentity;
 use strata_crds::common::ResourceRef;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::adapters::{AzureResource, Resolved};
 use crate::arm::ArmError;
 use crate::arm_id::ArmId;
-use crate::credentials::{Azure, Credentials};
+use crate::credentials::{Azure, Credentials, Lookup};
 use crate::decide::{self, Dependencies, Observation, Ownership, Policy, Step};
 use crate::drift;
 use crate::error::{Error, ErrorClass, classify};
@@ -43,6 +45,9 @@ use crate::reported::{Decision, Reported};
 const ERROR_REASONS: &[&str] = &[
     "InvalidSpec",
     "CredentialError",
+    "IdentityNotFound",
+    "IdentityNotAllowed",
+    "CredentialNotGranted",
     "AzureError",
     "Throttled",
     "AdoptionRefused",
@@ -126,6 +131,11 @@ pub struct Context {
     pub recorder: kube::runtime::events::Recorder,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub credentials: Arc<Credentials>,
+    /// The AzureClusterIdentities (cluster-wide), for the credential check on every use.
+    pub identities: Store<AzureClusterIdentity>,
+    /// `<namespace>/<name>` of every identity that changed: CRs using it are reconciled again,
+    /// so a deleted or narrowed identity stops their work at once.
+    pub identity_changes: tokio::sync::broadcast::Sender<String>,
     pub index: Arc<Index>,
     pub timing: Timing,
     /// Consecutive failures per object, for the backoff.
@@ -151,6 +161,7 @@ impl Context {
         kube: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
         credentials: Arc<Credentials>,
+        identities: Store<AzureClusterIdentity>,
         index: Arc<Index>,
         timing: Timing,
     ) -> Context {
@@ -163,6 +174,8 @@ impl Context {
             kube,
             metrics,
             credentials,
+            identities,
+            identity_changes: tokio::sync::broadcast::channel(256).0,
             index,
             timing,
             failures: Mutex::default(),
@@ -365,22 +378,30 @@ fn provisioning_state(body: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Azure's view of a resource, as `decide` needs it.
+/// Azure's view of a resource, as `decide` needs it. `recorded`: the CR's own record says Strata
+/// created this resource (`strata.dev/created`, written before the create PUT) — the only proof
+/// of ownership for a kind without tags.
 fn azure_state(
     body: &Value,
     tag: &str,
-    ownership_by_status: bool,
+    carries_tags: bool,
+    recorded: bool,
     drift: Option<String>,
 ) -> decide::Azure {
     let state = provisioning_state(body).unwrap_or("Succeeded");
-    let ownership = match body
-        .pointer(&format!("/tags/{OWNER_TAG}"))
-        .and_then(Value::as_str)
-    {
-        Some(t) if t == tag => Ownership::Ours,
-        Some(other) => Ownership::Other(other.to_owned()),
-        None if ownership_by_status => Ownership::Ours,
-        None => Ownership::Untagged,
+    let ownership = if carries_tags {
+        match body
+            .pointer(&format!("/tags/{OWNER_TAG}"))
+            .and_then(Value::as_str)
+        {
+            Some(t) if t == tag => Ownership::Ours,
+            Some(other) => Ownership::Other(other.to_owned()),
+            None => Ownership::Untagged,
+        }
+    } else if recorded {
+        Ownership::Ours
+    } else {
+        Ownership::Untagged
     };
     decide::Azure::Present {
         ownership,
@@ -531,6 +552,7 @@ async fn reconcile_inner<K: AzureResource>(
         policy,
         paused: flag(PAUSED),
         adopt: flag(ADOPT),
+        use_existing: flag(USE_EXISTING),
         dependencies: deps.state.clone(),
         id_known: known_id.is_some() || deps.parent.is_some() || K::KIND == Kind::ResourceGroup,
         held,
@@ -541,10 +563,13 @@ async fn reconcile_inner<K: AzureResource>(
             && ready.is_some_and(|c| c.status == "True")
             && status.observed_generation == Some(generation),
     };
-    // A subnet cannot carry tags: it is ours when its virtual network is one of our CRs, or when
-    // we created it (its ID is in our status).
-    let ownership_by_status = K::KIND == Kind::Subnet
-        && (obj.owner().is_some_and(|o| o.name.is_some()) || known_id.is_some());
+    // Strata's record that it creates (or created) the resource at this ARM ID.
+    let recorded_id = annotations.get(CREATED).cloned();
+    let recorded = |id: &ArmId| {
+        recorded_id
+            .as_deref()
+            .is_some_and(|r| r.eq_ignore_ascii_case(&id.to_string()))
+    };
 
     // Filled by the Observe step.
     let mut azure: Option<Arc<Azure>> = None;
@@ -635,26 +660,30 @@ async fn reconcile_inner<K: AzureResource>(
                 return Ok(Action::requeue(ctx.timing.sync_period));
             }
             Step::Observe => {
-                let client = match ctx
-                    .credentials
-                    .for_object(&ctx.kube, &namespace, &annotations)
-                    .await
-                {
+                let lookup = Lookup {
+                    kube: &ctx.kube,
+                    identities: &ctx.identities,
+                    namespace: &namespace,
+                    annotations: &annotations,
+                };
+                let client = match ctx.credentials.for_object(&lookup).await {
                     Ok(c) => c,
                     Err(e) => {
+                        // Refused before any token request or ARM call; woken again when the
+                        // identity changes, and looked at again after the backoff.
                         ctx.event(
                             obj.as_ref(),
                             true,
-                            "CredentialError",
+                            e.reason,
                             "Authenticate",
-                            e.0.clone(),
+                            e.message.clone(),
                         )
                         .await;
                         report(
                             &ctx,
                             &api,
                             obj.as_ref(),
-                            Report::new("False", "CredentialError", e.0),
+                            Report::new("False", e.reason, e.message),
                         )
                         .await?;
                         return Ok(Action::requeue(
@@ -697,7 +726,7 @@ async fn reconcile_inner<K: AzureResource>(
                     }
                 }
                 let mut want = obj.desired(&resolved);
-                if K::KIND != Kind::Subnet {
+                if K::CARRIES_TAGS {
                     want["tags"][OWNER_TAG] = Value::String(key.clone());
                 }
                 obs.azure = Some(match &body {
@@ -706,7 +735,7 @@ async fn reconcile_inner<K: AzureResource>(
                         let drift = (!obs.deleting && obs.dependencies == Dependencies::Ready)
                             .then(|| drift::first_difference(&want, b))
                             .flatten();
-                        azure_state(b, &key, ownership_by_status, drift)
+                        azure_state(b, &key, K::CARRIES_TAGS, recorded(&own), drift)
                     }
                 });
                 // The translator's CAPZ migration: adopt only what carries CAPZ's ownership tag.
@@ -790,6 +819,11 @@ async fn reconcile_inner<K: AzureResource>(
                 if let Some(current) = &observed {
                     K::preserve(current, &mut body);
                 }
+                if matches!(step, Step::Create) && !recorded(&own) {
+                    // Durably, before the PUT: after a restart between the PUT and the status
+                    // write, this record is what tells our resource from a foreign one.
+                    record_creation(&api, obj.as_ref(), &own).await?;
+                }
                 let answer = match client.arm.put(K::KIND, &own, &body).await {
                     Ok(a) => a,
                     Err(e) => {
@@ -826,7 +860,8 @@ async fn reconcile_inner<K: AzureResource>(
                 let drift = desired
                     .as_ref()
                     .and_then(|want| drift::first_difference(want, &answer));
-                obs.azure = Some(azure_state(&answer, &key, true, drift));
+                // Our own PUT's answer: ours whatever its tags say.
+                obs.azure = Some(azure_state(&answer, &key, false, true, drift));
                 observed = Some(answer);
             }
             Step::Delete => {
@@ -884,6 +919,25 @@ async fn reconcile_inner<K: AzureResource>(
                 ctx.succeeded(&key);
                 return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
             }
+            Step::UseExisting => {
+                let (Some(own), Some(body)) = (id.clone(), observed.clone()) else {
+                    return Err(Error::Invariant(
+                        "use-existing before the resource was observed",
+                    ));
+                };
+                let mut r = Report::new(
+                    "True",
+                    "UsingExisting",
+                    format!(
+                        "the existing resource is used as it is ({USE_EXISTING}): Strata did not create it, so it never writes or deletes it"
+                    ),
+                )
+                .observed(&own, Some(&body));
+                r.outputs = K::outputs(&body);
+                report(&ctx, &api, current.as_ref(), r).await?;
+                ctx.succeeded(&key);
+                return Ok(Action::requeue(ctx.jittered(ctx.timing.sync_period)));
+            }
             Step::NotFound => {
                 let message =
                     "the resource does not exist in Azure (observe policy: nothing is created)";
@@ -915,6 +969,17 @@ async fn reconcile_inner<K: AzureResource>(
         }
     }
     Ok(Action::requeue(ctx.timing.poll_interval))
+}
+
+/// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation).
+async fn record_creation<K: AzureResource>(api: &Api<K>, obj: &K, id: &ArmId) -> Result<(), Error> {
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {CREATED: id.to_string()}}})),
+    )
+    .await?;
+    Ok(())
 }
 
 fn azure_name<K: AzureResource>(obj: &K) -> &str {

@@ -164,8 +164,14 @@ async fn no_secret_appears_in_any_log_line_at_any_level() {
     // emulator issues for both.
     let own = "own-client-secret-7c1f0a";
     let team = "team-client-secret-93be21";
-    w.credential_secret(&w.ns, "strata-credential", SUB, "team", team)
-        .await;
+    w.credential_secret(
+        &w.ns,
+        "strata-credential",
+        SUB,
+        "7ea70000-0000-4000-8000-000000000001",
+        team,
+    )
+    .await;
     let kubeconfig = w.env.kubeconfig_path().to_owned();
     let mut operator = w.spawn_replica_with(
         "no-secrets",

@@ -202,8 +202,8 @@ async fn credentials_stay_in_their_namespace() {
         "11111111-0000-0000-0000-00000000000b",
     );
     for (client, secret, sub) in [
-        ("client-a", "secret-a", sub_a),
-        ("client-b", "secret-b", sub_b),
+        ("aaaaaaaa-0000-4000-8000-00000000000a", "secret-a", sub_a),
+        ("bbbbbbbb-0000-4000-8000-00000000000b", "secret-b", sub_b),
     ] {
         w.sim_post(
             "/_sim/principals",
@@ -211,13 +211,31 @@ async fn credentials_stay_in_their_namespace() {
         )
         .await;
     }
-    w.credential_secret(&a, "strata-credential", sub_a, "client-a", "secret-a")
-        .await;
-    w.credential_secret(&b, "strata-credential", sub_b, "client-b", "secret-b")
-        .await;
+    w.credential_secret(
+        &a,
+        "strata-credential",
+        sub_a,
+        "aaaaaaaa-0000-4000-8000-00000000000a",
+        "secret-a",
+    )
+    .await;
+    w.credential_secret(
+        &b,
+        "strata-credential",
+        sub_b,
+        "bbbbbbbb-0000-4000-8000-00000000000b",
+        "secret-b",
+    )
+    .await;
     // A Secret in namespace b that claims subscription a with b's principal.
-    w.credential_secret(&b, "borrowed", sub_a, "client-b", "secret-b")
-        .await;
+    w.credential_secret(
+        &b,
+        "borrowed",
+        sub_a,
+        "bbbbbbbb-0000-4000-8000-00000000000b",
+        "secret-b",
+    )
+    .await;
 
     w.apply_in(&a, rg("rg", "rg-a", json!({}))).await;
     w.apply_in(&b, rg("rg", "rg-b", json!({}))).await;

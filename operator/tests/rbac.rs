@@ -56,8 +56,41 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         w.env.kubeconfig_as(SERVICE_ACCOUNT).unwrap()
     };
     // A namespace credential, so that reading it is part of the run.
-    w.credential_secret(&w.ns, "strata-credential", SUB, "team", "team-secret")
-        .await;
+    w.credential_secret(
+        &w.ns,
+        "strata-credential",
+        SUB,
+        "7ea70000-0000-4000-8000-000000000001",
+        "team-secret",
+    )
+    .await;
+    // An administrator's identity in another namespace that admits this one by its labels: the
+    // identity watch, the namespace's labels and the identity's own Secret are part of the run.
+    let admin_ns = w.namespace("admin").await;
+    kubectl(
+        &admin,
+        &["label", "namespace", &w.ns, "strata-test-tenant=yes"],
+    );
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "sp", "namespace": admin_ns},
+        "stringData": {"clientSecret": "sp-secret"}
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.env.client(), &admin_ns)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    w.apply_in(
+        &admin_ns,
+        serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
+            "metadata": {"name": "sp-identity"},
+            "spec": {"type": "ServicePrincipal", "tenantID": "tenant",
+                "clientID": "5e1ec70e-0000-4000-8000-000000000005", "clientSecret": {"name": "sp"},
+                "allowedNamespaces": {"selector": {"matchLabels": {"strata-test-tenant": "yes"}}}}
+        }),
+    )
+    .await;
     let lease = format!("{}-lease", w.ns);
     let mut operator = w.spawn_replica_as(
         "strata-operator-rbac",
@@ -76,6 +109,15 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
     objects.extend(
         w.apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
             .await,
+    );
+    objects.push(
+        w.apply(serde_json::json!({
+            "apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "by-identity",
+                "annotations": {"strata.dev/identity": format!("{admin_ns}/sp-identity")}},
+            "spec": {"location": "westeurope"}
+        }))
+        .await,
     );
     w.wait_all_ready(&objects, Duration::from_secs(60)).await;
     // Two changes of the same field: the second "Updated" event repeats the first, and the

@@ -13,12 +13,13 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::*;
-use kube::api::PostParams;
 use serde_json::{Value, json};
 use strata_armsim::Options;
 use strata_operator::credentials::Credential;
 
 const T: Duration = Duration::from_secs(30);
+/// The client ID of the tenant's workload identity.
+const TENANT_APP: &str = "7e4a4700-0000-4000-8000-0000000000a9";
 
 /// A service-account token as the kubelet projects it: a JWT (the emulator reads `jti`, `nbf`,
 /// `exp`; the signature is not checked).
@@ -113,19 +114,16 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
     w.sim_post("/_sim/tokens", json!({"lifetimeSeconds": 22}))
         .await;
     let tenant_ns = w.namespace("tenant").await;
-    // The namespace's credential: workload identity (a client ID, no secret), exchanging the
-    // operator's own token file (DESIGN.md: a Secret never names a file).
-    let secret = serde_json::from_value(json!({
-        "metadata": {"name": "strata-credential", "namespace": tenant_ns},
-        "stringData": {"AZURE_SUBSCRIPTION_ID": SUB, "AZURE_TENANT_ID": "tenant",
-            "AZURE_CLIENT_ID": "tenant-app"}
-    }))
-    .unwrap();
-    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.env.client(), &tenant_ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-
+    // The tenant's credential: an administrator's WorkloadIdentity AzureClusterIdentity that
+    // allows the tenant's namespace, exchanging the operator's own token file (a tenant's own
+    // Secret can never ask for that: docs/security.md).
+    let identity = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
+        "metadata": {"name": "tenant-wi", "namespace": w.ns},
+        "spec": {"type": "WorkloadIdentity", "tenantID": "tenant", "clientID": TENANT_APP,
+            "allowedNamespaces": {"list": [tenant_ns]}}
+    });
+    w.apply_in(&w.ns, identity).await;
     let file = std::env::temp_dir().join(format!("strata-{}.token", w.ns));
     let start = chrono::Utc::now().timestamp();
     let first_expires = start + 10;
@@ -144,11 +142,14 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
     let ns = w.ns.clone();
     // One CR on the global credential, one on the namespace's.
     w.apply_in(&ns, rg("global", json!({}))).await;
-    w.apply_in(&tenant_ns, rg("tenant", json!({}))).await;
+    let mut tenant_rg = rg("tenant", json!({}));
+    tenant_rg["metadata"]["annotations"] =
+        json!({"strata.dev/identity": format!("{}/tenant-wi", w.ns)});
+    w.apply_in(&tenant_ns, tenant_rg.clone()).await;
     wait_ready_generation(&w, &ns, "global", 1).await;
     wait_ready_generation(&w, &tenant_ns, "tenant", 1).await;
     let before = token_requests(&w).await;
-    for client in ["operator", "tenant-app"] {
+    for client in ["operator", TENANT_APP] {
         assert!(
             before.contains(&(client.into(), "first".into(), 200)),
             "{client} exchanged the first token: {before:?}"
@@ -167,8 +168,8 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
     // The operator keeps working: a change on each CR reaches Azure.
     w.apply_in(&ns, rg("global", json!({"after": "rotation"})))
         .await;
-    w.apply_in(&tenant_ns, rg("tenant", json!({"after": "rotation"})))
-        .await;
+    tenant_rg["spec"]["tags"] = json!({"after": "rotation"});
+    w.apply_in(&tenant_ns, tenant_rg).await;
     wait_ready_generation(&w, &ns, "global", 2).await;
     wait_ready_generation(&w, &tenant_ns, "tenant", 2).await;
     let resources = w.sim_resources().await;
@@ -183,7 +184,7 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
     let after = token_requests(&w).await;
     let _ = std::fs::remove_file(&file);
     let new: Vec<_> = after[before.len()..].to_vec();
-    for client in ["operator", "tenant-app"] {
+    for client in ["operator", TENANT_APP] {
         assert!(
             new.contains(&(client.into(), "second".into(), 200)),
             "{client} exchanged the rotated token: {new:?}"

@@ -33,9 +33,14 @@ pub struct FaultRule {
     pub code: Option<String>,
     #[serde(default)]
     pub message: Option<String>,
-    /// Added latency in real milliseconds.
+    /// Added latency in real milliseconds, before the request is carried out.
     #[serde(default)]
     pub latency_ms: Option<u64>,
+    /// Carry the request out, then hold its answer this many real milliseconds: a write ARM
+    /// accepted whose answer the caller has not seen yet (a client killed meanwhile never
+    /// learns the outcome).
+    #[serde(default)]
+    pub hold_answer_ms: Option<u64>,
     /// `Retry-After` seconds on the error response.
     #[serde(default)]
     pub retry_after: Option<f64>,
@@ -61,6 +66,8 @@ pub enum RuleError {
 pub struct Effect {
     pub latency: Option<Duration>,
     pub error: Option<ArmError>,
+    /// After carrying the request out, wait this long before answering.
+    pub hold_answer: Option<Duration>,
 }
 
 pub struct Faults {
@@ -131,6 +138,7 @@ impl Faults {
             return Effect {
                 latency: rule.latency_ms.map(Duration::from_millis),
                 error,
+                hold_answer: rule.hold_answer_ms.map(Duration::from_millis),
             };
         }
         Effect::default()

@@ -161,9 +161,15 @@ async fn run(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("127.0.0.1");
     let base_url = format!("http://{host}");
-    let mut sim = app.lock();
-    sim.advance();
-    dispatch(&mut sim, method, route, query, headers, body, &base_url)
+    let answer = {
+        let mut sim = app.lock();
+        sim.advance();
+        dispatch(&mut sim, method, route, query, headers, body, &base_url)
+    };
+    if let Some(hold) = effect.hold_answer {
+        tokio::time::sleep(hold).await;
+    }
+    answer
 }
 
 fn spec_for(type_name: &str, api_version: Option<&String>) -> Result<&'static Spec, ArmError> {

@@ -1209,6 +1209,34 @@ async fn latency_only_fault_rules_delay_without_failing() {
 }
 
 #[tokio::test]
+async fn a_held_answer_comes_after_the_write_is_carried_out() {
+    // A write ARM accepted whose caller has not heard back yet: another reader already sees it.
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    sim.sim_post(
+        "/_sim/faults",
+        json!({ "path": "/resourceGroups/h$", "method": "PUT", "holdAnswerMs": 1500, "count": 1 }),
+    )
+    .await;
+    let started = Instant::now();
+    let put = sim.put(&rg("h"), RES, json!({"location": "westeurope"}));
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let seen = sim.get(&rg("h"), RES).await;
+        (seen.status, started.elapsed())
+    };
+    let (answer, (seen, seen_at)) = tokio::join!(put, look);
+    assert_eq!(
+        seen,
+        StatusCode::OK,
+        "the write was carried out before its answer"
+    );
+    assert!(seen_at < Duration::from_millis(1500), "{seen_at:?}");
+    assert!(answer.status.is_success(), "{:?}", answer.status);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+}
+
+#[tokio::test]
 async fn patch_updates_tags_at_once_and_other_fields_like_a_put() {
     let sim = Sim::start().await;
     sim.network("g").await;

@@ -40,6 +40,10 @@ pub trait AzureResource:
     + 'static
 {
     const KIND: Kind;
+    /// Whether the Azure resource carries tags, and so Strata's ownership tag. A kind without
+    /// (a subnet, a child resource) is Strata's only by the record the loop writes on the CR
+    /// before creating it (`strata.dev/created`).
+    const CARRIES_TAGS: bool = true;
 
     /// `spec.azureName`.
     fn azure_name(&self) -> Option<&str>;

@@ -11,6 +11,7 @@ use crate::kind::Kind;
 
 impl AzureResource for Subnet {
     const KIND: Kind = Kind::Subnet;
+    const CARRIES_TAGS: bool = false;
     common_accessors!(status: plain);
 
     fn references(&self) -> Vec<(Kind, &ResourceRef)> {

@@ -11,7 +11,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use strata_armsim::{Inspector, Options, Server};
 use strata_envtest::TestEnv;
-use strata_operator::credentials::Credential;
+use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
@@ -61,6 +61,8 @@ pub fn settings(sim_url: &str, namespace: &str) -> Settings {
             client_secret: Some("operator-secret".into()),
             federated_token_file: None,
         }),
+        // Granted explicitly: the secure default grants the operator's credential nowhere.
+        grant: GlobalGrant::namespaces([namespace]),
         limits: Limits::default().scaled(TIME_SCALE),
         timing: Timing {
             sync_period: Duration::from_secs(3600),
@@ -241,9 +243,15 @@ impl World {
     pub fn api_in(&self, ns: &str, kind: &str) -> Api<DynamicObject> {
         let plural = match kind {
             "PublicIPAddress" => "publicipaddresses".to_owned(),
+            "AzureClusterIdentity" => "azureclusteridentities".to_owned(),
             k => format!("{}s", k.to_ascii_lowercase()),
         };
-        let gvk = GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind);
+        let gvk = match kind {
+            "AzureClusterIdentity" => {
+                GroupVersionKind::gvk("infrastructure.cluster.x-k8s.io", "v1beta1", kind)
+            }
+            _ => GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind),
+        };
         Api::namespaced_with(
             self.env.client(),
             ns,
@@ -560,6 +568,7 @@ impl World {
             .args(["--health-addr", "127.0.0.1:0"])
             .args(["--arm-time-scale", &TIME_SCALE.to_string()])
             .args(["--poll-interval", "100ms"])
+            .args(["--global-credential-namespaces", &self.ns])
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("AZURE_RESOURCE_MANAGER_ENDPOINT", &self.sim.url)
