@@ -269,8 +269,8 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         json!({"strata.dev/credential-from": "deputy"}),
     )
     .await;
-    // - a Secret whose keys are blank;
-    let blank = json!({"AZURE_SUBSCRIPTION_ID": SUB, "AZURE_TENANT_ID": " ",
+    // - Secrets whose keys are blank: the client secret, the tenant;
+    let blank = json!({"AZURE_SUBSCRIPTION_ID": SUB, "AZURE_TENANT_ID": TENANT,
         "AZURE_CLIENT_ID": CLIENT_C, "AZURE_CLIENT_SECRET": "  \n"});
     secret(&stack, &b, "blank", blank).await;
     resource_group(
@@ -278,6 +278,16 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         &b,
         "b-blank",
         json!({"strata.dev/credential-from": "blank"}),
+    )
+    .await;
+    let blank_tenant = json!({"AZURE_SUBSCRIPTION_ID": SUB, "AZURE_TENANT_ID": " \t",
+        "AZURE_CLIENT_ID": CLIENT_C, "AZURE_CLIENT_SECRET": "b-knows-no-secret"});
+    secret(&stack, &b, "blank-tenant", blank_tenant).await;
+    resource_group(
+        &stack,
+        &b,
+        "b-blank-tenant",
+        json!({"strata.dev/credential-from": "blank-tenant"}),
     )
     .await;
     // - an identity of its own whose clientSecret names the administrator's Secret.
@@ -312,7 +322,8 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         ("b-bad-selector", "IdentityNotAllowed", "does not parse"),
         ("b-not-guid", "CredentialError", "not a GUID"),
         ("b-deputy", "CredentialError", "AZURE_CLIENT_SECRET"),
-        ("b-blank", "CredentialError", "AZURE_TENANT_ID"),
+        ("b-blank", "CredentialError", "AZURE_CLIENT_SECRET"),
+        ("b-blank-tenant", "CredentialError", "AZURE_TENANT_ID"),
         ("b-borrowed", "CredentialError", "own namespace"),
     ];
     for (name, reason, says) in refusals {

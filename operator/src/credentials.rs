@@ -192,7 +192,7 @@ impl Credential {
         };
         let Some(client_secret) = secret_value(secret, "AZURE_CLIENT_SECRET") else {
             return Err(CredentialError::invalid(format!(
-                "{source} has no AZURE_CLIENT_SECRET: a namespace's own credential must carry its client secret; workload identity is only available through an AzureClusterIdentity an administrator created (annotation {IDENTITY})"
+                "{source} has no AZURE_CLIENT_SECRET (or it is empty): a namespace's own credential must carry its client secret; workload identity is only available through an AzureClusterIdentity an administrator created (annotation {IDENTITY})"
             )));
         };
         let credential = Credential {

@@ -142,7 +142,11 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         client.clone(),
         translator,
     )));
-    let settings = operator_settings(&sim.url, &token_file, None, args.time_scale);
+    let mut settings = operator_settings(&sim.url, &token_file, None, args.time_scale);
+    // The demo's hand-written cloud CRs (`kubectl apply -f samples/azure/`) name no credential:
+    // the operator's own is granted to the namespace they land in, explicitly, as an
+    // administrator would (the secure default grants it nowhere; docs/security.md).
+    settings.grant = strata_operator::credentials::GlobalGrant::namespaces(["default"]);
     let op_client = client.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = strata_operator::run(op_client, settings).await {
