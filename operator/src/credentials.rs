@@ -275,8 +275,11 @@ impl Credentials {
     pub async fn resolve(&self, l: &Lookup<'_>) -> Result<Credential, CredentialError> {
         let ns = l.namespace;
         let secrets: Api<Secret> = Api::namespaced(l.kube.clone(), ns);
-        let read = |e: kube::Error| {
-            CredentialError::invalid(format!("cannot read a credential Secret: {e}"))
+        let read = |e: kube::Error| match e {
+            kube::Error::Api(s) if s.code == 403 => CredentialError::invalid(format!(
+                "the operator may not read Secrets in namespace {ns}: an administrator binds the ClusterRole strata-operator-credentials there (docs/security.md)"
+            )),
+            e => CredentialError::invalid(format!("cannot read a credential Secret: {e}")),
         };
         if let Some(name) = l.annotations.get(CREDENTIAL_FROM) {
             // Same namespace only: a name is all the annotation can say.
@@ -290,7 +293,14 @@ impl Credentials {
         if let Some(value) = l.annotations.get(IDENTITY) {
             return self.from_identity(l, value).await;
         }
-        if let Some(secret) = secrets.get_opt(NAMESPACE_SECRET).await.map_err(read)? {
+        // An administrator lets the operator read Secrets only in the namespaces where it binds
+        // the `strata-operator-credentials` role: elsewhere the namespace has no credential of
+        // its own, which is not an error.
+        let own = match secrets.get_opt(NAMESPACE_SECRET).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => None,
+            other => other.map_err(read)?,
+        };
+        if let Some(secret) = own {
             return Credential::from_secret(&secret);
         }
         let not_granted = |why: &str| CredentialError {
@@ -415,9 +425,12 @@ impl Credentials {
                     .get_opt(secret_name)
                     .await
                     .map_err(|e| {
-                        CredentialError::invalid(format!(
-                            "{what}: cannot read Secret {id_ns}/{secret_name}: {e}"
-                        ))
+                        CredentialError::invalid(match e {
+                            kube::Error::Api(s) if s.code == 403 => format!(
+                                "{what}: the operator may not read Secrets in namespace {id_ns}: an administrator binds the ClusterRole strata-operator-credentials there (docs/security.md)"
+                            ),
+                            e => format!("{what}: cannot read Secret {id_ns}/{secret_name}: {e}"),
+                        })
                     })?
                     .ok_or_else(|| {
                         CredentialError::invalid(format!(

@@ -2,7 +2,9 @@
 //! binary converges and deletes the samples, and every (verb, group, resource) it sent — from
 //! the API server's request log — is granted by the role, and every grant was used. On
 //! kube-apiserver (KUBEBUILDER_ASSETS) the operator also runs as its ServiceAccount under that
-//! role, so a missing rule fails the run with 403s.
+//! role, so a missing rule fails the run with 403s — with Secrets readable only in the
+//! namespaces where the `strata-operator-credentials` role is bound (`kubectl auth can-i` proves
+//! the scope: no Secret elsewhere, never a list or a watch).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -55,6 +57,57 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         kubectl(&admin, &["apply", "-f", rbac.to_str().unwrap()]);
         w.env.kubeconfig_as(SERVICE_ACCOUNT).unwrap()
     };
+    // An administrator's namespace for identities (created before the role is bound there).
+    let admin_ns = w.namespace("admin").await;
+    if !w.env.is_embedded() {
+        // Secrets are readable only where the credentials role is bound: the test's namespace
+        // (its own credential) and the identities' namespace.
+        for ns in [&w.ns, &admin_ns] {
+            kubectl(
+                &admin,
+                &[
+                    "create",
+                    "rolebinding",
+                    "strata-operator-credentials",
+                    "-n",
+                    ns,
+                    "--clusterrole",
+                    "strata-operator-credentials",
+                    "--serviceaccount",
+                    "strata-system:strata-operator",
+                ],
+            );
+        }
+        // The scope: no Secret anywhere else, and never a list or a watch of Secrets.
+        let elsewhere = w.namespace("elsewhere").await;
+        for (verb, ns, allowed) in [
+            ("get", &w.ns, "yes"),
+            ("get", &admin_ns, "yes"),
+            ("get", &elsewhere, "no"),
+            ("get", &"strata-system".to_owned(), "no"),
+            ("list", &w.ns, "no"),
+            ("watch", &admin_ns, "no"),
+            ("delete", &w.ns, "no"),
+        ] {
+            let out = std::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&admin)
+                .args([
+                    "auth",
+                    "can-i",
+                    verb,
+                    "secrets",
+                    "-n",
+                    ns,
+                    "--as",
+                    SERVICE_ACCOUNT,
+                ])
+                .output()
+                .expect("kubectl");
+            let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            assert_eq!(answer, allowed, "may the operator {verb} Secrets in {ns}?");
+        }
+    }
     // A namespace credential, so that reading it is part of the run.
     w.credential_secret(
         &w.ns,
@@ -66,7 +119,6 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
     .await;
     // An administrator's identity in another namespace that admits this one by its labels: the
     // identity watch, the namespace's labels and the identity's own Secret are part of the run.
-    let admin_ns = w.namespace("admin").await;
     kubectl(
         &admin,
         &["label", "namespace", &w.ns, "strata-test-tenant=yes"],
