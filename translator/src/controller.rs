@@ -1,9 +1,11 @@
 //! The controller: two kube-runtime controllers (AzureCluster, AzureMachine) fed by watches on
-//! the CAPI/CAPZ objects, the bootstrap Secrets and the cloud CRs they own. Each reconcile
-//! fetches, calls the pure translation, server-side applies the result (field manager
-//! `strata-translator`, controller-owned, labelled with the cluster name), deletes owned CRs that
-//! are no longer desired, and writes status back to CAPI. Deletion is driven by the translator's
-//! own finalizer, never by a garbage collector.
+//! the CAPI/CAPZ objects, the identities, the bootstrap Secrets (label-selected) and the cloud
+//! CRs they own. Each reconcile fetches, checks the cluster's identity ([`identity::check`]; a
+//! refusal writes only status and an Event), calls the pure translation, server-side applies the
+//! result (field manager `strata-translator`, controller-owned, labelled with the cluster name),
+//! deletes owned CRs that are no longer desired, and writes status back to CAPI. Deletion of
+//! cloud CRs is driven by the translator's own finalizer, never by a garbage collector (the
+//! custom-data Secret copies, which touch no cloud resource, go by garbage collection).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1089,14 +1091,12 @@ async fn empty_legacy_credential(
     ev: &Events,
 ) -> Result<(), Error> {
     let uid = azc.uid().unwrap_or_default();
-    let checked = |insert: bool| {
-        let mut set = ctx.legacy_checked.lock().unwrap_or_else(|p| p.into_inner());
-        if insert {
-            set.insert(uid.clone());
-        }
-        set.contains(&uid)
+    let checked = || {
+        ctx.legacy_checked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     };
-    if checked(false) {
+    if checked().contains(&uid) {
         return Ok(());
     }
     let name = naming::legacy_credential_secret(cluster);
@@ -1134,7 +1134,7 @@ async fn empty_legacy_credential(
             .await;
         }
     }
-    checked(true);
+    checked().insert(uid);
     Ok(())
 }
 

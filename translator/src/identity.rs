@@ -75,8 +75,8 @@ pub enum Refusal {
         why: String,
     },
     #[error(
-        "AzureClusterIdentity {identity} cannot admit namespace {namespace}: {error}; no other \
-         namespace may use it until an administrator fixes it"
+        "AzureClusterIdentity {identity} cannot admit namespace {namespace}: {error}; only its \
+         own namespace may use it until an administrator fixes it"
     )]
     BadSelector {
         identity: IdentityRef,
@@ -208,13 +208,15 @@ mod tests {
         let team = BTreeMap::from([("tenant".to_owned(), "a".to_owned())]);
         let none = BTreeMap::new();
         let in_admin = json!({"name": "id", "namespace": "admin"});
-        let cases: Vec<(
-            &str,
+        // (what, identityRef, the identity found, the namespace's labels, decision or reason)
+        type Case<'a> = (
+            &'a str,
             serde_json::Value,
             Option<AzureClusterIdentity>,
-            &BTreeMap<_, _>,
-            Result<IdentityRef, &str>,
-        )> = vec![
+            &'a BTreeMap<String, String>,
+            Result<IdentityRef, &'a str>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "no identityRef",
                 serde_json::Value::Null,

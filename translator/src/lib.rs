@@ -43,8 +43,9 @@ pub struct InputError {
     pub message: String,
 }
 
-/// A field the input carries that Strata does not translate (yet): reported as a condition or
-/// event, never silently dropped.
+/// A field the input carries that Strata does not translate (yet), or lacks so that the
+/// controller will refuse it (`spec.identityRef`): reported (a condition, an event, `render`'s
+/// stderr), never silently dropped.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Note {
     /// `Kind namespace/name`.
