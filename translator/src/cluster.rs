@@ -109,10 +109,12 @@ pub fn translate(
         let cr = naming::cr_name(&model.name, name);
         let mut tags = extra_tags.clone();
         tags.extend(model.tags(ROLE_COMMON, name));
+        let mut metadata = model.meta(&cr, false, Some(&tags));
+        model.mark_use_existing(&mut metadata);
         push(
             &mut out,
             NetworkSecurityGroup {
-                metadata: model.meta(&cr, false, Some(&tags)),
+                metadata,
                 spec: NetworkSecurityGroupSpec {
                     azure_name: ClusterModel::azure_name(&cr, name),
                     owner: rg_ref.clone(),
@@ -144,10 +146,12 @@ pub fn translate(
             let cr = naming::cr_name(&model.name, rt);
             spec.route_table = Some(ResourceRef::named(&cr));
             let tags = model.tags(ROLE_COMMON, rt);
+            let mut metadata = model.meta(&cr, false, Some(&tags));
+            model.mark_use_existing(&mut metadata);
             push(
                 &mut out,
                 RouteTable {
-                    metadata: model.meta(&cr, false, Some(&tags)),
+                    metadata,
                     spec: RouteTableSpec {
                         azure_name: ClusterModel::azure_name(&cr, rt),
                         owner: rg_ref.clone(),
@@ -247,7 +251,8 @@ pub fn translate(
 }
 
 /// A subnet's metadata. Subnets have no tags in Azure, so in a migration they are adopted when
-/// their VNet is (the VNet carries CAPZ's ownership tag).
+/// their VNet is (the VNet carries CAPZ's ownership tag); in a bring-your-own VNet they are used
+/// as they are when they exist ([`ClusterModel::mark_use_existing`]).
 fn subnet_meta(
     model: &ClusterModel,
     subnet: &crate::model::SubnetModel,
@@ -258,6 +263,7 @@ fn subnet_meta(
             .get_or_insert_with(Default::default)
             .insert(crate::annotations::ADOPT.to_owned(), "true".to_owned());
     }
+    model.mark_use_existing(&mut meta);
     meta
 }
 

@@ -1,9 +1,11 @@
 //! The controller: two kube-runtime controllers (AzureCluster, AzureMachine) fed by watches on
-//! the CAPI/CAPZ objects, the bootstrap Secrets and the cloud CRs they own. Each reconcile
-//! fetches, calls the pure translation, server-side applies the result (field manager
-//! `strata-translator`, controller-owned, labelled with the cluster name), deletes owned CRs that
-//! are no longer desired, and writes status back to CAPI. Deletion is driven by the translator's
-//! own finalizer, never by a garbage collector.
+//! the CAPI/CAPZ objects, the identities, the bootstrap Secrets (label-selected) and the cloud
+//! CRs they own. Each reconcile fetches, checks the cluster's identity ([`identity::check`]; a
+//! refusal writes only status and an Event), calls the pure translation, server-side applies the
+//! result (field manager `strata-translator`, controller-owned, labelled with the cluster name),
+//! deletes owned CRs that are no longer desired, and writes status back to CAPI. Deletion of
+//! cloud CRs is driven by the translator's own finalizer, never by a garbage collector (the
+//! custom-data Secret copies, which touch no cloud resource, go by garbage collection).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use strata_runtime::Shard;
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::identity::{self, IdentityRef, Refusal};
 use crate::model::{ClusterModel, Policy};
 use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 
@@ -90,6 +93,9 @@ pub struct Context {
     /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
     /// and the availability sets of a cluster.
     pub machines: Store<Machine>,
+    /// AzureClusters (by UID) whose legacy credential Secret this process has already looked
+    /// for: the check is one GET per cluster per process, not one per reconcile.
+    legacy_checked: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -138,6 +144,7 @@ pub async fn run_observed(
         metrics: metrics.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
+        legacy_checked: Default::default(),
     });
     let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
 
@@ -215,24 +222,17 @@ pub async fn run_observed(
     let by_machine = machines.clone();
     let machines_for_cluster = machines.clone();
     let ms = owns_machine_crs(ms, &queue, &client, ns)
-        .watches(
-            api::<Machine>(&client, ns),
-            wc.clone(),
-            queue.counted(|m: Machine| {
-                (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
-                    .then(|| m.spec.infrastructure_ref.name.clone())
-                    .flatten()
-                    .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
-            }),
-        )
+        // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
+        // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
+        // Machine that names it, a copy the AzureMachine that owns it. Only those Secrets are
+        // ever listed or watched; the translator has no reason to see any other.
         .watches(
             api::<Secret>(&client, ns),
-            wc.clone(),
+            label_config(),
             queue.counted(move |s: Secret| {
-                // A bootstrap Secret wakes the AzureMachine of the Machine that names it.
                 let ns = s.namespace().unwrap_or_default();
                 let name = s.name_any();
-                by_machine
+                let mut woken: Vec<ObjectRef<AzureMachine>> = by_machine
                     .state()
                     .into_iter()
                     .filter(|m| {
@@ -241,7 +241,19 @@ pub async fn run_observed(
                     })
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
-                    .collect::<Vec<_>>()
+                    .collect();
+                woken.extend(owners::<AzureMachine, Secret>(s));
+                woken
+            }),
+        )
+        .watches(
+            api::<Machine>(&client, ns),
+            wc.clone(),
+            queue.counted(|m: Machine| {
+                (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
+                    .then(|| m.spec.infrastructure_ref.name.clone())
+                    .flatten()
+                    .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
             }),
         )
         .watches(
@@ -513,8 +525,8 @@ where
         .collect()
 }
 
-/// What `Controller::owns` does, with the wake-ups counted: watches the children (cloud CRs and
-/// Secrets, labelled with their cluster) and wakes their owners of kind `K`.
+/// What `Controller::owns` does, with the wake-ups counted: watches the children (cloud CRs,
+/// labelled with their cluster) and wakes their owners of kind `K`.
 fn watch_owned<K, C>(c: Controller<K>, queue: &Queue, children: Api<C>) -> Controller<K>
 where
     K: Resource<DynamicType = ()>
@@ -534,7 +546,7 @@ where
     c.watches(children, label_config(), queue.counted(owners::<K, C>))
 }
 
-/// The cloud CRs and the Secret an AzureCluster owns.
+/// The cloud CRs an AzureCluster owns.
 fn owns_cluster_crs(
     c: Controller<AzureCluster>,
     queue: &Queue,
@@ -549,11 +561,11 @@ fn owns_cluster_crs(
     let c = watch_owned(c, queue, api::<azure::NatGateway>(client, ns));
     let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
     let c = watch_owned(c, queue, api::<azure::LoadBalancer>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::AvailabilitySet>(client, ns));
-    watch_owned(c, queue, api::<Secret>(client, ns))
+    watch_owned(c, queue, api::<azure::AvailabilitySet>(client, ns))
 }
 
-/// The cloud CRs and the Secret an AzureMachine owns.
+/// The cloud CRs an AzureMachine owns (its custom-data Secret is watched with the bootstrap
+/// Secrets, in `run_observed`).
 fn owns_machine_crs(
     c: Controller<AzureMachine>,
     queue: &Queue,
@@ -562,8 +574,7 @@ fn owns_machine_crs(
 ) -> Controller<AzureMachine> {
     let c = watch_owned(c, queue, api::<azure::NetworkInterface>(client, ns));
     let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::VirtualMachine>(client, ns));
-    watch_owned(c, queue, api::<Secret>(client, ns))
+    watch_owned(c, queue, api::<azure::VirtualMachine>(client, ns))
 }
 
 fn cluster_label<K: Resource>(obj: &K) -> Option<String> {
@@ -1035,134 +1046,96 @@ async fn machines_of(
     Ok(out)
 }
 
-/// Whether `identity` may be used from namespace `ns` (CAPZ's rules: its own namespace always;
-/// otherwise `allowedNamespaces` must be set, and empty admits every namespace).
-async fn identity_allows(
-    client: &Client,
-    identity: &AzureClusterIdentity,
-    ns: &str,
-) -> Result<bool, Error> {
-    if identity.namespace().as_deref() == Some(ns) {
-        return Ok(true);
-    }
-    let Some(allowed) = &identity.spec.allowed_namespaces else {
-        return Ok(false);
-    };
-    if allowed.list.is_none() && allowed.selector.is_none() {
-        return Ok(true);
-    }
-    if allowed
-        .list
-        .as_ref()
-        .is_some_and(|l| l.iter().any(|n| n == ns))
-    {
-        return Ok(true);
-    }
-    if let Some(selector) = &allowed.selector {
-        let namespace = Api::<Namespace>::all(client.clone()).get_opt(ns).await?;
-        let labels = namespace
-            .and_then(|n| n.metadata.labels)
-            .unwrap_or_default();
-        let labels_ok = selector
-            .match_labels
-            .as_ref()
-            .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
-        let exprs_ok = selector.match_expressions.as_ref().is_none_or(|es| {
-            es.iter().all(|e| {
-                let values = e.values.clone().unwrap_or_default();
-                match e.operator.as_str() {
-                    "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-                    "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-                    "Exists" => labels.contains_key(&e.key),
-                    "DoesNotExist" => !labels.contains_key(&e.key),
-                    _ => false,
-                }
-            })
-        });
-        return Ok(labels_ok && exprs_ok);
-    }
-    Ok(false)
-}
-
-/// Writes the credential Secret of a cluster's identity; `Err(message)` when the identity
-/// cannot be used.
-async fn ensure_credentials(
+/// The identity decision for `azc` ([`identity::check`]) on what the API server holds: the
+/// identity its `identityRef` names and, only when that identity selects namespaces by label,
+/// the labels of the AzureCluster's namespace.
+async fn check_identity(
     client: &Client,
     azc: &AzureCluster,
-    cluster: &str,
-    owner: &OwnerReference,
-) -> Result<Result<(), String>, Error> {
-    let Some(r) = &azc.spec.identity_ref else {
-        return Ok(Ok(()));
-    };
+) -> Result<Result<IdentityRef, Refusal>, Error> {
     let ns = azc.namespace().unwrap_or_default();
-    let id_ns = r.namespace.clone().unwrap_or_else(|| ns.clone());
-    let name = r.name.clone().unwrap_or_default();
-    let Some(identity) = Api::<AzureClusterIdentity>::namespaced(client.clone(), &id_ns)
-        .get_opt(&name)
-        .await?
-    else {
-        return Ok(Err(format!(
-            "AzureClusterIdentity {id_ns}/{name} not found"
-        )));
+    let identity = match IdentityRef::of(azc) {
+        Some(r) => {
+            Api::<AzureClusterIdentity>::namespaced(client.clone(), &r.namespace)
+                .get_opt(&r.name)
+                .await?
+        }
+        None => None,
     };
-    if !identity_allows(client, &identity, &ns).await? {
-        return Ok(Err(format!(
-            "AzureClusterIdentity {id_ns}/{name} does not allow namespace {ns} (allowedNamespaces)"
-        )));
+    let mut labels = BTreeMap::new();
+    if let Some(id) = &identity
+        && id.needs_labels(&ns)
+    {
+        labels = Api::<Namespace>::all(client.clone())
+            .get_opt(&ns)
+            .await?
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
     }
-    let mut data = BTreeMap::from([
-        (
-            "AZURE_TENANT_ID".to_owned(),
-            identity.spec.tenant_id.clone(),
-        ),
-        (
-            "AZURE_CLIENT_ID".to_owned(),
-            identity.spec.client_id.clone(),
-        ),
-    ]);
-    if let Some(sub) = &azc.spec.subscription_id {
-        data.insert("AZURE_SUBSCRIPTION_ID".to_owned(), sub.clone());
+    Ok(identity::check(azc, identity.as_ref(), &labels))
+}
+
+/// Empties the credential Secret an earlier translator wrote for a cluster
+/// (`<cluster>-azure-credential`): a copy of its identity's client secret, readable by anyone
+/// who may read Secrets in the namespace, and still named by `strata.dev/credential-from` on CRs
+/// the new translator has not re-applied yet. Only the translator's own Secret is touched (the
+/// cluster label and a controller reference to this AzureCluster), never a user's Secret of the
+/// same name. Its data is removed by a patch rather than the Secret deleted: the translator has
+/// no `delete` on Secrets, since RBAC cannot narrow one to a name across namespaces; the empty
+/// Secret goes with the AzureCluster (garbage collection, through its owner reference) or by
+/// hand. One GET per AzureCluster per process.
+async fn empty_legacy_credential(
+    ctx: &Context,
+    azc: &AzureCluster,
+    cluster: &str,
+    ev: &Events,
+) -> Result<(), Error> {
+    let uid = azc.uid().unwrap_or_default();
+    let checked = || {
+        ctx.legacy_checked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if checked().contains(&uid) {
+        return Ok(());
     }
-    if let Some(secret_ref) = &identity.spec.client_secret {
-        let sns = secret_ref
-            .namespace
-            .clone()
-            .unwrap_or_else(|| id_ns.clone());
-        let sname = secret_ref.name.clone().unwrap_or_default();
-        // CAPZ keeps the client secret under `clientSecret`.
-        let secret = Api::<Secret>::namespaced(client.clone(), &sns)
-            .get_opt(&sname)
+    let name = naming::legacy_credential_secret(cluster);
+    let api: Api<Secret> =
+        Api::namespaced(ctx.client.clone(), &azc.namespace().unwrap_or_default());
+    if let Some(secret) = api.get_opt(&name).await? {
+        let ours = secret
+            .labels()
+            .get(naming::CLUSTER_NAME_LABEL)
+            .map(String::as_str)
+            == Some(cluster)
+            && secret
+                .owner_references()
+                .iter()
+                .any(|r| r.uid == uid && r.controller == Some(true));
+        let holds_data = secret.data.as_ref().is_some_and(|d| !d.is_empty());
+        if ours && holds_data {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": null})),
+            )
             .await?;
-        let Some(value) = secret
-            .and_then(|s| s.data)
-            .and_then(|d| d.get("clientSecret").cloned())
-        else {
-            return Ok(Err(format!("Secret {sns}/{sname} has no clientSecret")));
-        };
-        data.insert(
-            "AZURE_CLIENT_SECRET".to_owned(),
-            String::from_utf8_lossy(&value.0).into_owned(),
-        );
+            info!(secret = %name, "emptied the credential Secret an earlier translator wrote");
+            ev.publish(
+                false,
+                "LegacyCredentialEmptied",
+                "Cleanup",
+                format!(
+                    "Secret {name} held a copy of the identity's credentials written by an earlier \
+                     strata-translator; its data was removed (the CRs name the identity now). \
+                     Delete the empty Secret, or it goes with the AzureCluster"
+                ),
+            )
+            .await;
+        }
     }
-    let secret = json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": naming::credential_secret(cluster),
-            "labels": {naming::CLUSTER_NAME_LABEL: cluster},
-            "ownerReferences": [owner],
-        },
-        "stringData": data,
-    });
-    Api::<Secret>::namespaced(client.clone(), &ns)
-        .patch(
-            &naming::credential_secret(cluster),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(secret),
-        )
-        .await?;
-    Ok(Ok(()))
+    checked().insert(uid);
+    Ok(())
 }
 
 async fn write_cluster_status(
@@ -1232,13 +1205,6 @@ async fn reconcile_cluster_inner(
     if azc.metadata.deletion_timestamp.is_some() {
         let pending = prune(client, &ns, &existing, &[], &ev).await?;
         if pending == 0 {
-            let secret_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-            let _ = secret_api
-                .delete(
-                    &naming::credential_secret(&cluster_name),
-                    &DeleteParams::default(),
-                )
-                .await;
             remove_finalizer(&azc_api, azc.as_ref()).await?;
             info!("all cluster CRs gone; finalizer removed");
             return Ok(Action::await_change());
@@ -1257,11 +1223,17 @@ async fn reconcile_cluster_inner(
     add_finalizer(&azc_api, azc.as_ref()).await?;
     set_paused(client, &ns, &existing, false).await?;
 
-    if let Err(message) = ensure_credentials(client, &azc, &cluster_name, &owner).await? {
+    // The identity first: a refused cluster gets no CRs written, and none pruned either (the
+    // CRs it has keep the identity they were written with; the operator, which checks every use,
+    // refuses those too if that identity no longer admits the namespace).
+    if let Err(refusal) = check_identity(client, &azc).await? {
+        let reason = refusal.reason();
         write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
-            &previous_conditions(&azc), false, Some("IdentityNotAllowed"), Some(message.clone()), Some("Error"))]})).await?;
-        ev.refused(&ctx.metrics, "IdentityNotAllowed", message)
-            .await;
+            &previous_conditions(&azc), false, Some(reason), Some(refusal.to_string()), Some("Error"))]})).await?;
+        ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
+        empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
+        // Identities and AzureClusters are watched; a namespace's labels are not, hence the
+        // requeue.
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
 
@@ -1278,6 +1250,8 @@ async fn reconcile_cluster_inner(
     };
     apply_all(client, &ns, &owner, &translation.resources, &existing, &ev).await?;
     prune(client, &ns, &existing, &translation.resources, &ev).await?;
+    // After the apply, which took `credential-from` off the CRs.
+    empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
 
     // Status back to CAPI.
     let find = |kind: &str, name: &str| {
@@ -1486,12 +1460,8 @@ async fn reconcile_machine_inner(
     if azm.metadata.deletion_timestamp.is_some() {
         let pending = prune(client, &ns, &existing, &[], &ev).await?;
         if pending == 0 {
-            let _ = Api::<Secret>::namespaced(client.clone(), &ns)
-                .delete(
-                    &naming::custom_data_secret(&azm.name_any()),
-                    &DeleteParams::default(),
-                )
-                .await;
+            // The custom-data copy goes with the AzureMachine (garbage collection, through its
+            // owner reference): the translator deletes no Secret.
             remove_finalizer(&azm_api, azm.as_ref()).await?;
             return Ok(Action::await_change());
         }
@@ -1501,6 +1471,22 @@ async fn reconcile_machine_inner(
     set_paused(client, &ns, &existing, false).await?;
 
     let prev = previous_machine_conditions(&azm);
+    // A machine's CRs name its cluster's identity: the same check, the same refusal, so that no
+    // NIC or VM is written for a cluster whose identity this namespace may not use (including a
+    // cluster managed by someone else, whose AzureCluster the translator never writes to).
+    if let Err(refusal) = check_identity(client, &azc).await? {
+        let reason = refusal.reason();
+        write_machine_status(
+            client,
+            &azm,
+            json!({"ready": false, "conditions": [capi_condition(
+            &prev, false, Some(reason), Some(refusal.to_string()), Some("Error"))]}),
+        )
+        .await?;
+        ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+
     let model = match ClusterModel::new(&cluster, &azc, &mut Vec::new()) {
         Ok(m) => m,
         Err(e) => {

@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod controller;
+pub mod identity;
 pub mod machine;
 pub mod model;
 pub mod naming;
@@ -21,16 +22,10 @@ pub const FIELD_MANAGER: &str = "strata-translator";
 /// The translator's own finalizer on AzureClusters and AzureMachines.
 pub const FINALIZER: &str = "azure.strata.dev/translator";
 
-/// Annotations the translator reads or writes (DESIGN.md "Annotations").
+/// Annotations the translator reads or writes: the `strata.dev/` ones are `strata_crds`'s (one
+/// list for both controllers, DESIGN.md "Annotations"), and CAPI's two it honours.
 pub mod annotations {
-    pub const PAUSED: &str = "strata.dev/paused";
-    pub const RECONCILE_POLICY: &str = "strata.dev/reconcile-policy";
-    pub const ADOPT: &str = "strata.dev/adopt";
-    pub const CREDENTIAL_FROM: &str = "strata.dev/credential-from";
-    /// Set with `adopt` on CRs of a migrated CAPZ cluster: the tag (`key=value`) an existing Azure
-    /// resource must carry to be adopted. A reconciler that does not know it still adopts only
-    /// what `adopt` allows; one that does refuses resources CAPZ did not own.
-    pub const ADOPT_REQUIRES_TAG: &str = "strata.dev/adopt-requires-tag";
+    pub use strata_crds::annotations::*;
     /// CAPI's pause annotation.
     pub const CAPI_PAUSED: &str = "cluster.x-k8s.io/paused";
     /// CAPI's "another controller manages this infrastructure cluster" annotation.
@@ -48,8 +43,9 @@ pub struct InputError {
     pub message: String,
 }
 
-/// A field the input carries that Strata does not translate (yet): reported as a condition or
-/// event, never silently dropped.
+/// A field the input carries that Strata does not translate (yet), or lacks so that the
+/// controller will refuse it (`spec.identityRef`): reported (a condition, an event, `render`'s
+/// stderr), never silently dropped.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Note {
     /// `Kind namespace/name`.

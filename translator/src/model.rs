@@ -9,6 +9,7 @@ use strata_crds::capi::Cluster;
 use strata_crds::capz::{self, AzureCluster, LoadBalancerType, SubnetRole};
 use strata_crds::common::Tags;
 
+use crate::identity::IdentityRef;
 use crate::{InputError, Note, annotations, naming, object_ref};
 
 /// CAPZ's defaults.
@@ -30,8 +31,11 @@ pub struct Policy {
     pub adopt: bool,
     /// `cluster.x-k8s.io/managed-by` on the AzureCluster: the network is someone else's.
     pub managed_by: bool,
-    /// Secret with the identityRef's credentials (`strata.dev/credential-from`).
-    pub credential_secret: Option<String>,
+    /// The AzureCluster's `identityRef` (`strata.dev/identity` on every CR): credentials are
+    /// granted by naming the administrator's identity, never copied into the namespace.
+    pub identity: Option<IdentityRef>,
+    /// `spec.subscriptionID`, passed on with the identity (`strata.dev/subscription`).
+    pub subscription: Option<String>,
 }
 
 impl Policy {
@@ -42,7 +46,7 @@ impl Policy {
         }
         let cl = &cluster.metadata.annotations;
         let azc = &azure_cluster.metadata.annotations;
-        let name = cluster_name(cluster, azure_cluster);
+        let identity = IdentityRef::of(azure_cluster);
         Policy {
             paused: cluster.spec.paused == Some(true)
                 || ann(cl, annotations::CAPI_PAUSED).is_some()
@@ -50,11 +54,12 @@ impl Policy {
             observe: ann(azc, annotations::RECONCILE_POLICY) == Some("observe"),
             adopt: ann(azc, annotations::ADOPT) == Some("true"),
             managed_by: ann(azc, annotations::MANAGED_BY).is_some(),
-            credential_secret: azure_cluster
-                .spec
-                .identity_ref
+            // The subscription only travels with an identity: without one the operator uses
+            // none of its own settings for the CR.
+            subscription: identity
                 .as_ref()
-                .map(|_| naming::credential_secret(&name)),
+                .and(azure_cluster.spec.subscription_id.clone()),
+            identity,
         }
     }
 }
@@ -192,6 +197,16 @@ impl ClusterModel {
             note(
                 "spec.networkSpec.vnet.peerings",
                 "VNet peerings are not translated yet",
+            );
+        }
+        if IdentityRef::of(azure_cluster).is_none() {
+            // `render` still shows the CRs; the controller writes none of them (Ready=False,
+            // IdentityRefMissing) until the reference is set.
+            note(
+                "spec.identityRef",
+                "missing: CAPZ requires an AzureClusterIdentity reference; the controller refuses \
+                 this cluster (Ready=False, IdentityRefMissing) and writes none of these CRs until \
+                 it is set",
             );
         }
         if spec.bastion_spec.is_some() {
@@ -705,8 +720,11 @@ impl ClusterModel {
                 format!("{owned_tag}={}", naming::OWNED),
             );
         }
-        if let Some(secret) = &self.policy.credential_secret {
-            ann.insert(annotations::CREDENTIAL_FROM.to_owned(), secret.clone());
+        if let Some(identity) = &self.policy.identity {
+            ann.insert(annotations::IDENTITY.to_owned(), identity.to_string());
+        }
+        if let Some(subscription) = &self.policy.subscription {
+            ann.insert(annotations::SUBSCRIPTION.to_owned(), subscription.clone());
         }
         k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             name: Some(cr_name.to_owned()),
@@ -718,6 +736,34 @@ impl ClusterModel {
             annotations: (!ann.is_empty()).then_some(ann),
             ..Default::default()
         }
+    }
+
+    /// Marks the CR of a subnet of a bring-your-own VNet, or of an NSG or route table such a
+    /// subnet names, `strata.dev/use-existing: "true"`: one that already exists and is not
+    /// Strata's is used as it is (read, Ready, never written or deleted), a missing one is
+    /// created. This follows CAPZ's "Custom Virtual Networks" (a VNet in another resource group
+    /// or named by `id`): CAPZ creates the subnets that are missing, never updates a subnet that
+    /// exists and never deletes one of a VNet it does not manage; it leaves NSGs and route tables
+    /// of such a VNet alone ("custom VNet mode"). Strata creates a missing NSG or route table
+    /// rather than leave the subnet without it, and leaves an existing one exactly as it is.
+    ///
+    /// Not for CRs already observed (nothing is written through them) nor for CRs marked for
+    /// adoption (a migration from CAPZ adopts what CAPZ's tag says it owned, refuses the rest).
+    pub fn mark_use_existing(
+        &self,
+        meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
+        if !self.vnet_existing || self.policy.observe {
+            return;
+        }
+        let ann = meta.annotations.as_ref();
+        let has = |k: &str, v: &str| ann.and_then(|a| a.get(k)).is_some_and(|x| x == v);
+        if has(annotations::RECONCILE_POLICY, "observe") || has(annotations::ADOPT, "true") {
+            return;
+        }
+        meta.annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(annotations::USE_EXISTING.to_owned(), "true".to_owned());
     }
 
     /// `spec.azureName` for a CR: only when the Azure name differs from the CR's name.

@@ -180,9 +180,10 @@ pub fn custom_data_secret(machine: &str) -> String {
 /// Key of the bootstrap data in CAPI's bootstrap Secret and in the copy.
 pub const BOOTSTRAP_DATA_KEY: &str = "value";
 
-/// The Secret carrying the credentials of a cluster's `identityRef` for its CRs
-/// (`strata.dev/credential-from`).
-pub fn credential_secret(cluster: &str) -> String {
+/// The Secret into which translators before issue 22 copied the credentials of a cluster's
+/// `identityRef` (`<cluster>-azure-credential`). The translator writes none any more (the CRs
+/// name the identity); it only empties one it finds that is its own.
+pub fn legacy_credential_secret(cluster: &str) -> String {
     format!("{cluster}-azure-credential")
 }
 

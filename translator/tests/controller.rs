@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -62,6 +62,23 @@ async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled(
             _ => azc.uid(),
         };
         assert_eq!(Some(owner.uid.clone()), owner_uid, "{kind} {name}");
+        // Credentials are granted, never copied: every CR names the cluster's identity (and
+        // subscription) for the operator to resolve; none names a Secret.
+        let ann = o.annotations();
+        assert_eq!(
+            ann.get("strata.dev/identity"),
+            Some(&format!("{}/cluster-identity", env.ns)),
+            "{kind} {name}"
+        );
+        assert_eq!(
+            ann.get("strata.dev/subscription").map(String::as_str),
+            Some("00000000-0000-0000-0000-000000000000"),
+            "{kind} {name}"
+        );
+        assert!(
+            !ann.contains_key("strata.dev/credential-from"),
+            "{kind} {name}"
+        );
         let managers: Vec<_> = o
             .metadata
             .managed_fields
@@ -338,9 +355,8 @@ async fn managed_by_is_left_alone_while_its_machines_are_translated() {
     Api::<Secret>::namespaced(env.client.clone(), &env.ns)
         .create(
             &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "byo-worker-0"}, "stringData": {"value": "x"}}),
-            )
+            &serde_json::from_value(json!({"metadata": {"name": "byo-worker-0",
+                "labels": {"cluster.x-k8s.io/cluster-name": "byo"}}, "stringData": {"value": "x"}}))
             .unwrap(),
         )
         .await
@@ -378,13 +394,11 @@ async fn observe_import_and_capz_migration_annotate_the_crs() {
     )
     .unwrap()
     .replace("  paused: true\n", "");
-    let identity = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: AzureClusterIdentity\nmetadata:\n  name: cluster-identity\nspec:\n  type: WorkloadIdentity\n  clientID: c\n  tenantID: t\n";
+    // Both inputs carry the identity they name (the same one, once moved to this namespace).
+    let migrate: Vec<&str> = migrate.split("\n---").filter(|d| !is_identity(d)).collect();
+    let migrate = migrate.join("\n---");
     let cluster = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: imported\nspec:\n  infrastructureRef:\n    kind: AzureCluster\n    name: imported\n";
-    create_all(
-        &env,
-        &format!("{cluster}---\n{observe}---\n{migrate}---\n{identity}"),
-    )
-    .await;
+    create_all(&env, &format!("{cluster}---\n{observe}---\n{migrate}")).await;
     let crs = eventually("both clusters' CRs", || async {
         let crs = cloud_crs(&env).await;
         (crs.contains_key(&("LoadBalancer".to_owned(), "imported-public-lb".to_owned()))
@@ -410,11 +424,13 @@ async fn observe_import_and_capz_migration_annotate_the_crs() {
                 tagged,
                 "{kind} {name}"
             );
-            assert_eq!(
-                ann.get("strata.dev/credential-from").map(String::as_str),
-                Some("legacy-azure-credential")
-            );
         }
+        assert_eq!(
+            ann.get("strata.dev/identity"),
+            Some(&format!("{}/cluster-identity", env.ns)),
+            "{kind} {name}"
+        );
+        assert!(!ann.contains_key("strata.dev/credential-from"));
     }
     // The hub VNet and its resource group are someone else's: observed, never adopted.
     let vnet = &crs[&("VirtualNetwork".to_owned(), "legacy-hub-vnet".to_owned())];
@@ -424,64 +440,352 @@ async fn observe_import_and_capz_migration_annotate_the_crs() {
             .map(String::as_str),
         Some("observe")
     );
-    let secret = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
-        .get("legacy-azure-credential")
+    // Its subnets are used as they are when they exist (CAPZ's custom VNet), or observed when
+    // the spec names one by ID.
+    let cp = &crs[&("Subnet".to_owned(), "legacy-hub-vnet-legacy-cp".to_owned())];
+    assert_eq!(
+        cp.annotations()
+            .get("strata.dev/use-existing")
+            .map(String::as_str),
+        Some("true")
+    );
+    let nodes = &crs[&(
+        "Subnet".to_owned(),
+        "legacy-hub-vnet-legacy-nodes".to_owned(),
+    )];
+    assert!(!nodes.annotations().contains_key("strata.dev/use-existing"));
+    // No credential Secret: nothing of the identity is copied into the namespace.
+    let secrets = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
         .await
-        .unwrap();
-    assert_eq!(secret.data.unwrap()["AZURE_CLIENT_ID"].0, b"c".to_vec());
+        .unwrap()
+        .items;
+    assert!(secrets.is_empty(), "{secrets:?}");
 }
 
+/// Every way a cluster's identity can be refused, each on its own AzureCluster in one
+/// namespace: the reason and a message naming the identity and the namespace on the
+/// AzureCluster, a Warning Event, and no cloud CR written. A machine of a refused cluster is
+/// refused alike (no NIC). Allowing the namespace (a watched identity change) lets that cluster
+/// through, and only that one.
 #[tokio::test]
-async fn an_identity_from_a_namespace_it_does_not_allow_blocks_the_cluster() {
-    let env = start("tr-identity").await;
-    Api::<Namespace>::all(env.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "tr-identity-home"}})).unwrap(),
+async fn every_identity_refusal_says_why_and_writes_no_cr() {
+    let env = start("tr-refusals").await;
+    let admin = "tr-refusals-admin";
+    create_namespace(&env, admin).await;
+    let list = json!({"list": ["somewhere-else"]});
+    let selector = json!({"selector": {"matchLabels": {"team": "somewhere-else"}}});
+    let bad = json!({"selector": {"matchExpressions": [{"key": "team", "operator": "Equals", "values": ["x"]}]}});
+    create_identity_in(&env, admin, "by-list", list).await;
+    create_identity_in(&env, admin, "by-selector", selector).await;
+    create_identity_in(&env, admin, "bad-selector", bad).await;
+    let cases = [
+        (
+            "c-missing",
+            None,
+            "IdentityRefMissing",
+            vec!["CAPZ requires", "spec.identityRef", "tr-refusals"],
+        ),
+        (
+            "c-ghost",
+            Some("ghost"),
+            "IdentityNotFound",
+            vec!["tr-refusals-admin/ghost", "does not exist", "tr-refusals"],
+        ),
+        (
+            "c-list",
+            Some("by-list"),
+            "IdentityNotAllowed",
+            vec![
+                "tr-refusals-admin/by-list",
+                "does not allow namespace tr-refusals",
+                "list",
+            ],
+        ),
+        (
+            "c-sel",
+            Some("by-selector"),
+            "IdentityNotAllowed",
+            vec![
+                "tr-refusals-admin/by-selector",
+                "does not allow namespace tr-refusals",
+                "selector",
+            ],
+        ),
+        (
+            "c-bad",
+            Some("bad-selector"),
+            "IdentityNotAllowed",
+            vec!["tr-refusals-admin/bad-selector", "does not parse", "Equals"],
+        ),
+    ];
+    for (cluster, identity, _, _) in &cases {
+        create_all(
+            &env,
+            &cluster_with_identity(cluster, identity.map(|i| (admin, i))),
+        )
+        .await;
+    }
+    create_all(&env, &capi_machines("c-missing")).await;
+    for (cluster, _, reason, words) in &cases {
+        let ready = ready_with_reason(&env, cluster, reason).await;
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.severity.as_deref(), Some("Error"));
+        let message = ready.message.unwrap_or_default();
+        for w in words {
+            assert!(message.contains(w), "{cluster}: {w:?} in {message:?}");
+        }
+        assert!(!azure_cluster(&env, cluster).await.status.unwrap().ready);
+        eventually(&format!("a {reason} Event on {cluster}"), || async {
+            let events = events_of(&env, cluster, reason).await;
+            events
+                .iter()
+                .any(|e| e.type_.as_deref() == Some("Warning"))
+                .then_some(())
+        })
+        .await;
+    }
+    let azm = "c-missing-md-0-xyz98";
+    eventually("the machine of a refused cluster refused", || async {
+        Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns)
+            .get(azm)
+            .await
+            .unwrap()
+            .status?
+            .conditions
+            .iter()
+            .any(|c| c.reason.as_deref() == Some("IdentityRefMissing"))
+            .then_some(())
+    })
+    .await;
+    // Every refusal above was written by a reconcile that wrote nothing else.
+    let crs = cloud_crs(&env).await;
+    assert!(crs.is_empty(), "{:?}", crs.keys().collect::<Vec<_>>());
+
+    // Allowing this namespace by its label lets c-sel through; the rest stay refused.
+    Api::<AzureClusterIdentity>::namespaced(env.client.clone(), admin)
+        .patch(
+            "by-selector",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"allowedNamespaces": {"selector": {"matchLabels": {"team": env.ns}}}}})),
         )
         .await
         .unwrap();
-    let identity: AzureClusterIdentity = serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
-        "metadata": {"name": "shared", "namespace": "tr-identity-home"},
-        "spec": {"type": "WorkloadIdentity", "clientID": "c", "tenantID": "t",
-            "allowedNamespaces": {"list": ["somewhere-else"]}}}))
-    .unwrap();
-    let ids = Api::<AzureClusterIdentity>::namespaced(env.client.clone(), "tr-identity-home");
-    ids.create(&PostParams::default(), &identity).await.unwrap();
-    let text = sample("default-cluster.yaml").replace(
-        "    name: cluster-identity\n  location",
-        "    name: shared\n    namespace: tr-identity-home\n  location",
+    let expected = rendered(
+        &cluster_with_identity("c-sel", Some((admin, "by-selector"))),
+        &env.ns,
     );
-    create_all(&env, &text).await;
-    let azc = eventually("Ready=False", || async {
-        let azc = azure_cluster(&env, "strata-demo").await;
-        azc.status
-            .as_ref()
-            .is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.reason.as_deref() == Some("IdentityNotAllowed"))
-            })
-            .then_some(azc)
+    let crs = eventually("c-sel's CRs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
     })
     .await;
-    assert!(!azc.status.unwrap().ready);
-    assert!(cloud_crs(&env).await.is_empty(), "nothing generated");
-    // Allowing the namespace by label lets the cluster through.
-    ids.patch(
-        "shared",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"allowedNamespaces": {"list": null,
-        "selector": {"matchLabels": {"team": "tr-identity"}}}}})),
-    )
-    .await
-    .unwrap();
-    // The identity change alone wakes the AzureCluster (it is watched).
-    eventually("CRs after allowing", || async {
-        (!cloud_crs(&env).await.is_empty()).then_some(())
+    for ((kind, name), o) in &crs {
+        assert_eq!(
+            o.labels()["cluster.x-k8s.io/cluster-name"],
+            "c-sel",
+            "{kind} {name}"
+        );
+        assert_eq!(
+            o.annotations()
+                .get("strata.dev/identity")
+                .map(String::as_str),
+            Some("tr-refusals-admin/by-selector"),
+            "{kind} {name}"
+        );
+    }
+}
+
+/// `identityRef` changed after the cluster was made: to an identity that does not allow the
+/// namespace, the cluster is refused and its CRs stay exactly as they were (with the identity
+/// they were written with: the operator re-checks that one on every use); to one that does,
+/// every CR names the new identity.
+#[tokio::test]
+async fn changing_identity_ref_to_a_refused_identity_leaves_the_crs_as_they_were() {
+    let env = start("tr-identity-change").await;
+    create_all(&env, &sample("default-cluster.yaml")).await;
+    let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
+    let before = eventually("cluster CRs", || async {
+        let crs = cloud_crs(&env).await;
+        expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
     })
     .await;
+    let own = format!("{}/cluster-identity", env.ns);
+    for (k, o) in &before {
+        assert_eq!(
+            o.annotations().get("strata.dev/identity"),
+            Some(&own),
+            "{k:?}"
+        );
+    }
+    let admin = "tr-identity-change-admin";
+    create_namespace(&env, admin).await;
+    create_identity_in(&env, admin, "closed", serde_json::Value::Null).await;
+    create_identity_in(&env, admin, "open", json!({"list": [env.ns]})).await;
+    let azcs = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    let set_identity = |name: &'static str| {
+        let azcs = azcs.clone();
+        async move {
+            azcs.patch(
+                "strata-demo",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"identityRef": {"name": name, "namespace": admin}}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+
+    set_identity("closed").await;
+    let ready = ready_with_reason(&env, "strata-demo", "IdentityNotAllowed").await;
+    assert!(
+        ready
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("tr-identity-change-admin/closed"),
+        "{ready:?}"
+    );
+    let after = cloud_crs(&env).await;
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "nothing pruned"
+    );
+    for (k, o) in &before {
+        assert_eq!(
+            after[k].resource_version(),
+            o.resource_version(),
+            "{k:?} written after the refusal"
+        );
+        assert_eq!(
+            after[k].annotations().get("strata.dev/identity"),
+            Some(&own),
+            "{k:?}"
+        );
+    }
+
+    set_identity("open").await;
+    eventually("every CR names the new identity", || async {
+        let crs = cloud_crs(&env).await;
+        (crs.len() == before.len()
+            && crs.values().all(|o| {
+                o.annotations()
+                    .get("strata.dev/identity")
+                    .map(String::as_str)
+                    == Some("tr-identity-change-admin/open")
+            }))
+        .then_some(())
+    })
+    .await;
+}
+
+/// An upgrade from a translator that copied credentials: the `<cluster>-azure-credential`
+/// Secret it wrote (labelled, controller-owned by the AzureCluster) is emptied, the CRs stop
+/// naming it, and a user's Secret of the same shape that is not the translator's is left as it
+/// is.
+#[tokio::test]
+async fn an_earlier_translators_credential_secret_is_emptied_and_no_longer_named() {
+    // The old state is set up before any translator runs.
+    let env = start_with("tr-upgrade", |_, _, _| tokio::spawn(async {})).await;
+    create_identity(&env).await;
+    create_clusters(&env, &["old".to_owned(), "mine".to_owned()]).await;
+    let azcs = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
+    let old = azcs.get("old").await.unwrap();
+    let owner = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+        "name": "old", "uid": old.uid().unwrap(), "controller": true, "blockOwnerDeletion": true});
+    let secrets = Api::<Secret>::namespaced(env.client.clone(), &env.ns);
+    let legacy = json!({"metadata": {"name": "old-azure-credential",
+            "labels": {"cluster.x-k8s.io/cluster-name": "old"}, "ownerReferences": [owner]},
+        "stringData": {"AZURE_CLIENT_ID": "c", "AZURE_TENANT_ID": "t", "AZURE_CLIENT_SECRET": "copied-password"}});
+    let users = json!({"metadata": {"name": "mine-azure-credential",
+            "labels": {"cluster.x-k8s.io/cluster-name": "mine"}},
+        "stringData": {"AZURE_CLIENT_SECRET": "the-users-own"}});
+    for s in [legacy, users] {
+        secrets
+            .create(&PostParams::default(), &serde_json::from_value(s).unwrap())
+            .await
+            .unwrap();
+    }
+    let users_before = secrets.get("mine-azure-credential").await.unwrap();
+    // A CR as the old translator applied it: naming the Secret, not the identity.
+    let mut inputs = strata_translator::render::Inputs::default();
+    let moved: String = docs(&cluster_input("old"), &env.ns)
+        .iter()
+        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+        .collect();
+    inputs.add_yaml("old", &moved).unwrap();
+    let rg = inputs
+        .translate()
+        .unwrap()
+        .resources
+        .into_iter()
+        .find(|r| r.kind() == "ResourceGroup")
+        .unwrap();
+    let mut value = rg.to_value();
+    value["metadata"]["annotations"] =
+        json!({"strata.dev/credential-from": "old-azure-credential"});
+    value["metadata"]["ownerReferences"] = json!([owner]);
+    value["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    dyn_api(&env, "ResourceGroup")
+        .patch(
+            rg.name(),
+            &PatchParams::apply("strata-translator").force(),
+            &Patch::Apply(value),
+        )
+        .await
+        .unwrap();
+
+    let settings = strata_translator::controller::Settings {
+        namespace: Some(env.ns.clone()),
+        ..Default::default()
+    };
+    let translator = tokio::spawn(strata_translator::controller::run(
+        env.client.clone(),
+        settings,
+    ));
+    let emptied = eventually("the legacy Secret emptied", || async {
+        let s = secrets.get("old-azure-credential").await.unwrap();
+        s.data.as_ref().is_none_or(|d| d.is_empty()).then_some(s)
+    })
+    .await;
+    assert!(emptied.string_data.is_none());
+    eventually("the CR names the identity, not the Secret", || async {
+        let o = dyn_api(&env, "ResourceGroup").get(rg.name()).await.unwrap();
+        let ann = o.annotations();
+        (!ann.contains_key("strata.dev/credential-from")
+            && ann.get("strata.dev/identity") == Some(&format!("{}/cluster-identity", env.ns)))
+        .then_some(())
+    })
+    .await;
+    eventually("a LegacyCredentialEmptied Event", || async {
+        (!events_of(&env, "old", "LegacyCredentialEmptied")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    // The other cluster is translated too (so its Secret was looked at), and its Secret, not
+    // the translator's, is untouched.
+    eventually("the other cluster translated", || async {
+        // Its status is written after the Secret check, in the same reconcile.
+        azure_cluster(&env, "mine")
+            .await
+            .status
+            .is_some_and(|s| !s.resources.is_empty())
+            .then_some(())
+    })
+    .await;
+    let users_after = secrets.get("mine-azure-credential").await.unwrap();
+    assert_eq!(
+        users_after.resource_version(),
+        users_before.resource_version()
+    );
+    assert_eq!(users_after.data, users_before.data);
+    translator.abort();
 }
 
 #[tokio::test]
@@ -577,13 +881,14 @@ async fn a_vm_waits_for_bootstrap_data_and_deleting_the_azure_machine_deletes_it
         "VM made without bootstrap data"
     );
 
-    // CAPI's bootstrap provider delivers the data.
+    // CAPI's bootstrap provider delivers the data (labelled with the cluster, as CAPI does: the
+    // translator watches only labelled Secrets).
     Api::<Secret>::namespaced(env.client.clone(), &env.ns)
         .create(
             &PostParams::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "w0-boot"}, "stringData": {"value": "#cloud-config"}}),
-            )
+            &serde_json::from_value(json!({"metadata": {"name": "w0-boot",
+                "labels": {"cluster.x-k8s.io/cluster-name": "strata-demo"}},
+                "stringData": {"value": "#cloud-config"}}))
             .unwrap(),
         )
         .await
@@ -606,6 +911,26 @@ async fn a_vm_waits_for_bootstrap_data_and_deleting_the_azure_machine_deletes_it
         json!({"name": "w0-customdata", "key": "value"})
     );
     assert_eq!(crs[&vm].data["spec"]["zone"], "1");
+    // The copy goes with the AzureMachine by Kubernetes garbage collection (the translator
+    // deletes no Secret): it is controller-owned by it and labelled for the translator's watch.
+    let copy = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .get("w0-customdata")
+        .await
+        .unwrap();
+    let azm_uid = azms.get("w0").await.unwrap().uid().unwrap();
+    assert!(
+        copy.owner_references()
+            .iter()
+            .any(|r| r.kind == "AzureMachine" && r.uid == azm_uid && r.controller == Some(true)),
+        "{:?}",
+        copy.metadata.owner_references
+    );
+    assert_eq!(
+        copy.labels()
+            .get("cluster.x-k8s.io/cluster-name")
+            .map(String::as_str),
+        Some("strata-demo")
+    );
 
     azms.delete("w0", &DeleteParams::default()).await.unwrap();
     eventually("machine CRs and AzureMachine gone", || async {
@@ -614,13 +939,6 @@ async fn a_vm_waits_for_bootstrap_data_and_deleting_the_azure_machine_deletes_it
         (gone && azms.get_opt("w0").await.unwrap().is_none()).then_some(())
     })
     .await;
-    assert!(
-        Api::<Secret>::namespaced(env.client.clone(), &env.ns)
-            .get_opt("w0-customdata")
-            .await
-            .unwrap()
-            .is_none()
-    );
 }
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:strata-system:strata-translator";
@@ -771,9 +1089,30 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
         .check(&used.keys().cloned().collect());
     assert_eq!(report.missing, Default::default(), "used but not granted");
     assert_eq!(report.unused, Default::default(), "granted but never used");
+    // The scope: the role has none of the broad rules the translator once had — no delete,
+    // deletecollection or update of Secrets, no wildcard — and the run above (on
+    // kube-apiserver, under exactly this role) translated, converged and deleted a cluster
+    // without them. What RBAC cannot narrow (list and watch are for every Secret) the
+    // translator narrows itself by label; see
+    // the_translator_lists_and_watches_only_labelled_secrets_and_writes_only_custom_data.
+    let rules = strata_envtest::requests::Rules::of_yaml_file(&rbac).unwrap();
+    for verb in ["delete", "deletecollection", "update"] {
+        let access = strata_envtest::requests::Access {
+            verb: verb.to_owned(),
+            group: String::new(),
+            resource: "secrets".to_owned(),
+        };
+        assert!(!rules.grants(&access), "the role grants {access}");
+    }
+    let wildcards: Vec<_> = rules
+        .granted()
+        .into_iter()
+        .filter(|a| a.verb == "*" || a.group == "*" || a.resource.contains('*'))
+        .collect();
+    assert!(wildcards.is_empty(), "{wildcards:?}");
 
     // No bootstrap data in any log line at any level, in clear or base64 (its Secrets were
-    // read, copied for the VMs and deleted in this run).
+    // read and copied for the VMs in this run).
     let logs =
         std::fs::read_to_string(repo().join("target/test-logs/tr-rbac-translator.log")).unwrap();
     assert!(logs.lines().count() > 100, "trace logs were written");
@@ -783,4 +1122,178 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
             "{secret:?} in the translator's logs"
         );
     }
+}
+
+/// The translator's Secret access, as its own client sends it (a tower layer on the client
+/// records every request; no API server is needed to tell, so this holds in both test modes):
+/// it lists and watches Secrets only with CAPI's cluster label selector, reads only Secrets of
+/// the cluster's namespace (never the identity's), writes only the VMs' custom-data copies and
+/// deletes none. And what it leaves: the cluster's namespace gains exactly those copies, holding
+/// bootstrap data and nothing of the identity; the identity's namespace is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_translator_lists_and_watches_only_labelled_secrets_and_writes_only_custom_data() {
+    use std::sync::{Arc, Mutex};
+    type Sent = Arc<Mutex<Vec<(String, String, String)>>>;
+    let sent: Sent = Arc::default();
+    let record = sent.clone();
+    let env = start_with("tr-secrets", move |env, _, ns| {
+        let kubeconfig = env.kubeconfig_path().to_owned();
+        let settings = strata_translator::controller::Settings {
+            namespace: Some(ns.to_owned()),
+            ..Default::default()
+        };
+        tokio::spawn(async move {
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .unwrap();
+            let layer =
+                tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+                    let uri = req.uri();
+                    record.lock().unwrap().push((
+                        req.method().to_string(),
+                        uri.path().to_owned(),
+                        uri.query().unwrap_or_default().replace("%2F", "/"),
+                    ));
+                    req
+                });
+            let client = kube::client::ClientBuilder::try_from(config)
+                .unwrap()
+                .with_layer(&layer)
+                .build();
+            strata_translator::controller::run(client, settings).await
+        })
+    })
+    .await;
+    // A service principal an administrator keeps in its own namespace, with its secret there.
+    let admin = "tr-secrets-admin";
+    create_namespace(&env, admin).await;
+    let admin_secrets = Api::<Secret>::namespaced(env.client.clone(), admin);
+    admin_secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "sp-secret"},
+                "stringData": {"clientSecret": "the-sp-password"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let identity: AzureClusterIdentity = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
+        "metadata": {"name": "sp", "namespace": admin},
+        "spec": {"type": "ServicePrincipal", "clientID": "11111111-1111-1111-1111-111111111111",
+            "tenantID": "22222222-2222-2222-2222-222222222222",
+            "clientSecret": {"name": "sp-secret", "namespace": admin},
+            "allowedNamespaces": {"list": [env.ns]}}}))
+    .unwrap();
+    Api::<AzureClusterIdentity>::namespaced(env.client.clone(), admin)
+        .create(&PostParams::default(), &identity)
+        .await
+        .unwrap();
+    let secrets = Api::<Secret>::namespaced(env.client.clone(), &env.ns);
+    let admin_before = admin_secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    create_all(
+        &env,
+        &format!(
+            "{}\n{}",
+            cluster_with_identity("strata-demo", Some((admin, "sp"))),
+            capi_machines("strata-demo")
+        ),
+    )
+    .await;
+    let before: Vec<String> = secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|s| s.name_any())
+        .collect();
+    converge(&env, "the cluster", Duration::from_secs(60)).await;
+
+    let machines: Vec<String> = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    let mut want: Vec<String> = before.clone();
+    want.extend(machines.iter().map(|m| format!("{m}-customdata")));
+    want.sort();
+    let after = secrets.list(&ListParams::default()).await.unwrap().items;
+    let mut names: Vec<String> = after.iter().map(|s| s.name_any()).collect();
+    names.sort();
+    assert_eq!(
+        names, want,
+        "the namespace gains the custom-data copies only"
+    );
+    for s in &after {
+        for (key, value) in s.data.iter().flatten() {
+            assert!(
+                !String::from_utf8_lossy(&value.0).contains("the-sp-password"),
+                "{}: {key} holds the identity's secret",
+                s.name_any()
+            );
+        }
+        if s.name_any().ends_with("-customdata") {
+            let keys: Vec<&String> = s.data.iter().flatten().map(|(k, _)| k).collect();
+            assert_eq!(keys, ["value"], "{}", s.name_any());
+        }
+    }
+    let admin_after = admin_secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let versions = |l: &[Secret]| -> Vec<(String, Option<String>)> {
+        l.iter()
+            .map(|s| (s.name_any(), s.resource_version()))
+            .collect()
+    };
+    assert_eq!(versions(&admin_after), versions(&admin_before));
+
+    env.controller.abort();
+    let sent = sent.lock().unwrap().clone();
+    let on_secrets: Vec<&(String, String, String)> = sent
+        .iter()
+        .filter(|(_, path, _)| path.split('/').any(|p| p == "secrets"))
+        .collect();
+    let collection = format!("/api/v1/namespaces/{}/secrets", env.ns);
+    let mut watched = false;
+    let mut copied = false;
+    for (method, path, query) in &on_secrets {
+        let what = format!("{method} {path}?{query}");
+        assert!(
+            path.starts_with(&collection),
+            "outside the cluster's namespace: {what}"
+        );
+        let name = path
+            .strip_prefix(&collection)
+            .unwrap_or_default()
+            .trim_start_matches('/');
+        match method.as_str() {
+            "GET" if name.is_empty() => {
+                let selectors: Vec<&str> = query
+                    .split('&')
+                    .filter_map(|kv| kv.strip_prefix("labelSelector="))
+                    .collect();
+                assert_eq!(selectors, ["cluster.x-k8s.io/cluster-name"], "{what}");
+                watched |= query.split('&').any(|kv| kv == "watch=true");
+            }
+            "GET" => {}
+            "PATCH" | "POST" | "PUT" => {
+                assert!(name.ends_with("-customdata"), "writes only copies: {what}");
+                copied = true;
+            }
+            _ => panic!("{what}"),
+        }
+    }
+    assert!(watched, "a label-selected watch of Secrets: {on_secrets:?}");
+    assert!(copied, "the custom-data copies written: {on_secrets:?}");
 }

@@ -281,6 +281,38 @@ fn check(resources: &[CloudResource]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Every CR of a cluster with an `identityRef` names that identity (its namespace defaulting
+/// to the AzureCluster's) and the subscription; a cluster without one gets CRs naming neither,
+/// and a note saying the controller refuses it.
+fn check_identity(
+    azc: &AzureCluster,
+    t: &strata_translator::Translation,
+) -> Result<(), TestCaseError> {
+    let named = azc.spec.identity_ref.is_some();
+    for r in &t.resources {
+        let value = r.to_value();
+        let ann = &value["metadata"]["annotations"];
+        prop_assert_eq!(
+            ann["strata.dev/identity"].as_str(),
+            named.then_some("prop/id"),
+            "{} {}",
+            r.kind(),
+            r.name()
+        );
+        prop_assert_eq!(
+            ann["strata.dev/subscription"].as_str(),
+            named.then_some("00000000-0000-0000-0000-000000000000"),
+            "{} {}",
+            r.kind(),
+            r.name()
+        );
+        prop_assert!(ann.get("strata.dev/credential-from").is_none());
+    }
+    let noted = t.notes.iter().any(|n| n.field == "spec.identityRef");
+    prop_assert_eq!(noted, !named, "{:?}", t.notes);
+    Ok(())
+}
+
 fn machine_pair(cluster: &str, control_plane: bool, zone: Option<&str>) -> (Machine, AzureMachine) {
     let mut labels =
         json!({"cluster.x-k8s.io/cluster-name": cluster, "cluster.x-k8s.io/deployment-name": "md"});
@@ -330,6 +362,7 @@ proptest! {
                 }
                 t.normalize();
                 check(&t.resources)?;
+                check_identity(&azc, &t)?;
             }
             Err(e) => {
                 // Refusals must name a field of the AzureCluster.

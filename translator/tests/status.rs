@@ -16,7 +16,8 @@ use strata_crds::capz::{AzureCluster, AzureMachine};
 use common::*;
 
 /// The golden case with a public IP, two NICs and a field not translated yet
-/// (`spotVMOptions`), with the bootstrap Secret CAPI's bootstrap provider would write.
+/// (`spotVMOptions`), with the bootstrap Secret CAPI's bootstrap provider would write (labelled
+/// with its cluster, as CAPI labels it).
 fn input() -> String {
     let golden = std::fs::read_to_string(
         repo().join("translator/tests/golden/machine-public-ip/input.yaml"),
@@ -24,7 +25,8 @@ fn input() -> String {
     .unwrap();
     format!(
         "{golden}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: demo-edge-0-bootstrap\n  \
-         namespace: default\nstringData:\n  value: \"#cloud-config\"\n  format: cloud-config\n"
+         namespace: default\n  labels:\n    cluster.x-k8s.io/cluster-name: demo\nstringData:\n  \
+         value: \"#cloud-config\"\n  format: cloud-config\n"
     )
 }
 

@@ -335,3 +335,109 @@ pub async fn create_clusters(env: &Env, names: &[String]) {
         create_all(env, &docs.join("\n---")).await;
     }
 }
+
+/// The `Ready` condition of the AzureCluster `name` once its reason is `reason`.
+pub async fn ready_with_reason(
+    env: &Env,
+    name: &str,
+    reason: &str,
+) -> strata_crds::capi::Condition {
+    eventually(
+        &format!("AzureCluster {name} Ready=False {reason}"),
+        || async {
+            azure_cluster(env, name)
+                .await
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.reason.as_deref() == Some(reason))
+        },
+    )
+    .await
+}
+
+/// The Events (events.k8s.io) of reason `reason` on the object `name` of the namespace.
+pub async fn events_of(
+    env: &Env,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+/// The cloud CRs of cluster `cluster` (by CAPI's cluster label).
+pub async fn cloud_crs_of(env: &Env, cluster: &str) -> BTreeMap<(String, String), DynamicObject> {
+    cloud_crs(env)
+        .await
+        .into_iter()
+        .filter(|(_, o)| {
+            o.labels()
+                .get("cluster.x-k8s.io/cluster-name")
+                .map(String::as_str)
+                == Some(cluster)
+        })
+        .collect()
+}
+
+/// The sample AzureCluster's `identityRef` block, as the samples write it.
+pub const SAMPLE_IDENTITY_REF: &str = "  identityRef:\n    apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\n    kind: AzureClusterIdentity\n    name: cluster-identity\n";
+
+/// The default sample as cluster `name` (without the sample's identity), its `identityRef`
+/// naming `identity` (`namespace/name`), or none at all.
+pub fn cluster_with_identity(name: &str, identity: Option<(&str, &str)>) -> String {
+    let text = sample("default-cluster.yaml");
+    let docs: Vec<&str> = text.split("\n---").filter(|d| !is_identity(d)).collect();
+    let text = docs.join("\n---").replace("strata-demo", name);
+    assert!(
+        text.contains(SAMPLE_IDENTITY_REF),
+        "the sample names its identity"
+    );
+    let reference = match identity {
+        Some((ns, id)) => format!(
+            "  identityRef:\n    apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\n    kind: AzureClusterIdentity\n    name: {id}\n    namespace: {ns}\n"
+        ),
+        None => String::new(),
+    };
+    text.replace(SAMPLE_IDENTITY_REF, &reference)
+}
+
+/// Creates namespace `name` (labels `team: <name>`, as the test namespaces have).
+pub async fn create_namespace(env: &Env, name: &str) {
+    Api::<Namespace>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": name}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates the AzureClusterIdentity `namespace/name` (workload identity) with the given
+/// `allowedNamespaces` (`Value::Null`: none).
+pub async fn create_identity_in(env: &Env, namespace: &str, name: &str, allowed: Value) {
+    let mut spec = json!({"type": "WorkloadIdentity",
+        "clientID": "11111111-1111-1111-1111-111111111111",
+        "tenantID": "22222222-2222-2222-2222-222222222222"});
+    if !allowed.is_null() {
+        spec["allowedNamespaces"] = allowed;
+    }
+    let identity: AzureClusterIdentity = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec}))
+    .unwrap();
+    Api::<AzureClusterIdentity>::namespaced(env.client.clone(), namespace)
+        .create(&PostParams::default(), &identity)
+        .await
+        .unwrap();
+}
