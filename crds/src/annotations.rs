@@ -23,8 +23,8 @@ pub const IDENTITY: &str = "strata.dev/identity";
 /// `<subscription ID>`: the subscription a CR using [`IDENTITY`] works in (default: the
 /// operator's own `AZURE_SUBSCRIPTION_ID`).
 pub const SUBSCRIPTION: &str = "strata.dev/subscription";
-/// Written by the operator, never by a user: the ARM ID it is creating or created, recorded on
-/// the CR *before* the create PUT. It is how Strata tells its own untaggable resources (subnets)
+/// Written by the operator, never by a user: the ARM ID it is creating or created (or taking
+/// over with [`ADOPT`]), recorded on the CR *before* that PUT. It is how Strata tells its own untaggable resources (subnets)
 /// from foreign ones after a restart between the PUT and the status write.
 pub const CREATED: &str = "strata.dev/created";
 

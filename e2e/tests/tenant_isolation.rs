@@ -440,3 +440,127 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
             .is_none()
     );
 }
+
+/// The default cluster in a tenant's namespace, naming the administrator's identity `identity`
+/// in namespace `admin`, one worker.
+fn tenant_cluster(admin: &str, identity: &str) -> String {
+    let sample =
+        std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml")).unwrap();
+    let reference = "    kind: AzureClusterIdentity\n    name: cluster-identity\n";
+    assert!(sample.contains(reference), "the sample's identityRef");
+    sample
+        .replace(
+            reference,
+            &format!(
+                "    kind: AzureClusterIdentity\n    name: {identity}\n    namespace: {admin}\n"
+            ),
+        )
+        .replace("  replicas: 2\n", "  replicas: 1\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_identity_is_granted_never_copied() {
+    let mut stack = Stack::start("granted").await;
+    stack.stop_operators();
+    let admin = stack.ns.clone();
+    let a = namespace(&stack, "a", json!({})).await;
+    let b = namespace(&stack, "b", json!({})).await;
+    for ns in [&a, &b] {
+        stack.start_translator_in(ns);
+        stack.start_standin_in(ns);
+    }
+    // The operator's own credential is granted nowhere.
+    stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
+    for (tenant, client, secret) in [
+        ("tenant", "strata-operator", "-"),
+        (TENANT, CLIENT_A, SECRET_A),
+    ] {
+        stack
+            .inspector()
+            .post(
+                "/principals",
+                &json!({"tenantId": tenant, "clientId": client, "clientSecret": secret,
+                    "subscriptions": [SUB]}),
+            )
+            .await
+            .unwrap();
+    }
+    secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
+    identity(
+        &stack,
+        &admin,
+        "sp-identity",
+        json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
+            "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a]}}),
+    )
+    .await;
+
+    // Tenant a's cluster converges on the identity granted to it; tenant b's, naming the same
+    // identity, is refused on its AzureCluster and gets no cloud CR.
+    stack
+        .apply_yaml_in(&a, &tenant_cluster(&admin, "sp-identity"))
+        .await;
+    let mut cluster_b = tenant_cluster(&admin, "sp-identity").replace("strata-demo", "strata-b");
+    cluster_b = cluster_b.replace("resourceGroup: strata-b\n", "resourceGroup: strata-b-rg\n");
+    stack.apply_yaml_in(&b, &cluster_b).await;
+    stack
+        .eventually(
+            "tenant a's cloud CRs are all Ready",
+            Duration::from_secs(90),
+            || async {
+                let crs = stack.cloud_crs(&a).await;
+                crs.len() > 10 && crs.iter().all(|(_, o)| is_ready(o))
+            },
+        )
+        .await;
+    let clusters_b = stack.api_in(
+        &b,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "AzureCluster",
+        "azureclusters",
+    );
+    stack
+        .eventually("tenant b's AzureCluster is refused", T, || async {
+            let azc = clusters_b.get("strata-b").await.unwrap();
+            azc.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "Ready"
+                            && c["status"] == "False"
+                            && c["reason"] == "IdentityNotAllowed"
+                    })
+                })
+        })
+        .await;
+    assert!(
+        stack.cloud_crs(&b).await.is_empty(),
+        "no cloud CR for tenant b"
+    );
+
+    let log = requests(&stack).await;
+    assert!(
+        touching(&log, "strata-b-rg").is_empty(),
+        "nothing for tenant b in Azure"
+    );
+    let arm: Vec<_> = log
+        .iter()
+        .filter(|(_, _, path)| path.starts_with("/subscriptions/"))
+        .collect();
+    assert!(!arm.is_empty());
+    assert!(
+        arm.iter().all(|(p, _, _)| p.eq_ignore_ascii_case(CLIENT_A)),
+        "every ARM call made as the granted identity: {:?}",
+        arm.iter()
+            .filter(|(p, _, _)| !p.eq_ignore_ascii_case(CLIENT_A))
+            .collect::<Vec<_>>()
+    );
+    for ns in [&a, &b] {
+        let values = secret_values(&stack, ns).await;
+        assert!(
+            !values.iter().any(|v| v.contains(SECRET_A)),
+            "the identity's secret was copied into {ns}"
+        );
+    }
+}

@@ -819,9 +819,16 @@ async fn reconcile_inner<K: AzureResource>(
                 if let Some(current) = &observed {
                     K::preserve(current, &mut body);
                 }
-                if matches!(step, Step::Create) && !recorded(&own) {
+                // Creating, or taking over (adopt): the resource becomes ours with this PUT.
+                let takes_ownership = matches!(step, Step::Create)
+                    || matches!(
+                        &obs.azure,
+                        Some(decide::Azure::Present { ownership, .. }) if *ownership != Ownership::Ours
+                    );
+                if takes_ownership && !recorded(&own) {
                     // Durably, before the PUT: after a restart between the PUT and the status
-                    // write, this record is what tells our resource from a foreign one.
+                    // write, this record is what tells our resource from a foreign one (and the
+                    // only record a subnet, which has no tags, ever has).
                     record_creation(&api, obj.as_ref(), &own).await?;
                 }
                 let answer = match client.arm.put(K::KIND, &own, &body).await {
