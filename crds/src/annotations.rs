@@ -40,6 +40,7 @@ pub fn identity_ref<'a>(value: &'a str, default_namespace: &'a str) -> Option<(&
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::identity_ref;
 

@@ -291,7 +291,7 @@ impl Credentials {
             return Credential::from_secret(&secret);
         }
         if let Some(value) = l.annotations.get(IDENTITY) {
-            return self.from_identity(l, value).await;
+            return self.through_identity(l, value).await;
         }
         // An administrator lets the operator read Secrets only in the namespaces where it binds
         // the `strata-operator-credentials` role: elsewhere the namespace has no credential of
@@ -335,7 +335,7 @@ impl Credentials {
         selector_matches(selector, &labels).map_err(|e| CredentialError::invalid(e.to_string()))
     }
 
-    async fn from_identity(
+    async fn through_identity(
         &self,
         l: &Lookup<'_>,
         value: &str,
@@ -588,6 +588,7 @@ impl TokenCredential for RotatingWorkloadIdentity {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;

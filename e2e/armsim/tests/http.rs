@@ -1219,7 +1219,8 @@ async fn a_held_answer_comes_after_the_write_is_carried_out() {
     )
     .await;
     let started = Instant::now();
-    let put = sim.put(&rg("h"), RES, json!({"location": "westeurope"}));
+    let held = rg("h");
+    let put = sim.put(&held, RES, json!({"location": "westeurope"}));
     let look = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let seen = sim.get(&rg("h"), RES).await;
