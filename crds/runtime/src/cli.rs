@@ -38,8 +38,8 @@ pub struct RunArgs {
     /// duration).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub leader_elect_renew_before: Duration,
-    /// Where to serve Prometheus metrics (`/metrics`). The default is the binary's own (see
-    /// [`DefaultAddrs`]), set by [`DefaultAddrs::apply`].
+    /// Where to serve Prometheus metrics (`/metrics`).
+    // No default here: each binary sets its own (`DefaultAddrs::apply`).
     #[arg(long)]
     pub metrics_addr: SocketAddr,
     /// Where to serve `/healthz` (alive) and `/readyz` (watches synced; with --leader-elect,
