@@ -247,3 +247,50 @@ async fn on_its_default_ports_it_serves_beside_the_operator() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The Deployment serves where the binary does by default, and its probes and scrape
+/// annotation point there.
+#[test]
+fn the_deployment_uses_the_default_ports() {
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let (metrics, health) = (
+        default_port(&help, "--metrics-addr"),
+        default_port(&help, "--health-addr"),
+    );
+    let text = std::fs::read_to_string(repo().join("translator/deploy/deployment.yaml")).unwrap();
+    let deployment: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let template = &deployment["spec"]["template"];
+    assert_eq!(
+        template["metadata"]["annotations"]["prometheus.io/port"],
+        metrics.to_string()
+    );
+    let container = &template["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.contains(&format!("--metrics-addr=0.0.0.0:{metrics}").as_str()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&format!("--health-addr=0.0.0.0:{health}").as_str()),
+        "{args:?}"
+    );
+    let port = |name: &str| {
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+    };
+    assert_eq!(port("metrics"), Some(u64::from(metrics)));
+    assert_eq!(port("health"), Some(u64::from(health)));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "health", "{probe}");
+    }
+}
