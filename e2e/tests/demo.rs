@@ -26,6 +26,13 @@ impl Drop for Guard {
     }
 }
 
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
 fn workdir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("strata-demo-test-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -465,4 +472,88 @@ fn sigterm_before_everything_is_ready_stops_at_once() {
         Duration::from_secs(1),
     );
     assert_all_closed(&ports);
+}
+
+/// Where `tool` is on the test's own PATH.
+fn on_path(tool: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{tool} is not on the PATH"))
+}
+
+fn write_script(path: &std::path::Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `make demo` on a machine without kubectl installs kubectl and nothing else, then runs the
+/// demo; with kubectl there, it installs nothing. The package manager and cargo are stand-ins
+/// that record how they were called (no network, nothing installed for real): `apt-get install
+/// kubernetes-client` leaves a kubectl on the PATH as the package would. Every other installer
+/// the test tools use (python3 for pip, xz for kube-apiserver, dpkg-deb for kubectl 1.20) is a
+/// recording stand-in too, so that a demo that installed them would show here.
+#[test]
+fn make_demo_without_kubectl_installs_only_kubectl() {
+    let dir = workdir("make-demo");
+    let (stubs, tools) = (dir.join("stubs"), dir.join("tools"));
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::create_dir_all(&tools).unwrap();
+    // The real tools the Makefile and the install script use; kubectl is not among them.
+    for tool in ["bash", "sh", "id", "head", "dirname", "mktemp"] {
+        std::os::unix::fs::symlink(on_path(tool), tools.join(tool)).unwrap();
+    }
+    let calls = dir.join("calls.log");
+    // Shell built-ins only, and real tools by their full path: the stand-ins' PATH is bare.
+    let record = |name: &str| format!("echo \"{name} $*\" >> {}", calls.display());
+    write_script(
+        &stubs.join("apt-get"),
+        &format!(
+            "{}\ncase \"$*\" in *install*kubernetes-client*) printf '#!/bin/sh\\necho \"Client Version: v1.32.0\"\\n' > {k}; {chmod} +x {k};; esac",
+            record("apt-get"),
+            k = stubs.join("kubectl").display(),
+            chmod = on_path("chmod").display()
+        ),
+    );
+    write_script(&stubs.join("sudo"), "exec \"$@\"");
+    for installer in ["python3", "xz", "dpkg-deb", "cargo"] {
+        write_script(&stubs.join(installer), &record(installer));
+    }
+    let make = on_path("make");
+    let run = || {
+        let out = Command::new(&make)
+            .arg("-C")
+            .arg(repo())
+            .args(["--no-print-directory", "demo"])
+            .arg(format!("CARGO={}", stubs.join("cargo").display()))
+            .arg("DEMO_ARGS=--exit-when-ready")
+            .env_clear()
+            .env("PATH", std::env::join_paths([&stubs, &tools]).unwrap())
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        let log = std::fs::read_to_string(&calls).unwrap_or_default();
+        let _ = std::fs::remove_file(&calls);
+        assert!(
+            out.status.success(),
+            "make demo: {}\n{}{}\ncalls:\n{log}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        log.lines().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let demo = "cargo run --release --locked -p strata-e2e --bin strata-demo -- --exit-when-ready";
+    assert_eq!(
+        run(),
+        [
+            "apt-get update -qq",
+            "apt-get install -y -qq kubernetes-client",
+            demo
+        ],
+        "without kubectl: kubectl, then the demo"
+    );
+    assert_eq!(run(), [demo], "with kubectl: nothing to install");
+    let _ = std::fs::remove_dir_all(&dir);
 }

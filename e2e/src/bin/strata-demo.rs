@@ -336,7 +336,7 @@ fn check_kubectl() -> anyhow::Result<()> {
     {
         Ok(out) if out.status.success() => Ok(()),
         Ok(_) | Err(_) => bail!(
-            "kubectl not found on the PATH; install it (`make tools`, or Debian's kubernetes-client)"
+            "kubectl not found on the PATH; install it (`make demo-tools`, or Debian's kubernetes-client)"
         ),
     }
 }
