@@ -107,15 +107,17 @@ fn default_port(help: &str, flag: &str) -> u16 {
     default.parse::<SocketAddr>().unwrap().port()
 }
 
-/// The status code of `GET <path>` on 127.0.0.1:`port` (`None`: no answer).
-fn get(port: u16, path: &str) -> Option<u16> {
+/// The status code and body of `GET <path>` on 127.0.0.1:`port` (`None`: no answer).
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.get(9..12)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
+    Some((code, body.unwrap_or_default()))
 }
 
 /// Kills the binary when the test ends, however it ends.
@@ -181,12 +183,17 @@ async fn on_its_default_ports_it_serves_beside_the_translator() {
     let mut running = Running(child);
     let start = Instant::now();
     loop {
+        let code = |a: Option<(u16, String)>| a.map(|(c, _)| c);
+        let readyz = get(health, "/readyz");
         let answers = (
-            get(health, "/healthz"),
-            get(health, "/readyz"),
-            get(metrics, "/metrics"),
+            code(get(health, "/healthz")),
+            readyz.clone(),
+            code(get(metrics, "/metrics")),
         );
-        if answers == (Some(200), Some(200), Some(200)) {
+        if (answers.0, code(readyz), answers.2) == (Some(200), Some(200), Some(200)) {
+            // The operator's own metrics, not another process's.
+            let (_, body) = get(metrics, "/metrics").unwrap();
+            assert!(body.contains("strata_operator_"), "{body}");
             break;
         }
         if let Some(status) = running.0.try_wait().unwrap() {
