@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         tracing::info!(endpoint = %settings.endpoint, shard = %settings.scope.shard, "strata-operator starting");
         match strata_operator::run(kube, settings).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(1, &anyhow::Error::new(e).context("serving the metrics or health endpoint")),
+            Err(e) => fail(1, &anyhow::Error::new(e)),
         }
     })
 }

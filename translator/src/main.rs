@@ -106,10 +106,7 @@ fn run(cmd: &RunCmd) -> ExitCode {
             move |health| controller::run_observed(c.clone(), settings.clone(), m.clone(), health);
         match strata_runtime::serve(client, service, metrics, |_| {}, term).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(
-                1,
-                &anyhow::Error::new(e).context("serving the metrics or health endpoint"),
-            ),
+            Err(e) => fail(1, &anyhow::Error::new(e)),
         }
     })
 }

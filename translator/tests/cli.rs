@@ -297,3 +297,41 @@ fn the_deployment_uses_the_default_ports() {
         assert_eq!(container[probe]["httpGet"]["port"], "health", "{probe}");
     }
 }
+
+/// A taken address is one line naming the flag that moves it (the second of two binaries
+/// started on one machine with the same ports met "Address already in use" alone).
+#[test]
+fn a_taken_address_names_the_flag_to_set() {
+    let dir = temp_dir("taken");
+    // Any API server URL: the endpoints are bound before the first request.
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"http://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n\
+         current-context: c\n",
+    )
+    .unwrap();
+    let taken = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for (flag, other) in [
+        ("--metrics-addr", "--health-addr"),
+        ("--health-addr", "--metrics-addr"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["--namespace", "x", flag, &addr, other, "127.0.0.1:0"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("{addr}: the address is already in use"))
+                && stderr.contains(&format!("pass {flag} <host:port>")),
+            "{stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
