@@ -211,7 +211,7 @@ mod tests {
 
     #[derive(clap::Subcommand, Debug)]
     enum Sub {
-        Run(Cli),
+        Run(Box<Cli>),
         Other,
     }
 
