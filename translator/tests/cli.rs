@@ -249,6 +249,8 @@ async fn on_its_default_ports_it_serves_beside_the_operator() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Kept when the test fails, for its log.
+    let _ = std::fs::remove_dir_all(log.parent().unwrap());
 }
 
 /// The Deployment serves where the binary does by default, and its probes and scrape
