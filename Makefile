@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test tools crds lint fmt demo
+.PHONY: test tools demo-tools crds lint fmt demo
 
 ## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing),
 ## then the suites of the API test server, the operator, the translator and the end-to-end tests
@@ -26,10 +26,15 @@ test: tools
 		sort -u $(ENVTEST_SKIPS) | sed 's/^/  - /'
 
 ## Install the test tools when missing: kubectl (Debian's kubernetes-client when none is on the
-## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server) and the
-## Python `kubernetes` client. See e2e/install-test-tools.sh.
+## PATH), Debian's kubectl 1.20 unpacked into target/tools/, etcd (Debian's etcd-server), the real
+## kube-apiserver and the Python `kubernetes` client. See e2e/install-test-tools.sh.
 tools:
 	bash e2e/install-test-tools.sh
+
+## Install what the demo needs when missing, and nothing else: kubectl. See
+## e2e/install-demo-tools.sh.
+demo-tools:
+	bash e2e/install-demo-tools.sh
 
 ## Regenerate crds/generated/*.yaml from the Rust types.
 crds:
@@ -45,8 +50,9 @@ fmt:
 
 ## The demo (no cluster, no cloud): the API test server, the ARM emulator, the CAPI-core stand-in,
 ## strata-translator and strata-operator in one process; applies samples/capi/default-cluster.yaml,
-## shows the cloud CRs converging, prints a summary and how to explore, serves until Ctrl-C.
-## `make tools` first, for kubectl. Options: make demo DEMO_ARGS="--exit-when-ready".
+## shows the cloud CRs converging, prints a summary and how to explore, serves until Ctrl-C or
+## SIGTERM. Installs kubectl first when it is missing (only that: `make demo-tools`).
+## Options: make demo DEMO_ARGS="--exit-when-ready".
 DEMO_ARGS ?=
-demo: tools
+demo: demo-tools
 	$(CARGO) run --release --locked -p strata-e2e --bin strata-demo -- $(DEMO_ARGS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Strata's tests need beyond the Rust toolchain, only when it is missing, so that
 # `make test` works on a fresh Debian machine:
-#   - kubectl: any kubectl on the PATH is used; otherwise Debian's `kubernetes-client`.
+#   - kubectl, through e2e/install-demo-tools.sh (all that `make demo` needs): any kubectl on the
+#     PATH is used; otherwise Debian's `kubernetes-client`.
 #   - Debian's kubectl 1.20 (package kubernetes-client, unpacked into target/tools/kubectl-1.20/,
 #     not installed system-wide) so the API test server is also tested with an old kubectl that
 #     validates client-side against the protobuf /openapi/v2.
@@ -11,7 +12,6 @@
 #   - a real kube-apiserver (../shared/tools/kube-apiserver/kube-apiserver.xz, see its README) unpacked
 #     into target/tools/kube/ next to a link to etcd: the KUBEBUILDER_ASSETS directory against which
 #     `make test` runs the API test server's suite a second time and installs Strata's CRDs.
-#   - jq (Debian), which `make demo` uses to read the emulator's JSON.
 set -euo pipefail
 
 as_root() {
@@ -19,12 +19,7 @@ as_root() {
         echo "install-test-tools: need root to run: $*" >&2; return 1; fi
 }
 
-if ! command -v kubectl >/dev/null 2>&1; then
-    echo "install-test-tools: installing Debian's kubernetes-client (kubectl)"
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq kubernetes-client >/dev/null
-fi
-kubectl version --client 2>/dev/null | head -1 || true
+bash "$(dirname "$0")/install-demo-tools.sh"
 
 legacy_dir="$(cd "$(dirname "$0")/.." && pwd)/target/tools/kubectl-1.20"
 if [ ! -x "$legacy_dir/kubectl" ]; then
@@ -63,13 +58,6 @@ if [ -f "$kube_xz" ]; then
     "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
 else
     echo "install-test-tools: no kube-apiserver at $kube_xz; the real-server tests will fail" >&2
-fi
-
-# jq: `make demo` reads the emulator's JSON with it.
-if ! command -v jq >/dev/null 2>&1; then
-    echo "install-test-tools: installing Debian's jq"
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq jq >/dev/null
 fi
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then

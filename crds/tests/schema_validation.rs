@@ -9,7 +9,12 @@ use support::{documents, repo, violations, yaml_files};
 #[test]
 fn every_sample_and_fixture_is_accepted() {
     let mut checked = 0;
-    for dir in ["samples/azure", "samples/capi", "crds/tests/fixtures"] {
+    for dir in [
+        "samples/azure",
+        "samples/azure-by-arm-id",
+        "samples/capi",
+        "crds/tests/fixtures",
+    ] {
         for file in yaml_files(dir) {
             for object in documents(&file) {
                 let errors = violations(&object, None);

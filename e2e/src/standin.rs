@@ -38,7 +38,7 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use strata_crds::capi::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
 use strata_crds::capz::{AzureCluster, AzureMachine};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Label CAPI puts on every object of a cluster.
 pub const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
@@ -63,7 +63,7 @@ const CAPI: &str = "cluster.x-k8s.io/v1beta1";
 /// Errors of a stand-in reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", strata_runtime::report::Brief(.0))]
     Kube(#[from] kube::Error),
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -187,20 +187,31 @@ pub async fn run(client: Client, settings: Settings) {
     tokio::join!(clusters, kcps, mds, machines);
 }
 
-fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(
+fn log_result<T: std::fmt::Debug, Q: std::fmt::Display>(
     kind: &'static str,
-) -> impl FnMut(Result<T, E>) -> std::future::Ready<()> {
+) -> impl FnMut(Result<T, kube::runtime::controller::Error<Error, Q>>) -> std::future::Ready<()> {
     move |r| {
-        if let Err(e) = r {
-            // Conflicts from racing writers are expected; the controller retries.
-            warn!(kind, error = %e, "stand-in reconcile failed");
+        match r {
+            // error_policy has logged the reconciler's own error already.
+            Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+            // A trigger for an object the cache does not hold (not listed yet, or gone).
+            Err(e @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
+                debug!(kind, error = %e, "stand-in: nothing to reconcile")
+            }
+            Err(e) => warn!(kind, error = %e, "stand-in reconcile failed"),
         }
         std::future::ready(())
     }
 }
 
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Ctx>) -> Action {
-    warn!(%error, "stand-in: retrying");
+    match error {
+        // Conflicts from racing writers are expected; the controller retries.
+        Error::Kube(e) if strata_runtime::report::is_routine_conflict(e) => {
+            debug!(%error, "stand-in: conflict; retrying")
+        }
+        _ => warn!(%error, "stand-in: retrying"),
+    }
     Action::requeue(Duration::from_millis(500))
 }
 

@@ -16,7 +16,7 @@ use strata_crds::capz::AzureClusterIdentity;
 use strata_runtime::Shard;
 use strata_runtime::shard::SHARD_LABEL;
 use tokio_stream::wrappers::BroadcastStream;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::adapters::AzureResource;
 use crate::error::Error;
@@ -271,6 +271,11 @@ fn identity_users<K: AzureResource>(
 fn error_policy<K: AzureResource>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = object_key(obj.as_ref());
     let delay = ctx.backoff(&key);
-    warn!(object = %key, error = %error, class = error.metric_label(), retry_in = ?delay, "reconcile failed");
+    if error.is_conflict() {
+        // Routine: another writer changed the object first; the retry reads it afresh.
+        debug!(object = %key, error = %error, retry_in = ?delay, "conflict; retrying");
+    } else {
+        warn!(object = %key, error = %error, class = error.metric_label(), retry_in = ?delay, "reconcile failed");
+    }
     Action::requeue(delay.max(Duration::from_millis(100)))
 }

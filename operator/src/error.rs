@@ -5,7 +5,8 @@ use crate::arm::ArmError;
 /// What can make a reconcile fail (the controller's error policy backs off and retries).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("Kubernetes API: {0}")]
+    // Brief: kube's own text appends the whole `Status` in Rust debug form.
+    #[error("Kubernetes API: {}", strata_runtime::report::Brief(.0))]
     Kube(#[from] kube::Error),
     #[error("Azure: {0}")]
     Arm(ArmError),
@@ -24,6 +25,12 @@ impl Error {
             Error::Json(_) => "json",
             Error::Invariant(_) => "invariant",
         }
+    }
+
+    /// A write that lost an optimistic-concurrency race (409 Conflict): retried with the
+    /// fresher object, nothing for a person to do.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(e) if strata_runtime::report::is_routine_conflict(e))
     }
 }
 
@@ -141,5 +148,31 @@ mod tests {
             classify(&ArmError::Transport("reset".into())),
             ErrorClass::Transient
         );
+    }
+
+    fn kube_api(code: u16, reason: &str) -> Error {
+        Error::Kube(kube::Error::Api(
+            kube::core::Status::failure(
+                "Operation cannot be fulfilled on virtualmachines.azure.strata.dev \"web-0\": the object has been modified; please apply your changes to the latest version and try again",
+                reason,
+            )
+            .with_code(code)
+            .boxed(),
+        ))
+    }
+
+    #[test]
+    fn a_conflict_is_routine_and_reads_as_one_short_line() {
+        let conflict = kube_api(409, "Conflict");
+        assert!(conflict.is_conflict());
+        let text = conflict.to_string();
+        assert!(
+            text.starts_with("Kubernetes API: 409 Conflict: Operation cannot be fulfilled"),
+            "{text}"
+        );
+        assert!(!text.contains("Status {"), "no debug form: {text}");
+        assert!(!kube_api(409, "AlreadyExists").is_conflict());
+        assert!(!kube_api(500, "InternalError").is_conflict());
+        assert!(!Error::Invariant("x").is_conflict());
     }
 }

@@ -12,6 +12,7 @@ use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use strata_runtime::RunArgs;
+use strata_runtime::cli::OPERATOR_ADDRS;
 
 /// The convergent reconciler: syncs Strata's Azure custom resources (azure.strata.dev) with Azure
 /// Resource Manager until every one is Ready.
@@ -53,7 +54,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = OPERATOR_ADDRS.parse();
     args.run.init_logs();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -73,13 +74,16 @@ fn main() -> ExitCode {
         tracing::info!(endpoint = %settings.endpoint, shard = %settings.scope.shard, "strata-operator starting");
         match strata_operator::run(kube, settings).await {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(1, &anyhow::Error::new(e).context("serving the metrics or health endpoint")),
+            Err(e) => fail(1, &anyhow::Error::new(e)),
         }
     })
 }
 
 fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
-    eprintln!("strata-operator: {e:#}");
+    eprintln!(
+        "strata-operator: {}",
+        strata_runtime::report::one_line(&**e)
+    );
     ExitCode::from(code)
 }
 
@@ -138,4 +142,21 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
             health_addr: Some(args.run.health_addr),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_the_operators_own_ports() {
+        let args: Args = OPERATOR_ADDRS.try_parse_from(["strata-operator"]).unwrap();
+        assert_eq!(args.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(args.run.health_addr, "0.0.0.0:8081".parse().unwrap());
+        let args: Args = OPERATOR_ADDRS
+            .try_parse_from(["strata-operator", "--metrics-addr", "127.0.0.1:9"])
+            .unwrap();
+        assert_eq!(args.run.metrics_addr, "127.0.0.1:9".parse().unwrap());
+    }
 }

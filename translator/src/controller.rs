@@ -62,7 +62,7 @@ impl Default for Settings {
 /// Errors of a reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", strata_runtime::report::Brief(.0))]
     Kube(#[from] kube::Error),
     #[error("serialization: {0}")]
     Json(#[from] serde_json::Error),
@@ -456,6 +456,8 @@ impl Queue {
             Err(kube::runtime::controller::Error::ObjectNotFound(gone)) => self
                 .metrics
                 .dequeued(self.kind, &queue_key(gone.namespace.as_deref(), &gone.name)),
+            // error_policy has logged the reconciler's own error already.
+            Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
             Err(e) => warn!(error = %e, "{kind} reconcile"),
         }
     }
@@ -602,7 +604,13 @@ fn azure_cluster_of(
 
 fn error_policy<K>(_obj: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
     let delay = retry_delay(error);
-    warn!(error = %error, kind = error.metric_label(), retry_in = ?delay, "requeue");
+    match error {
+        // Routine: another writer got there first; the retry reads the object afresh.
+        Error::Kube(e) if strata_runtime::report::is_routine_conflict(e) => {
+            debug!(error = %error, retry_in = ?delay, "conflict; retrying")
+        }
+        _ => warn!(error = %error, kind = error.metric_label(), retry_in = ?delay, "requeue"),
+    }
     Action::requeue(delay)
 }
 

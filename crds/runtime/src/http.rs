@@ -168,16 +168,34 @@ pub async fn serve_endpoints(
     let mut bound = Bound::default();
     let mut tasks = Vec::new();
     if let Some(addr) = metrics_addr {
-        let (a, task) = serve(addr, metrics_router(endpoints.clone())).await?;
+        let (a, task) = serve(addr, metrics_router(endpoints.clone()))
+            .await
+            .map_err(|e| bind_error(e, addr, "/metrics", "--metrics-addr"))?;
         bound.metrics = Some(a);
         tasks.push(task);
     }
     if let Some(addr) = health_addr {
-        let (a, task) = serve(addr, health_router(endpoints)).await?;
+        let (a, task) = serve(addr, health_router(endpoints))
+            .await
+            .map_err(|e| bind_error(e, addr, "/healthz and /readyz", "--health-addr"))?;
         bound.health = Some(a);
         tasks.push(task);
     }
     Ok((bound, Servers(tasks)))
+}
+
+/// A bind failure that says which endpoint and which flag moves it: "Address already in use"
+/// alone left a user who started both controllers on one machine guessing. The kind is kept.
+fn bind_error(e: std::io::Error, addr: SocketAddr, what: &str, flag: &str) -> std::io::Error {
+    let message = if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot serve {what} on {addr}: the address is already in use (by another process, \
+             or another Strata controller); pass {flag} <host:port> to serve it elsewhere"
+        )
+    } else {
+        format!("cannot serve {what} on {addr} ({flag}): {e}")
+    };
+    std::io::Error::new(e.kind(), message)
 }
 
 /// The serving tasks; dropping this stops them.
@@ -208,6 +226,33 @@ mod tests {
             .await
             .unwrap()
             .status()
+    }
+
+    #[tokio::test]
+    async fn a_taken_address_names_the_flag_that_moves_it() {
+        let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let endpoints = || Endpoints {
+            health: Arc::new(Health::default()),
+            metrics: Arc::new(String::new),
+        };
+        for (metrics, health, flag) in [
+            (Some(addr), None, "--metrics-addr"),
+            (None, Some(addr), "--health-addr"),
+        ] {
+            let Err(e) = serve_endpoints(endpoints(), metrics, health).await else {
+                panic!("{addr} was served twice");
+            };
+            assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+            let text = e.to_string();
+            assert!(
+                text.contains(&addr.to_string())
+                    && text.contains("already in use")
+                    && text.contains(&format!("pass {flag} <host:port>")),
+                "{text}"
+            );
+            assert_eq!(crate::report::one_line(&e), text, "said once");
+        }
     }
 
     #[tokio::test]

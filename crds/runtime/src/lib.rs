@@ -11,6 +11,7 @@ pub mod cli;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod report;
 pub mod shard;
 
 pub use cli::RunArgs;
@@ -65,12 +66,51 @@ where
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no Kubernetes configuration (KUBECONFIG or in-cluster): {0}")]
-    Config(#[from] kube::config::InferConfigError),
-    #[error("Kubernetes client: {0}")]
-    Client(#[from] kube::Error),
+    /// Neither a kubeconfig nor a pod's environment: the first thing a new user meets, so one
+    /// sentence that says what is missing and what to do.
+    #[error(
+        "no Kubernetes cluster to talk to: {kubeconfig}, and this is not a pod \
+         (KUBERNETES_SERVICE_HOST is unset); set KUBECONFIG to a kubeconfig file, or run in a cluster"
+    )]
+    NoConfig { kubeconfig: String },
+    /// Its text carries the causes already (kube's error embeds both attempts).
+    #[error("cannot load the Kubernetes configuration")]
+    Config(#[source] kube::config::InferConfigError),
+    #[error("cannot build the Kubernetes client")]
+    Client(#[source] kube::Error),
     #[error("user agent {0:?} is not a valid header value")]
     UserAgent(String),
+}
+
+impl ClientError {
+    /// [`ClientError::NoConfig`] when the kubeconfig is simply absent and this is not a pod;
+    /// any other failure (a kubeconfig that does not parse, a pod without its token) as it is.
+    fn from_infer(e: kube::config::InferConfigError) -> ClientError {
+        use kube::config::KubeconfigError;
+        let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        let named = std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
+        let cause = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<KubeconfigError>());
+        let kubeconfig = match cause {
+            Some(KubeconfigError::ReadConfig(io, path))
+                if io.kind() == std::io::ErrorKind::NotFound =>
+            {
+                if named {
+                    format!("KUBECONFIG names {}, which does not exist", path.display())
+                } else {
+                    format!("KUBECONFIG is unset and {} does not exist", path.display())
+                }
+            }
+            Some(KubeconfigError::FindPath) => {
+                "KUBECONFIG is unset and there is no home directory for ~/.kube/config".to_owned()
+            }
+            _ => return ClientError::Config(e),
+        };
+        if in_pod {
+            ClientError::Config(e)
+        } else {
+            ClientError::NoConfig { kubeconfig }
+        }
+    }
 }
 
 /// A Kubernetes client from KUBECONFIG or the in-cluster configuration that names itself
@@ -80,7 +120,9 @@ pub enum ClientError {
 /// too, `strata-operator/0.1.0 (strata-operator-5d8f…)`, so that one replica's requests can be
 /// told from another's.
 pub async fn client(agent: &str) -> Result<kube::Client, ClientError> {
-    let mut config = kube::Config::infer().await?;
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(ClientError::from_infer)?;
     let agent = match std::env::var("POD_NAME") {
         Ok(pod) if !pod.is_empty() => format!("{agent} ({pod})"),
         _ => agent.to_owned(),
@@ -88,5 +130,5 @@ pub async fn client(agent: &str) -> Result<kube::Client, ClientError> {
     let value =
         axum::http::HeaderValue::from_str(&agent).map_err(|_| ClientError::UserAgent(agent))?;
     config.headers.push((axum::http::header::USER_AGENT, value));
-    Ok(kube::Client::try_from(config)?)
+    kube::Client::try_from(config).map_err(ClientError::Client)
 }

@@ -84,7 +84,12 @@ async fn create_valid_samples(env: &TestEnv, server: &str) -> usize {
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let run = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let mut count = 0;
-    let files = [yaml_files("samples/azure"), yaml_files("samples/capi")].concat();
+    let files = [
+        yaml_files("samples/azure"),
+        yaml_files("samples/azure-by-arm-id"),
+        yaml_files("samples/capi"),
+    ]
+    .concat();
     for (i, f) in files.iter().enumerate() {
         let ns = namespace(&client, format!("s{i}-{run}")).await;
         for doc in docs(f) {

@@ -2,7 +2,8 @@
 //! a cloud. It starts the Kubernetes API test server, the ARM emulator (with its per-kind
 //! latencies, time-scaled), the CAPI-core stand-in (tests and demo only), strata-translator and
 //! strata-operator; applies `samples/capi/default-cluster.yaml` with kubectl; shows the cloud CRs
-//! converging; prints a summary and how to explore; and serves until Ctrl-C.
+//! converging; prints a summary and how to explore; and serves until Ctrl-C or SIGTERM (`kill`,
+//! `timeout`, a service manager, a CI runner), either of which stops everything it started.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,6 +21,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 use strata_e2e::{KINDS, is_ready, operator_settings, plural, ready_condition, repo_root, standin};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
 
 #[derive(Parser, Debug)]
@@ -75,6 +77,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // First of all: once the controllers' runtime (kube's `shutdown_on_signal`) handles SIGTERM,
+    // the default action — ending the process — no longer happens, so the demo must.
+    let mut stop = Stop::new().context("cannot handle SIGINT and SIGTERM")?;
     let root = repo_root();
     let workdir = args
         .workdir
@@ -161,6 +166,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &client,
         &sim,
         &log_path,
+        &mut stop,
     )
     .await;
     tasks.iter().for_each(JoinHandle::abort);
@@ -177,6 +183,7 @@ async fn demo(
     client: &kube::Client,
     sim: &strata_armsim::Server,
     log_path: &Path,
+    stop: &mut Stop,
 ) -> anyhow::Result<ExitCode> {
     let cluster_file = args
         .cluster
@@ -215,10 +222,10 @@ async fn demo(
     let ready_at = loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => {
+            signal = stop.requested() => {
                 view.clear();
-                println!("interrupted; stopping everything");
-                return Ok(ExitCode::from(130));
+                println!("interrupted ({}); stopping everything", signal.name);
+                return Ok(ExitCode::from(signal.exit_code));
             }
         }
         let rows = cloud_rows(client).await?;
@@ -246,19 +253,55 @@ async fn demo(
     if args.exit_when_ready {
         return Ok(ExitCode::SUCCESS);
     }
-    println!("\nServing until Ctrl-C; changes to the cloud CRs are shown below.");
+    println!("\nServing until Ctrl-C (or SIGTERM); changes to the cloud CRs are shown below.");
     let mut last = rows;
-    loop {
+    let signal = loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => break,
+            signal = stop.requested() => break signal,
         }
         let rows = cloud_rows(client).await?;
         print_changes(&last, &rows);
         last = rows;
-    }
-    println!("stopping the API test server, the ARM emulator and the controllers");
+    };
+    println!(
+        "{}: stopping the API test server, the ARM emulator and the controllers",
+        signal.name
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The signals that stop the demo, listened to from the start: a signal that arrives while the
+/// demo is busy (listing, applying) is kept until it looks, where a listener made afresh at each
+/// look would miss it.
+struct Stop {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+/// Which signal stopped the demo.
+struct Stopped {
+    name: &'static str,
+    /// Before everything is Ready: 128 + the signal's number, as a shell reports a process
+    /// that such a signal ended.
+    exit_code: u8,
+}
+
+impl Stop {
+    fn new() -> std::io::Result<Stop> {
+        Ok(Stop {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Waits for Ctrl-C (SIGINT) or SIGTERM (cancel-safe, for `select!`).
+    async fn requested(&mut self) -> Stopped {
+        tokio::select! {
+            _ = self.interrupt.recv() => Stopped { name: "Ctrl-C", exit_code: 130 },
+            _ = self.terminate.recv() => Stopped { name: "SIGTERM", exit_code: 143 },
+        }
+    }
 }
 
 /// Holds `<workdir>/demo.lock` for the life of the process (the OS drops it with the process).
@@ -276,7 +319,7 @@ fn take_lock(workdir: &Path) -> anyhow::Result<File> {
         Err(std::fs::TryLockError::WouldBlock) => {
             let pid = std::fs::read_to_string(&path).unwrap_or_default();
             bail!(
-                "another demo is already running (pid {}, {}); stop it with Ctrl-C first",
+                "another demo is already running (pid {}, {}); stop it with Ctrl-C (or kill) first",
                 pid.trim(),
                 workdir.display()
             );
@@ -297,7 +340,7 @@ fn check_kubectl() -> anyhow::Result<()> {
     {
         Ok(out) if out.status.success() => Ok(()),
         Ok(_) | Err(_) => bail!(
-            "kubectl not found on the PATH; install it (`make tools`, or Debian's kubernetes-client)"
+            "kubectl not found on the PATH; install it (`make demo-tools`, or Debian's kubernetes-client)"
         ),
     }
 }

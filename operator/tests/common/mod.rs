@@ -16,7 +16,8 @@ use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
 
-/// The samples' subscription (`samples/azure` refers to a resource group in it by ARM ID).
+/// The operator's subscription in these tests (`samples/azure` names no subscription: it applies
+/// on any; e2e/tests/samples.rs runs it on a random one).
 pub const SUB: &str = "00000000-0000-0000-0000-000000000000";
 /// The emulator's clock: a 60 s VM creation takes 0.6 s.
 pub const TIME_SCALE: f64 = 0.01;
