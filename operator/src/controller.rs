@@ -230,6 +230,7 @@ async fn watch_identities(
         .default_backoff()
         .reflect(writer)
         .for_each(|event| {
+            ctx.identities_synced.observe(&event);
             match event {
                 Ok(watcher::Event::Apply(i) | watcher::Event::Delete(i)) => {
                     let key = format!("{}/{}", i.namespace().unwrap_or_default(), i.name_any());

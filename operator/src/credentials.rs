@@ -34,6 +34,8 @@ use crate::throttle::Throttle;
 
 /// The per-namespace credential Secret.
 pub const NAMESPACE_SECRET: &str = "strata-credential";
+/// How long a credential lookup waits for the identity watch's first list.
+const IDENTITY_SYNC: std::time::Duration = std::time::Duration::from_secs(30);
 /// The key of a `ServicePrincipal` identity's client secret (CAPZ's).
 const IDENTITY_SECRET_KEY: &str = "clientSecret";
 
@@ -227,8 +229,10 @@ pub struct Credentials {
 /// What a CR's credential is resolved from.
 pub struct Lookup<'a> {
     pub kube: &'a kube::Client,
-    /// The AzureClusterIdentities, from the operator's reflector.
+    /// The AzureClusterIdentities, from the operator's reflector …
     pub identities: &'a Store<AzureClusterIdentity>,
+    /// … once it has listed.
+    pub identities_synced: &'a strata_runtime::Synced,
     pub namespace: &'a str,
     pub annotations: &'a BTreeMap<String, String>,
 }
@@ -348,10 +352,11 @@ impl Credentials {
         };
         let what = format!("AzureClusterIdentity {id_ns}/{id_name}");
         // Before the first list, the store is empty: "not found" would be a lie.
-        l.identities
-            .wait_until_ready()
-            .await
-            .map_err(|e| CredentialError::invalid(format!("{what}: {e}")))?;
+        if !l.identities_synced.wait(IDENTITY_SYNC).await {
+            return Err(CredentialError::invalid(format!(
+                "{what}: the AzureClusterIdentities have not been listed yet (is their CRD installed, and may the operator list them?)"
+            )));
+        }
         let Some(identity) = l.identities.get(&ObjectRef::new(id_name).within(id_ns)) else {
             return Err(CredentialError {
                 reason: "IdentityNotFound",

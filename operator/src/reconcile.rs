@@ -133,6 +133,8 @@ pub struct Context {
     pub credentials: Arc<Credentials>,
     /// The AzureClusterIdentities (cluster-wide), for the credential check on every use.
     pub identities: Store<AzureClusterIdentity>,
+    /// Set once the identity watch has listed: before that, "not found" would be a lie.
+    pub identities_synced: strata_runtime::Synced,
     /// `<namespace>/<name>` of every identity that changed: CRs using it are reconciled again,
     /// so a deleted or narrowed identity stops their work at once.
     pub identity_changes: tokio::sync::broadcast::Sender<String>,
@@ -175,6 +177,7 @@ impl Context {
             metrics,
             credentials,
             identities,
+            identities_synced: strata_runtime::Synced::default(),
             identity_changes: tokio::sync::broadcast::channel(256).0,
             index,
             timing,
@@ -663,6 +666,7 @@ async fn reconcile_inner<K: AzureResource>(
                 let lookup = Lookup {
                     kube: &ctx.kube,
                     identities: &ctx.identities,
+                    identities_synced: &ctx.identities_synced,
                     namespace: &namespace,
                     annotations: &annotations,
                 };

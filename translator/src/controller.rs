@@ -27,6 +27,7 @@ use strata_crds::capi::{self, Cluster, Machine};
 use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
 use strata_runtime::Health;
 use strata_runtime::Shard;
+use strata_runtime::Synced;
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -93,6 +94,8 @@ pub struct Context {
     /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
     /// and the availability sets of a cluster.
     pub machines: Store<Machine>,
+    /// Set once the Machine watch has listed (many reconciles wait on it at once).
+    pub machines_synced: Synced,
     /// AzureClusters (by UID) whose legacy credential Secret this process has already looked
     /// for: the check is one GET per cluster per process, not one per reconcile.
     legacy_checked: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -131,7 +134,10 @@ pub async fn run_observed(
     let wc = watcher::Config::default();
 
     let (machines, writer) = reflector::store::<Machine>();
+    let machines_synced = Synced::default();
+    let marks = machines_synced.clone();
     let machine_reflector = reflector(writer, watcher(api::<Machine>(&client, ns), wc.clone()))
+        .inspect(move |e| marks.observe(e))
         .applied_objects()
         .for_each(|_| futures::future::ready(()));
     let reporter = Reporter {
@@ -144,14 +150,16 @@ pub async fn run_observed(
         metrics: metrics.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
+        machines_synced: machines_synced.clone(),
         legacy_checked: Default::default(),
     });
     let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
 
     // AzureCluster controller.
     let queue = Queue::new::<AzureCluster>(&metrics);
+    let clusters_synced = Synced::default();
     let clusters = queue
-        .controller(api::<AzureCluster>(&client, ns), &wc)
+        .controller(api::<AzureCluster>(&client, ns), &wc, &clusters_synced)
         .with_config(controller_config.clone());
     let store = clusters.store();
     let cluster_store = store.clone();
@@ -214,11 +222,21 @@ pub async fn run_observed(
 
     // AzureMachine controller.
     let queue = Queue::new::<AzureMachine>(&metrics);
+    let azure_machines_synced = Synced::default();
     let ms = queue
-        .controller(api::<AzureMachine>(&client, ns), &wc)
+        .controller(
+            api::<AzureMachine>(&client, ns),
+            &wc,
+            &azure_machines_synced,
+        )
         .with_config(controller_config);
     let machine_store = ms.store();
-    watch_health(&health, &metrics, &cluster_store, &machine_store, &machines);
+    watch_health(
+        &health,
+        &metrics,
+        (&cluster_store, &machine_store),
+        [clusters_synced, azure_machines_synced, machines_synced],
+    );
     let by_machine = machines.clone();
     let machines_for_cluster = machines.clone();
     let ms = owns_machine_crs(ms, &queue, &client, ns)
@@ -382,24 +400,12 @@ where
 fn watch_health(
     health: &Health,
     metrics: &ControllerMetrics,
-    clusters: &Store<AzureCluster>,
-    azure_machines: &Store<AzureMachine>,
-    machines: &Store<Machine>,
+    (clusters, azure_machines): (&Store<AzureCluster>, &Store<AzureMachine>),
+    synced: [Synced; 3],
 ) {
-    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = synced.clone();
-    let stores = (clusters.clone(), azure_machines.clone(), machines.clone());
-    tokio::spawn(async move {
-        let (a, b, c) = futures::join!(
-            stores.0.wait_until_ready(),
-            stores.1.wait_until_ready(),
-            stores.2.wait_until_ready()
-        );
-        if a.is_ok() && b.is_ok() && c.is_ok() {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    });
-    health.set_synced_check(move || synced.load(std::sync::atomic::Ordering::SeqCst));
+    // From the watches' own first lists, not `Store::wait_until_ready`: a second waiter on a
+    // store can starve (strata_runtime::synced).
+    health.set_synced_check(move || synced.iter().all(Synced::is_synced));
     let (clusters, azure_machines) = (clusters.clone(), azure_machines.clone());
     let state = |ready: bool| if ready { "True" } else { "False" };
     metrics.set_object_counter(move || {
@@ -464,7 +470,7 @@ impl Queue {
 
     /// A controller of `K` whose own watch events are counted, as `Controller::new` would
     /// build it otherwise.
-    fn controller<K>(&self, api: Api<K>, wc: &watcher::Config) -> Controller<K>
+    fn controller<K>(&self, api: Api<K>, wc: &watcher::Config, synced: &Synced) -> Controller<K>
     where
         K: Resource<DynamicType = ()>
             + Clone
@@ -476,7 +482,9 @@ impl Queue {
     {
         let (reader, writer) = reflector::store();
         let queue = self.clone();
+        let marks = synced.clone();
         let events = reflector(writer, watcher(api, wc.clone()))
+            .inspect(move |e| marks.observe(e))
             .applied_objects()
             .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
         Controller::for_stream(events, reader)
@@ -1031,9 +1039,8 @@ async fn machines_of(
     // partial store would leave out those machines' resources, and prune would then delete them
     // (the chaos test caught an availability set deleted while its VMs still used it): wait for
     // the first list, and retry later rather than translate without it.
-    match tokio::time::timeout(MACHINE_CACHE_SYNC, ctx.machines.wait_until_ready()).await {
-        Ok(Ok(())) => {}
-        _ => return Err(Error::NotSynced),
+    if !ctx.machines_synced.wait(MACHINE_CACHE_SYNC).await {
+        return Err(Error::NotSynced);
     }
     let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = Vec::new();

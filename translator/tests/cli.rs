@@ -230,11 +230,16 @@ async fn on_its_default_ports_it_serves_beside_the_operator() {
     let mut running = Running(child);
     let start = Instant::now();
     loop {
-        // /healthz and /metrics only: /readyz can stay 503 on kube-apiserver, a separate bug
-        // (the readiness task and the controllers both wait on one store's `wait_until_ready`,
-        // and kube-runtime's `DelayedInit` wakes only the last waiter to poll it).
-        let answers = (get(health, "/healthz"), get(metrics, "/metrics"));
-        if let (Some((200, _)), Some((200, body))) = &answers {
+        // /readyz too: it once stayed 503 on kube-apiserver, when the readiness task and the
+        // controllers both waited on one store's `wait_until_ready` (kube-runtime's
+        // `DelayedInit` wakes only the last waiter); readiness now comes from the watches' own
+        // first lists (strata_runtime::Synced).
+        let answers = (
+            get(health, "/healthz"),
+            get(health, "/readyz"),
+            get(metrics, "/metrics"),
+        );
+        if let (Some((200, _)), Some((200, _)), Some((200, body))) = &answers {
             // The translator's own metrics, not another process's.
             assert!(body.contains("strata_translator_"), "{body}");
             break;
@@ -245,7 +250,7 @@ async fn on_its_default_ports_it_serves_beside_the_operator() {
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "/healthz and /metrics answered {answers:?} after 60 s"
+            "/healthz, /readyz and /metrics answered {answers:?} after 60 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -13,10 +13,12 @@ pub mod leader;
 pub mod metrics;
 pub mod report;
 pub mod shard;
+pub mod synced;
 
 pub use cli::RunArgs;
 pub use http::Health;
 pub use shard::Shard;
+pub use synced::Synced;
 
 use std::future::Future;
 use std::net::SocketAddr;
