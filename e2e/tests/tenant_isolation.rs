@@ -42,6 +42,19 @@ async fn namespace(stack: &Stack, suffix: &str, labels: Value) -> String {
     name
 }
 
+/// A service principal Azure AD knows, allowed the test's subscription.
+async fn principal(stack: &Stack, tenant: &str, client: &str, secret: &str) {
+    stack
+        .inspector()
+        .post(
+            "/principals",
+            &json!({"tenantId": tenant, "clientId": client, "clientSecret": secret,
+                "subscriptions": [SUB]}),
+        )
+        .await
+        .unwrap();
+}
+
 async fn secret(stack: &Stack, ns: &str, name: &str, data: Value) {
     let body = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns}, "stringData": data
@@ -190,15 +203,7 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         (TENANT, CLIENT_C, SECRET_C),
     ];
     for (tenant, client, secret) in principals {
-        stack
-            .inspector()
-            .post(
-                "/principals",
-                &json!({"tenantId": tenant, "clientId": client, "clientSecret": secret,
-                    "subscriptions": [SUB]}),
-            )
-            .await
-            .unwrap();
+        principal(&stack, tenant, client, secret).await;
     }
 
     // The administrator's identities, all in its own namespace.
@@ -475,15 +480,7 @@ async fn a_cluster_identity_is_granted_never_copied() {
         ("tenant", "strata-operator", "-"),
         (TENANT, CLIENT_A, SECRET_A),
     ] {
-        stack
-            .inspector()
-            .post(
-                "/principals",
-                &json!({"tenantId": tenant, "clientId": client, "clientSecret": secret,
-                    "subscriptions": [SUB]}),
-            )
-            .await
-            .unwrap();
+        principal(&stack, tenant, client, secret).await;
     }
     secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
     identity(

@@ -57,12 +57,8 @@ const ERROR_REASONS: &[&str] = &[
 pub const FINALIZER: &str = "azure.strata.dev/finalizer";
 /// The ownership tag every resource Strata creates carries.
 pub const OWNER_TAG: &str = "strata-owner";
-pub const POLICY: &str = "strata.dev/reconcile-policy";
-pub const PAUSED: &str = "strata.dev/paused";
-pub const ADOPT: &str = "strata.dev/adopt";
-/// `<key>=<value>`: with `adopt`, take over only a resource carrying this tag (the translator sets
-/// it to CAPZ's `sigs.k8s.io_cluster-api-provider-azure_cluster_<name>=owned` when migrating).
-pub const ADOPT_REQUIRES_TAG: &str = "strata.dev/adopt-requires-tag";
+/// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).
+pub use strata_crds::annotations::{ADOPT, ADOPT_REQUIRES_TAG, PAUSED, RECONCILE_POLICY as POLICY};
 /// The field manager of the operator's writes.
 pub const MANAGER: &str = "strata-operator";
 
