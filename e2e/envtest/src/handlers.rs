@@ -353,13 +353,6 @@ fn route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
-    if let Some(t) = query.get("timeout") {
-        go_duration(t).map_err(|e| {
-            ApiError::BadRequest(format!(
-                "invalid timeout specified in the request URL - {e}"
-            ))
-        })?;
-    }
     let Some(plural) = path.plural.clone() else {
         let store = state.store();
         return discovery::resource_list(&store, &path.group, &path.version)
@@ -507,6 +500,40 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
     Ok(json_response(StatusCode::CREATED, &status, &[]))
+}
+
+/// kube-apiserver's request-deadline filter: on every request that is not long-running (any
+/// path: discovery, health, OpenAPI, resources), a `?timeout=` that Go's `time.ParseDuration`
+/// refuses is a 400. Watches are long-running and skip the filter (their handler ignores a bad
+/// `timeout`), so a watch with one is served. Requests without `timeout=` pay one substring scan.
+pub async fn request_deadline(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(error) = invalid_timeout(req.uri()) {
+        return error.into_response();
+    }
+    next.run(req).await
+}
+
+fn invalid_timeout(uri: &Uri) -> Option<ApiError> {
+    if !uri.query().is_some_and(|q| q.contains("timeout=")) {
+        return None;
+    }
+    let Query(query) = Query::<HashMap<String, String>>::try_from_uri(uri).ok()?;
+    let timeout = query.get("timeout")?;
+    // requestinfo: any `watch` value but "false" and "0" makes the request a watch.
+    let watch = query
+        .get("watch")
+        .is_some_and(|w| !matches!(w.to_ascii_lowercase().as_str(), "false" | "0"));
+    if watch {
+        return None;
+    }
+    go_duration(timeout).err().map(|e| {
+        ApiError::BadRequest(format!(
+            "invalid timeout specified in the request URL - {e}"
+        ))
+    })
 }
 
 /// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is

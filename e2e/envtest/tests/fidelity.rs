@@ -908,7 +908,8 @@ async fn update_without_resource_version_names_the_resource() {
     );
 }
 
-// kube-apiserver: a `?timeout=` that Go's time.ParseDuration refuses is a 400 with Go's words.
+// kube-apiserver's request-deadline filter: a `?timeout=` that Go's time.ParseDuration refuses is
+// a 400 with Go's words, on any path but a watch's.
 #[tokio::test]
 async fn invalid_timeout_is_bad_request() {
     let (env, ns) = env_ns().await;
@@ -934,6 +935,31 @@ async fn invalid_timeout_is_bad_request() {
     }
     let ok = format!("/api/v1/namespaces/{ns}/configmaps?timeout=1m30s");
     assert_eq!(raw(&c, "GET", &ok, "", None).await.0, 200);
+    // The filter runs before routing, on every path that is not long-running.
+    let want = status(
+        400,
+        "BadRequest",
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\"",
+        None,
+    );
+    for path in [
+        "/version",
+        "/healthz",
+        "/readyz",
+        "/api",
+        "/apis",
+        "/api/v1",
+        "/apis/apps/v1",
+        "/openapi/v2",
+        "/api/v1/nosuchresources",
+    ] {
+        let got = raw(&c, "GET", &format!("{path}?timeout=abc"), "", None).await;
+        assert_eq!(got, (400, want.clone()), "{path}");
+    }
+    // A watch is long-running: the filter skips it and the watch handler ignores the value.
+    let watch =
+        format!("/api/v1/namespaces/{ns}/configmaps?watch=true&timeout=abc&timeoutSeconds=1");
+    assert_eq!(raw_text(&c, "GET", &watch, "", &[], None).await.0, 200);
 }
 
 // kube-apiserver's healthz package: `?verbose` (any value) lists each check as `[+]<name> ok`
