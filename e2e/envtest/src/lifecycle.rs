@@ -428,6 +428,9 @@ fn install_crd(store: &mut Store, crd: &Value) {
             .iter()
             .find(|v| v.has_defaults)
             .and_then(|v| v.schema.clone());
+        if !store.types.contains_key(&key) {
+            store.start_watch_window(key.clone());
+        }
         store.types.insert(key.clone(), Arc::new(rt));
         if changed && let Some(schema) = defaults {
             store.rewrite_in_place(&key, |obj| {

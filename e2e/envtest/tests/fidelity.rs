@@ -1499,3 +1499,74 @@ async fn crd_status_keeps_the_conditions_a_client_writes() {
     let (code, _) = raw(&c, "DELETE", &path, "application/json", None).await;
     assert_eq!(code, 200);
 }
+
+/// The events of a finished watch response, one JSON value per line.
+fn events(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+// kube-apiserver serves watches from its watch cache, which starts when the resource is first
+// served (before anything is written for built-ins, with a list when a CRD is established for
+// custom resources) and holds a bounded window of events after it: a watch from a
+// resourceVersion before that window is answered 200 with one ERROR event, a 410 Expired
+// `Status` saying "too old resource version: <asked> (<window start>)", rather than a replay of
+// the history. Watches from inside the window replay what followed.
+#[tokio::test]
+async fn watch_from_before_the_window_is_expired() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let (_, list) = raw(&c, "GET", &cms, "", None).await;
+    let recent = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cm = json!({"metadata": {"name": "w"}});
+    assert_eq!(
+        raw(&c, "POST", &cms, "application/json", Some(cm)).await.0,
+        201
+    );
+    // A built-in kind's cache starts before the server writes anything: from 1, every object.
+    let path = "/api/v1/namespaces?watch=true&resourceVersion=1&timeoutSeconds=1";
+    let (code, text) = raw_text(&c, "GET", path, "", &[], None).await;
+    assert_eq!(code, 200);
+    let names: Vec<Value> = events(&text)
+        .into_iter()
+        .inspect(|e| assert_eq!(e["type"], json!("ADDED"), "{text}"))
+        .map(|e| e["object"]["metadata"]["name"].clone())
+        .collect();
+    for ns in ["default", "kube-system", ns.as_str()] {
+        assert!(names.contains(&json!(ns)), "{ns}: {names:?}");
+    }
+    // A custom resource's cache starts when its CRD is served: from before it, 410.
+    {
+        let path = format!(
+            "{}?watch=true&resourceVersion=1&timeoutSeconds=5",
+            gizmos(&ns)
+        );
+        let (code, text) = raw_text(&c, "GET", &path, "", &[], None).await;
+        assert_eq!(code, 200, "{path}");
+        let got = events(&text);
+        assert_eq!(got.len(), 1, "{path}: {text}");
+        assert_eq!(got[0]["type"], json!("ERROR"), "{path}");
+        let object = &got[0]["object"];
+        let message = object["message"].as_str().unwrap();
+        let start: u64 = message
+            .strip_prefix("too old resource version: 1 (")
+            .and_then(|m| m.strip_suffix(')'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {message}"));
+        assert!(start > 1, "{message}");
+        assert_eq!(*object, status(410, "Expired", message, None), "{path}");
+    }
+    // From inside the window: what followed is replayed.
+    let path = format!("{cms}?watch=true&resourceVersion={recent}&timeoutSeconds=1");
+    let (code, text) = raw_text(&c, "GET", &path, "", &[], None).await;
+    assert_eq!(code, 200);
+    let got = events(&text);
+    assert_eq!(got.len(), 1, "{text}");
+    assert_eq!(got[0]["type"], json!("ADDED"));
+    assert_eq!(got[0]["object"]["metadata"]["name"], json!("w"));
+}
