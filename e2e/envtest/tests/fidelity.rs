@@ -1570,3 +1570,89 @@ async fn watch_from_before_the_window_is_expired() {
     assert_eq!(got[0]["type"], json!("ADDED"));
     assert_eq!(got[0]["object"]["metadata"]["name"], json!("w"));
 }
+
+// kube-apiserver (the upstream `ServerSideApply should create an applied object if it does not
+// already exist` spec): applying a Pod and a Service creates them; the same configuration
+// applied again by another manager does not conflict (same values), and both managers then own
+// exactly the applied fields — the Service's `spec.ports` is a list-map keyed by port and
+// protocol (`k:{"port":8080,"protocol":"UDP"}`), whose defaulted fields (targetPort) nobody
+// applied. Re-applying by the first owner is a no-op.
+#[tokio::test]
+async fn reapplying_an_applied_object_does_not_conflict() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let cases = [
+        (
+            "pods",
+            "test-pod",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "test-pod"},
+                "spec": {"containers": [{"name": "test-container", "image": "test-image"}]}}),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"test-container\"}":
+                {".": {}, "f:image": {}, "f:name": {}}}}}),
+        ),
+        (
+            "services",
+            "test-svc",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "test-svc"},
+                "spec": {"ports": [{"port": 8080, "protocol": "UDP"}]}}),
+            json!({"f:spec": {"f:ports": {"k:{\"port\":8080,\"protocol\":\"UDP\"}":
+                {".": {}, "f:port": {}, "f:protocol": {}}}}}),
+        ),
+    ];
+    let ct = "application/apply-patch+yaml";
+    for (resource, name, body, owned) in cases {
+        let path = format!("/api/v1/namespaces/{ns}/{resource}/{name}");
+        let (code, created) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test"),
+            ct,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(code, 201, "{resource}: {created}");
+        let (code, again) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test_2"),
+            ct,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(code, 200, "{resource}: {again}");
+        let entries = again["metadata"]["managedFields"].as_array().unwrap();
+        for manager in ["apply_test", "apply_test_2"] {
+            let entry = entries
+                .iter()
+                .find(|e| e["manager"] == json!(manager))
+                .unwrap_or_else(|| panic!("{resource}: no entry of {manager}: {again}"));
+            assert_eq!(entry["operation"], json!("Apply"), "{resource}");
+            assert_eq!(entry["fieldsV1"], owned, "{resource}: {manager}");
+        }
+        let (code, same) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test"),
+            ct,
+            Some(body),
+        )
+        .await;
+        assert_eq!(code, 200, "{resource}: {same}");
+        assert_eq!(
+            same["metadata"]["resourceVersion"], again["metadata"]["resourceVersion"],
+            "{resource}: an unchanged apply writes nothing"
+        );
+    }
+    let (_, svc) = raw(
+        &c,
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/services/test-svc"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([{"port": 8080, "protocol": "UDP", "targetPort": 8080}])
+    );
+}
