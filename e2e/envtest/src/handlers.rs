@@ -422,6 +422,13 @@ fn route(
 /// Pod's `spec.nodeName`) and ComponentStatus (`get`, `list`).
 fn unstored(req: &Request, method: Method) -> Result<Response, ApiError> {
     let has_name = req.path.name.is_some();
+    // Their storage has no table convertor: kube-apiserver's content negotiation refuses a
+    // Table before the request runs.
+    if table::wants_table(req.accept()) && req.rt.kind != "ComponentStatus" {
+        return Err(ApiError::NotAcceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+        ));
+    }
     match (req.rt.kind.as_str(), method, has_name) {
         ("Binding", Method::POST, false) => {
             let body = parse_body(&req.body)?;
@@ -749,11 +756,9 @@ fn get(req: &Request) -> Result<Response, ApiError> {
     if table::wants_table(req.accept()) {
         let obj = present(&obj, &req.rt, &req.path.version);
         let rv = meta_str(&obj, "resourceVersion").to_string();
-        return Ok(json_response(
-            StatusCode::OK,
-            &table::table(&req.rt, &req.path.version, &[obj], &rv, None),
-            &[],
-        ));
+        let mut t = table::table(&req.rt, &req.path.version, &[obj], &rv, None);
+        t["apiVersion"] = json!(table::table_api_version(req.accept()));
+        return Ok(json_response(StatusCode::OK, &t, &[]));
     }
     let api_version = req.rt.api_version(&req.path.version);
     Ok(encoded_response(
@@ -935,13 +940,14 @@ fn list(req: &Request) -> Result<Response, ApiError> {
             .iter()
             .map(|o| present(o, &req.rt, &req.path.version))
             .collect();
-        let t = table::table(
+        let mut t = table::table(
             &req.rt,
             &req.path.version,
             &items,
             &list_rv.to_string(),
             cont.as_deref(),
         );
+        t["apiVersion"] = json!(table::table_api_version(req.accept()));
         return Ok(json_response(StatusCode::OK, &t, &[]));
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});

@@ -1656,3 +1656,110 @@ async fn reapplying_an_applied_object_does_not_conflict() {
         json!([{"port": 8080, "protocol": "UDP", "targetPort": 8080}])
     );
 }
+
+const TABLE_V1: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+// kube-apiserver's table conversion (the upstream `Servers with support for Table
+// transformation` specs): a Pod as a Table has the Pod printer's columns (the priority-1 ones are
+// kubectl's `-o wide`) and cells, also as `meta.k8s.io/v1beta1`; a kind without a table
+// convertor (a review, answered without storage) is 406 Not Acceptable.
+#[tokio::test]
+async fn tables_of_pods_and_406_for_kinds_without_a_table_convertor() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-1"},
+        "spec": {"containers": [{"name": "example", "image": "registry.k8s.io/pause:3.10"}]}});
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    assert_eq!(
+        raw(&c, "POST", &pods, "application/json", Some(pod))
+            .await
+            .0,
+        201
+    );
+    let want_columns = json!([
+        ["Name", "string", "name", 0],
+        ["Ready", "string", "", 0],
+        ["Status", "string", "", 0],
+        ["Restarts", "string", "", 0],
+        ["Age", "string", "", 0],
+        ["IP", "string", "", 1],
+        ["Node", "string", "", 1],
+        ["Nominated Node", "string", "", 1],
+        ["Readiness Gates", "string", "", 1]
+    ]);
+    for (path, accept, version) in [
+        (
+            format!("{pods}/pod-1"),
+            "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+            "meta.k8s.io/v1beta1",
+        ),
+        (pods.clone(), TABLE_V1, "meta.k8s.io/v1"),
+    ] {
+        let (code, text) = raw_text(&c, "GET", &path, "", &[("accept", accept)], None).await;
+        assert_eq!(code, 200, "{text}");
+        let table: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(table["kind"], json!("Table"));
+        assert_eq!(table["apiVersion"], json!(version), "{path}");
+        let defs = table["columnDefinitions"].as_array().unwrap();
+        let columns: Vec<Value> = defs
+            .iter()
+            .map(|d| json!([d["name"], d["type"], d["format"], d["priority"]]))
+            .collect();
+        assert_eq!(json!(columns), want_columns, "{path}");
+        // The API's field docs (kube-apiserver's SwaggerDoc), by their first words.
+        let docs = [
+            "Name must be unique within a namespace. Is required",
+            "The aggregate readiness state of this pod for accepting traffic.",
+            "The aggregate status of the containers in this pod.",
+            "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+            "CreationTimestamp is a timestamp representing the server time",
+            "podIP address allocated to the pod.",
+            "NodeName indicates in which node this pod is scheduled.",
+            "nominatedNodeName is set only when this pod preempts other pods",
+            "If specified, all readiness gates will be evaluated for pod readiness.",
+        ];
+        for (d, doc) in defs.iter().zip(docs) {
+            assert!(d["description"].as_str().unwrap().starts_with(doc), "{d}");
+        }
+        let rows = table["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{path}");
+        let cells = rows[0]["cells"].as_array().unwrap();
+        let age = cells[4].as_str().unwrap();
+        assert!(
+            age.ends_with('s') && age[..age.len() - 1].parse::<u32>().is_ok(),
+            "{age}"
+        );
+        let mut rest = cells.clone();
+        rest.remove(4);
+        assert_eq!(
+            json!(rest),
+            json!([
+                "pod-1", "0/1", "Pending", "0", "<none>", "<none>", "<none>", "<none>"
+            ]),
+            "{path}"
+        );
+        assert_eq!(rows[0]["object"]["metadata"]["name"], json!("pod-1"));
+    }
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "all"}}});
+    let (code, text) = raw_text(
+        &c,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "application/json",
+        &[("accept", TABLE_V1)],
+        Some(review.to_string()),
+    )
+    .await;
+    assert_eq!(code, 406, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        body,
+        status(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            None
+        )
+    );
+}
