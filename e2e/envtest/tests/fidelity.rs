@@ -1763,3 +1763,39 @@ async fn tables_of_pods_and_406_for_kinds_without_a_table_convertor() {
         )
     );
 }
+
+// kube-apiserver's strict decoder for a typed object (the upstream `FieldValidation should detect
+// unknown and duplicate fields of a typed object` spec): unknown and duplicate fields reported
+// together in one 400.
+#[tokio::test]
+async fn strict_decoding_of_a_typed_object_reports_unknown_and_duplicate_fields() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let body = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "my-dep", "labels": {"app": "nginx"}},
+        "spec": {"unknownField": "foo", "replicas": 2, "replicas": 3,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}"#;
+    let (code, text) = raw_text(
+        &c,
+        "POST",
+        &format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments?fieldManager=field_validation_mgr&fieldValidation=Strict"
+        ),
+        "application/json",
+        &[],
+        Some(body.to_string()),
+    )
+    .await;
+    assert_eq!(code, 400, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        status(
+            400,
+            "BadRequest",
+            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.unknownField\", duplicate field \"spec.replicas\"",
+            None
+        )
+    );
+}
