@@ -509,6 +509,120 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::CREATED, &status, &[]))
 }
 
+/// A strict apply: kube-apiserver's YAML decoder (go-yaml) refuses a map that repeats a key,
+/// naming its line, before any schema is consulted (so preserve-unknown-fields does not help).
+/// The body was already parsed leniently (last key wins); this second parse only runs for
+/// `fieldValidation=Strict` applies.
+fn repeated_yaml_key(body: &Bytes) -> Result<(), ApiError> {
+    const MARK: &str = "repeated key ";
+    let Err(e) = serde_yaml_ng::from_slice::<NoRepeatedKeys>(body) else {
+        return Ok(());
+    };
+    let text = e.to_string();
+    // The message may start with the path of the map (`spec.free: repeated key …`).
+    let Some(key) = text
+        .find(MARK)
+        .and_then(|at| text[at + MARK.len()..].split(" at line ").next())
+    else {
+        return Ok(());
+    };
+    // The error points at the map's first entry; go-yaml names the repeated key's line: the
+    // second entry of that key at the same indentation (block style; the map's line otherwise).
+    let start = e.location().map_or(1, |l| l.line());
+    let text = String::from_utf8_lossy(body);
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let first_indent = lines.get(start.saturating_sub(1)).map_or(0, |l| indent(l));
+    let bare = key.trim_matches('"');
+    let line = lines
+        .iter()
+        .enumerate()
+        .skip(start.saturating_sub(1))
+        .take_while(|(_, l)| l.trim().is_empty() || indent(l) >= first_indent)
+        .filter(|(_, l)| {
+            indent(l) == first_indent && {
+                let t = l.trim_start();
+                t.starts_with(&format!("{bare}:")) || t.starts_with(&format!("{key}:"))
+            }
+        })
+        .nth(1)
+        .map_or(start, |(i, _)| i + 1);
+    Err(ApiError::BadRequest(format!(
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line {line}: key {key} already set in map"
+    )))
+}
+
+/// Deserializes any YAML document, failing at the first map that repeats a key.
+struct NoRepeatedKeys;
+
+impl<'de> serde::Deserialize<'de> for NoRepeatedKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoRepeatedKeysVisitor)
+    }
+}
+
+struct NoRepeatedKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NoRepeatedKeysVisitor {
+    type Value = NoRepeatedKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_unit<E>(self) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_none<E>(self) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<NoRepeatedKeys, D::Error> {
+        serde::Deserialize::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<NoRepeatedKeys, A::Error> {
+        while seq.next_element::<NoRepeatedKeys>()?.is_some() {}
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<NoRepeatedKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<serde_yaml_ng::Value>()? {
+            let shown = match &key {
+                serde_yaml_ng::Value::String(s) => format!("{s:?}"),
+                other => serde_yaml_ng::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            if !seen.insert(shown.clone()) {
+                return Err(serde::de::Error::custom(format!("repeated key {shown}")));
+            }
+            map.next_value::<NoRepeatedKeys>()?;
+        }
+        Ok(NoRepeatedKeys)
+    }
+}
+
 /// kube-apiserver's request-deadline filter: on every request that is not long-running (any
 /// path: discovery, health, OpenAPI, resources), a `?timeout=` that Go's `time.ParseDuration`
 /// refuses is a 400. Watches are long-running and skip the filter (their handler ignores a bad
@@ -1071,6 +1185,10 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
     }
     let patch = parse_body(&req.body)?;
     let mut opts = req.write_options()?;
+    if content_type == "application/apply-patch+yaml" && opts.validation == FieldValidation::Strict
+    {
+        repeated_yaml_key(&req.body)?;
+    }
     let mut store = req.state.store();
     let current = store.get(&req.rt.key(), req.namespace(), req.name());
     if content_type == "application/apply-patch+yaml" {

@@ -1799,3 +1799,37 @@ async fn strict_decoding_of_a_typed_object_reports_unknown_and_duplicate_fields(
         )
     );
 }
+
+// kube-apiserver (the upstream `FieldValidation should detect duplicates in a CR when preserving
+// unknown fields` spec): a server-side apply YAML body that repeats a key is refused with the
+// YAML decoder's line, whatever preserve-unknown-fields lets through.
+#[tokio::test]
+async fn apply_yaml_with_a_repeated_key_is_refused_with_its_line() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let body = format!(
+        "\napiVersion: {GROUP}/v1\nkind: Gizmo\nmetadata:\n  name: dup\n  finalizers:\n  - test-finalizer\nspec:\n  size: 1\n  free:\n    foo: foo1\n    foo: foo2\n"
+    );
+    let (code, text) = raw_text(
+        &c,
+        "PATCH",
+        &format!(
+            "{}/dup?fieldManager=field_validation_mgr&fieldValidation=Strict",
+            gizmos(&ns)
+        ),
+        "application/apply-patch+yaml",
+        &[],
+        Some(body),
+    )
+    .await;
+    assert_eq!(code, 400, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        status(
+            400,
+            "BadRequest",
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 12: key \"foo\" already set in map",
+            None
+        )
+    );
+}
