@@ -623,21 +623,12 @@ impl<'de> serde::de::Visitor<'de> for NoRepeatedKeysVisitor {
     }
 }
 
-/// kube-apiserver's request-deadline filter: on every request that is not long-running (any
-/// path: discovery, health, OpenAPI, resources), a `?timeout=` that Go's `time.ParseDuration`
-/// refuses is a 400. Watches are long-running and skip the filter (their handler ignores a bad
-/// `timeout`), so a watch with one is served. Requests without `timeout=` pay one substring scan.
-pub async fn request_deadline(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    if let Some(error) = invalid_timeout(req.uri()) {
-        return error.into_response();
-    }
-    next.run(req).await
-}
-
-fn invalid_timeout(uri: &Uri) -> Option<ApiError> {
+/// kube-apiserver's request-deadline filter (run by [`crate::requests::record`], before
+/// routing): on every request that is not long-running (any path: discovery, health, OpenAPI,
+/// resources), a `?timeout=` that Go's `time.ParseDuration` refuses is a 400. Watches are
+/// long-running and skip the filter (their handler ignores a bad `timeout`). Requests without
+/// `timeout=` pay one substring scan.
+pub(crate) fn invalid_timeout(uri: &Uri) -> Option<ApiError> {
     if !uri.query().is_some_and(|q| q.contains("timeout=")) {
         return None;
     }

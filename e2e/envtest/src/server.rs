@@ -166,7 +166,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(handlers::resource_request)
         // kube-apiserver accepts request bodies up to 3 MiB (large CRDs with last-applied annotations).
         .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
-        .layer(axum::middleware::from_fn(handlers::request_deadline))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::requests::record,
