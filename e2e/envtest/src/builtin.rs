@@ -55,7 +55,13 @@ fn mark_merge_lists(schema: &mut Value) {
             if let Some(Value::Object(props)) = m.get_mut("properties") {
                 for (name, prop) in props.iter_mut() {
                     if prop.get("type").and_then(Value::as_str) == Some("array") {
-                        if let Some(key) = crate::patch::merge_key(name) {
+                        if name == "ports" && is_service_port(prop.get("items")) {
+                            // ServiceSpec.ports: `listType=map`, keyed by port and protocol
+                            // (its strategic-merge key is port alone).
+                            prop["x-kubernetes-list-type"] = "map".into();
+                            prop["x-kubernetes-list-map-keys"] =
+                                serde_json::json!(["port", "protocol"]);
+                        } else if let Some(key) = crate::patch::merge_key(name) {
                             prop["x-kubernetes-list-type"] = "map".into();
                             prop["x-kubernetes-list-map-keys"] = serde_json::json!([key]);
                             // ServiceAccount.secrets holds ObjectReferences, a Go struct tagged
@@ -76,6 +82,15 @@ fn mark_merge_lists(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(mark_merge_lists),
         _ => {}
     }
+}
+
+/// A `ServicePort` item schema (a Service's ports; an EndpointPort has no targetPort, a
+/// ContainerPort no port).
+fn is_service_port(items: Option<&Value>) -> bool {
+    let props = items.and_then(|i| i.get("properties"));
+    ["port", "protocol", "targetPort", "nodePort"]
+        .iter()
+        .all(|k| props.and_then(|p| p.get(k)).is_some())
 }
 
 fn col(name: &str, type_: &str, json_path: &str, priority: i64) -> PrinterColumn {

@@ -53,6 +53,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Expired(String),
+    /// An `Accept` the endpoint cannot answer (a Table from a kind without a table convertor).
+    #[error("{0}")]
+    NotAcceptable(String),
     /// A `continue` token older than the history: kube-apiserver's 410 carries, in
     /// `metadata.continue`, a token that goes on from the same key with current data.
     #[error(
@@ -114,6 +117,7 @@ impl ApiError {
             ApiError::Forbidden(..) => StatusCode::FORBIDDEN,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
             ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) | ApiError::TypedPatch(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -130,6 +134,7 @@ impl ApiError {
             ApiError::Forbidden(..) => "Forbidden",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => "Expired",
             ApiError::TooLargeResourceVersion(..) => "Timeout",
             ApiError::Internal(_) => "InternalError",

@@ -353,13 +353,6 @@ fn route(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
-    if let Some(t) = query.get("timeout") {
-        go_duration(t).map_err(|e| {
-            ApiError::BadRequest(format!(
-                "invalid timeout specified in the request URL - {e}"
-            ))
-        })?;
-    }
     let Some(plural) = path.plural.clone() else {
         let store = state.store();
         return discovery::resource_list(&store, &path.group, &path.version)
@@ -429,6 +422,13 @@ fn route(
 /// Pod's `spec.nodeName`) and ComponentStatus (`get`, `list`).
 fn unstored(req: &Request, method: Method) -> Result<Response, ApiError> {
     let has_name = req.path.name.is_some();
+    // Their storage has no table convertor: kube-apiserver's content negotiation refuses a
+    // Table before the request runs.
+    if table::wants_table(req.accept()) && req.rt.kind != "ComponentStatus" {
+        return Err(ApiError::NotAcceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+        ));
+    }
     match (req.rt.kind.as_str(), method, has_name) {
         ("Binding", Method::POST, false) => {
             let body = parse_body(&req.body)?;
@@ -507,6 +507,145 @@ fn bind(req: &Request, pod: &str, node: &str) -> Result<Response, ApiError> {
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
     Ok(json_response(StatusCode::CREATED, &status, &[]))
+}
+
+/// A strict apply: kube-apiserver's YAML decoder (go-yaml) refuses a map that repeats a key,
+/// naming its line, before any schema is consulted (so preserve-unknown-fields does not help).
+/// The body was already parsed leniently (last key wins); this second parse only runs for
+/// `fieldValidation=Strict` applies.
+fn repeated_yaml_key(body: &Bytes) -> Result<(), ApiError> {
+    const MARK: &str = "repeated key ";
+    let Err(e) = serde_yaml_ng::from_slice::<NoRepeatedKeys>(body) else {
+        return Ok(());
+    };
+    let text = e.to_string();
+    // The message may start with the path of the map (`spec.free: repeated key …`).
+    let Some(key) = text
+        .find(MARK)
+        .and_then(|at| text[at + MARK.len()..].split(" at line ").next())
+    else {
+        return Ok(());
+    };
+    // The error points at the map's first entry; go-yaml names the repeated key's line: the
+    // second entry of that key at the same indentation (block style; the map's line otherwise).
+    let start = e.location().map_or(1, |l| l.line());
+    let text = String::from_utf8_lossy(body);
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let first_indent = lines.get(start.saturating_sub(1)).map_or(0, |l| indent(l));
+    let bare = key.trim_matches('"');
+    let line = lines
+        .iter()
+        .enumerate()
+        .skip(start.saturating_sub(1))
+        .take_while(|(_, l)| l.trim().is_empty() || indent(l) >= first_indent)
+        .filter(|(_, l)| {
+            indent(l) == first_indent && {
+                let t = l.trim_start();
+                t.starts_with(&format!("{bare}:")) || t.starts_with(&format!("{key}:"))
+            }
+        })
+        .nth(1)
+        .map_or(start, |(i, _)| i + 1);
+    Err(ApiError::BadRequest(format!(
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line {line}: key {key} already set in map"
+    )))
+}
+
+/// Deserializes any YAML document, failing at the first map that repeats a key.
+struct NoRepeatedKeys;
+
+impl<'de> serde::Deserialize<'de> for NoRepeatedKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoRepeatedKeysVisitor)
+    }
+}
+
+struct NoRepeatedKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NoRepeatedKeysVisitor {
+    type Value = NoRepeatedKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_unit<E>(self) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_none<E>(self) -> Result<NoRepeatedKeys, E> {
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<NoRepeatedKeys, D::Error> {
+        serde::Deserialize::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<NoRepeatedKeys, A::Error> {
+        while seq.next_element::<NoRepeatedKeys>()?.is_some() {}
+        Ok(NoRepeatedKeys)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<NoRepeatedKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<serde_yaml_ng::Value>()? {
+            let shown = match &key {
+                serde_yaml_ng::Value::String(s) => format!("{s:?}"),
+                other => serde_yaml_ng::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            if !seen.insert(shown.clone()) {
+                return Err(serde::de::Error::custom(format!("repeated key {shown}")));
+            }
+            map.next_value::<NoRepeatedKeys>()?;
+        }
+        Ok(NoRepeatedKeys)
+    }
+}
+
+/// kube-apiserver's request-deadline filter (run by [`crate::requests::record`], before
+/// routing): on every request that is not long-running (any path: discovery, health, OpenAPI,
+/// resources), a `?timeout=` that Go's `time.ParseDuration` refuses is a 400. Watches are
+/// long-running and skip the filter (their handler ignores a bad `timeout`). Requests without
+/// `timeout=` pay one substring scan.
+pub(crate) fn invalid_timeout(uri: &Uri) -> Option<ApiError> {
+    if !uri.query().is_some_and(|q| q.contains("timeout=")) {
+        return None;
+    }
+    let Query(query) = Query::<HashMap<String, String>>::try_from_uri(uri).ok()?;
+    let timeout = query.get("timeout")?;
+    // requestinfo: any `watch` value but "false" and "0" makes the request a watch.
+    let watch = query
+        .get("watch")
+        .is_some_and(|w| !matches!(w.to_ascii_lowercase().as_str(), "false" | "0"));
+    if watch {
+        return None;
+    }
+    go_duration(timeout).err().map(|e| {
+        ApiError::BadRequest(format!(
+            "invalid timeout specified in the request URL - {e}"
+        ))
+    })
 }
 
 /// Parse a duration as Go's `time.ParseDuration` does (`1.5h`, `300ms`, `-2m3s`); the error is
@@ -722,11 +861,9 @@ fn get(req: &Request) -> Result<Response, ApiError> {
     if table::wants_table(req.accept()) {
         let obj = present(&obj, &req.rt, &req.path.version);
         let rv = meta_str(&obj, "resourceVersion").to_string();
-        return Ok(json_response(
-            StatusCode::OK,
-            &table::table(&req.rt, &req.path.version, &[obj], &rv, None),
-            &[],
-        ));
+        let mut t = table::table(&req.rt, &req.path.version, &[obj], &rv, None);
+        t["apiVersion"] = json!(table::table_api_version(req.accept()));
+        return Ok(json_response(StatusCode::OK, &t, &[]));
     }
     let api_version = req.rt.api_version(&req.path.version);
     Ok(encoded_response(
@@ -908,13 +1045,14 @@ fn list(req: &Request) -> Result<Response, ApiError> {
             .iter()
             .map(|o| present(o, &req.rt, &req.path.version))
             .collect();
-        let t = table::table(
+        let mut t = table::table(
             &req.rt,
             &req.path.version,
             &items,
             &list_rv.to_string(),
             cont.as_deref(),
         );
+        t["apiVersion"] = json!(table::table_api_version(req.accept()));
         return Ok(json_response(StatusCode::OK, &t, &[]));
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
@@ -1038,6 +1176,10 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
     }
     let patch = parse_body(&req.body)?;
     let mut opts = req.write_options()?;
+    if content_type == "application/apply-patch+yaml" && opts.validation == FieldValidation::Strict
+    {
+        repeated_yaml_key(&req.body)?;
+    }
     let mut store = req.state.store();
     let current = store.get(&req.rt.key(), req.namespace(), req.name());
     if content_type == "application/apply-patch+yaml" {

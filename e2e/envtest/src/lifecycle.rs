@@ -114,16 +114,21 @@ fn process_schema(
     };
     let name = meta_str(obj, "name").to_string();
     let mut unknown = schema::prune(&schema, obj);
-    // kube-apiserver's strict decoder lists repeated keys first (in document order), then the
-    // unknown fields, sorted (for built-in kinds its JSON decoder keeps document order, which a
-    // parsed `Value` no longer knows).
+    // kube-apiserver's strict decoder for custom resources lists repeated keys first (in
+    // document order), then the unknown fields, sorted; for built-in kinds its typed decoder
+    // lists the unknown fields first (in document order, which a parsed `Value` no longer
+    // knows: sorted here), then the repeated keys.
     unknown.sort();
-    let problems: Vec<String> = opts
+    let duplicates = opts
         .duplicates
         .iter()
-        .map(|d| format!("duplicate field \"{d}\""))
-        .chain(unknown.iter().map(|u| format!("unknown field \"{u}\"")))
-        .collect();
+        .map(|d| format!("duplicate field \"{d}\""));
+    let unknown = unknown.iter().map(|u| format!("unknown field \"{u}\""));
+    let problems: Vec<String> = if rt.builtin {
+        unknown.chain(duplicates).collect()
+    } else {
+        duplicates.chain(unknown).collect()
+    };
     if !problems.is_empty() {
         match opts.validation {
             FieldValidation::Strict => {
@@ -428,6 +433,9 @@ fn install_crd(store: &mut Store, crd: &Value) {
             .iter()
             .find(|v| v.has_defaults)
             .and_then(|v| v.schema.clone());
+        if !store.types.contains_key(&key) {
+            store.start_watch_window(key.clone());
+        }
         store.types.insert(key.clone(), Arc::new(rt));
         if changed && let Some(schema) = defaults {
             store.rewrite_in_place(&key, |obj| {

@@ -119,6 +119,10 @@ pub struct Store {
     history_limit: usize,
     /// Watches from a resourceVersion below this get `410 Expired`.
     compacted_rv: u64,
+    /// Where each custom resource's watch window starts: the resourceVersion at which its CRD
+    /// was first served, as kube-apiserver's watch cache for it starts with a list then (built-in
+    /// kinds' caches start before anything is written, so they have none here).
+    watch_start: HashMap<ResourceKey, u64>,
     events: broadcast::Sender<Broadcast>,
     /// Where each object is, by `metadata.uid`: lets a write of an owned object check its owners
     /// without a scan.
@@ -176,6 +180,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit,
             compacted_rv: 0,
+            watch_start: HashMap::new(),
             events,
             uids: HashMap::new(),
             deletions_pending: false,
@@ -188,6 +193,23 @@ impl Store {
 
     pub fn compacted_rv(&self) -> u64 {
         self.compacted_rv
+    }
+
+    /// The oldest resourceVersion a watch of `key` can start from: older ones are `410
+    /// Expired` ("too old resource version"), as from kube-apiserver's watch cache, whose window
+    /// starts when the resource is first served and is bounded (here by the compaction the
+    /// history limit or [`Store::compact`] makes).
+    pub fn watch_window_start(&self, key: &ResourceKey) -> u64 {
+        self.watch_start
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+            .max(self.compacted_rv)
+    }
+
+    /// A resource starts being served (a CRD's first version): its watch window starts now.
+    pub fn start_watch_window(&mut self, key: ResourceKey) {
+        self.watch_start.insert(key, self.rv);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Broadcast> {

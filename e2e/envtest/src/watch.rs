@@ -129,11 +129,9 @@ pub fn watch(
             let n: u64 = rv
                 .parse()
                 .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
-            if n < store.compacted_rv() {
-                first.push(expired(format!(
-                    "too old resource version: {n} ({})",
-                    store.compacted_rv()
-                )));
+            let window = store.watch_window_start(&scope.rt.key());
+            if n < window {
+                first.push(expired(format!("too old resource version: {n} ({window})")));
                 end = true;
             } else {
                 first.extend(store.history_since(n).filter_map(|c| scope.translate(c)));

@@ -908,7 +908,8 @@ async fn update_without_resource_version_names_the_resource() {
     );
 }
 
-// kube-apiserver: a `?timeout=` that Go's time.ParseDuration refuses is a 400 with Go's words.
+// kube-apiserver's request-deadline filter: a `?timeout=` that Go's time.ParseDuration refuses is
+// a 400 with Go's words, on any path but a watch's.
 #[tokio::test]
 async fn invalid_timeout_is_bad_request() {
     let (env, ns) = env_ns().await;
@@ -934,10 +935,82 @@ async fn invalid_timeout_is_bad_request() {
     }
     let ok = format!("/api/v1/namespaces/{ns}/configmaps?timeout=1m30s");
     assert_eq!(raw(&c, "GET", &ok, "", None).await.0, 200);
+    // The filter runs before routing, on every path that is not long-running.
+    let want = status(
+        400,
+        "BadRequest",
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\"",
+        None,
+    );
+    for path in [
+        "/version",
+        "/healthz",
+        "/readyz",
+        "/api",
+        "/apis",
+        "/api/v1",
+        "/apis/apps/v1",
+        "/openapi/v2",
+        "/api/v1/nosuchresources",
+    ] {
+        let got = raw(&c, "GET", &format!("{path}?timeout=abc"), "", None).await;
+        assert_eq!(got, (400, want.clone()), "{path}");
+    }
+    // A watch is long-running: the filter skips it and the watch handler ignores the value.
+    let watch =
+        format!("/api/v1/namespaces/{ns}/configmaps?watch=true&timeout=abc&timeoutSeconds=1");
+    assert_eq!(raw_text(&c, "GET", &watch, "", &[], None).await.0, 200);
 }
+
+/// The checks kube-apiserver 1.32 lists at `/healthz` and `/livez` when started with envtest's
+/// flags, in its order (read from it): the generic checks, the post-start hooks, the aggregator's.
+fn health_checks() -> Vec<&'static str> {
+    let mut checks = vec!["ping", "log", "etcd"];
+    checks.extend(POST_START_CHECKS);
+    checks
+}
+
+/// `/readyz` adds etcd's readiness and the informers' sync after etcd, and `shutdown` last.
+fn ready_checks() -> Vec<&'static str> {
+    let mut checks = vec!["ping", "log", "etcd", "etcd-readiness", "informer-sync"];
+    checks.extend(POST_START_CHECKS);
+    checks.push("shutdown");
+    checks
+}
+
+const POST_START_CHECKS: &[&str] = &[
+    "poststarthook/start-apiserver-admission-initializer",
+    "poststarthook/generic-apiserver-start-informers",
+    "poststarthook/priority-and-fairness-config-consumer",
+    "poststarthook/priority-and-fairness-filter",
+    "poststarthook/storage-object-count-tracker-hook",
+    "poststarthook/start-apiextensions-informers",
+    "poststarthook/start-apiextensions-controllers",
+    "poststarthook/crd-informer-synced",
+    "poststarthook/start-system-namespaces-controller",
+    "poststarthook/start-cluster-authentication-info-controller",
+    "poststarthook/start-kube-apiserver-identity-lease-controller",
+    "poststarthook/start-kube-apiserver-identity-lease-garbage-collector",
+    "poststarthook/start-legacy-token-tracking-controller",
+    "poststarthook/start-service-ip-repair-controllers",
+    "poststarthook/rbac/bootstrap-roles",
+    "poststarthook/scheduling/bootstrap-system-priority-classes",
+    "poststarthook/priority-and-fairness-config-producer",
+    "poststarthook/bootstrap-controller",
+    "poststarthook/start-kube-aggregator-informers",
+    "poststarthook/apiservice-status-local-available-controller",
+    "poststarthook/apiservice-status-remote-available-controller",
+    "poststarthook/apiservice-registration-controller",
+    "poststarthook/apiservice-discovery-controller",
+    "poststarthook/kube-apiserver-autoregistration",
+    "autoregister-completion",
+    "poststarthook/apiservice-openapi-controller",
+    "poststarthook/apiservice-openapiv3-controller",
+];
 
 // kube-apiserver's healthz package: `?verbose` (any value) lists each check as `[+]<name> ok`
 // and ends with "<endpoint> check passed"; a single check answers at `/<endpoint>/<check>`.
+// The upstream e2e (`health_handlers.go`) requires the post-start hooks by name.
 #[tokio::test]
 async fn health_endpoints_honour_verbose() {
     let env = TestEnv::builder().start().await.unwrap();
@@ -958,12 +1031,27 @@ async fn health_endpoints_honour_verbose() {
             for l in checks {
                 assert!(l.starts_with("[+]") && l.ends_with(" ok"), "{l}");
             }
-            for must in ["[+]ping ok", "[+]log ok", "[+]etcd ok"] {
-                assert!(checks.contains(&must), "{endpoint}: {text}");
-            }
+            let names: Vec<&str> = checks
+                .iter()
+                .map(|l| &l["[+]".len()..l.len() - " ok".len()])
+                .collect();
+            let want = if endpoint == "readyz" {
+                ready_checks()
+            } else {
+                health_checks()
+            };
+            assert_eq!(names, want, "{endpoint}");
         }
-        let (code, text) = raw_text(&c, "GET", &format!("/{endpoint}/ping"), "", &[], None).await;
-        assert_eq!((code, text.as_str()), (200, "ok"));
+        for check in [
+            "ping",
+            "etcd",
+            "poststarthook/bootstrap-controller",
+            "autoregister-completion",
+        ] {
+            let path = format!("/{endpoint}/{check}");
+            let (code, text) = raw_text(&c, "GET", &path, "", &[], None).await;
+            assert_eq!((code, text.as_str()), (200, "ok"), "{path}");
+        }
         let (code, _) = raw_text(
             &c,
             "GET",
@@ -1410,4 +1498,338 @@ async fn crd_status_keeps_the_conditions_a_client_writes() {
     established(want).await;
     let (code, _) = raw(&c, "DELETE", &path, "application/json", None).await;
     assert_eq!(code, 200);
+}
+
+/// The events of a finished watch response, one JSON value per line.
+fn events(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+// kube-apiserver serves watches from its watch cache, which starts when the resource is first
+// served (before anything is written for built-ins, with a list when a CRD is established for
+// custom resources) and holds a bounded window of events after it: a watch from a
+// resourceVersion before that window is answered 200 with one ERROR event, a 410 Expired
+// `Status` saying "too old resource version: <asked> (<window start>)", rather than a replay of
+// the history. Watches from inside the window replay what followed.
+#[tokio::test]
+async fn watch_from_before_the_window_is_expired() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let (_, list) = raw(&c, "GET", &cms, "", None).await;
+    let recent = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cm = json!({"metadata": {"name": "w"}});
+    assert_eq!(
+        raw(&c, "POST", &cms, "application/json", Some(cm)).await.0,
+        201
+    );
+    // A built-in kind's cache starts before the server writes anything: from 1, every object.
+    let path = "/api/v1/namespaces?watch=true&resourceVersion=1&timeoutSeconds=1";
+    let (code, text) = raw_text(&c, "GET", path, "", &[], None).await;
+    assert_eq!(code, 200);
+    let names: Vec<Value> = events(&text)
+        .into_iter()
+        .inspect(|e| assert_eq!(e["type"], json!("ADDED"), "{text}"))
+        .map(|e| e["object"]["metadata"]["name"].clone())
+        .collect();
+    for ns in ["default", "kube-system", ns.as_str()] {
+        assert!(names.contains(&json!(ns)), "{ns}: {names:?}");
+    }
+    // A custom resource's cache starts when its CRD is served: from before it, 410.
+    {
+        let path = format!(
+            "{}?watch=true&resourceVersion=1&timeoutSeconds=5",
+            gizmos(&ns)
+        );
+        let (code, text) = raw_text(&c, "GET", &path, "", &[], None).await;
+        assert_eq!(code, 200, "{path}");
+        let got = events(&text);
+        assert_eq!(got.len(), 1, "{path}: {text}");
+        assert_eq!(got[0]["type"], json!("ERROR"), "{path}");
+        let object = &got[0]["object"];
+        let message = object["message"].as_str().unwrap();
+        let start: u64 = message
+            .strip_prefix("too old resource version: 1 (")
+            .and_then(|m| m.strip_suffix(')'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {message}"));
+        assert!(start > 1, "{message}");
+        assert_eq!(*object, status(410, "Expired", message, None), "{path}");
+    }
+    // From inside the window: what followed is replayed.
+    let path = format!("{cms}?watch=true&resourceVersion={recent}&timeoutSeconds=1");
+    let (code, text) = raw_text(&c, "GET", &path, "", &[], None).await;
+    assert_eq!(code, 200);
+    let got = events(&text);
+    assert_eq!(got.len(), 1, "{text}");
+    assert_eq!(got[0]["type"], json!("ADDED"));
+    assert_eq!(got[0]["object"]["metadata"]["name"], json!("w"));
+}
+
+// kube-apiserver (the upstream `ServerSideApply should create an applied object if it does not
+// already exist` spec): applying a Pod and a Service creates them; the same configuration
+// applied again by another manager does not conflict (same values), and both managers then own
+// exactly the applied fields — the Service's `spec.ports` is a list-map keyed by port and
+// protocol (`k:{"port":8080,"protocol":"UDP"}`), whose defaulted fields (targetPort) nobody
+// applied. Re-applying by the first owner is a no-op.
+#[tokio::test]
+async fn reapplying_an_applied_object_does_not_conflict() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let cases = [
+        (
+            "pods",
+            "test-pod",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "test-pod"},
+                "spec": {"containers": [{"name": "test-container", "image": "test-image"}]}}),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"test-container\"}":
+                {".": {}, "f:image": {}, "f:name": {}}}}}),
+        ),
+        (
+            "services",
+            "test-svc",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "test-svc"},
+                "spec": {"ports": [{"port": 8080, "protocol": "UDP"}]}}),
+            json!({"f:spec": {"f:ports": {"k:{\"port\":8080,\"protocol\":\"UDP\"}":
+                {".": {}, "f:port": {}, "f:protocol": {}}}}}),
+        ),
+    ];
+    let ct = "application/apply-patch+yaml";
+    for (resource, name, body, owned) in cases {
+        let path = format!("/api/v1/namespaces/{ns}/{resource}/{name}");
+        let (code, created) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test"),
+            ct,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(code, 201, "{resource}: {created}");
+        let (code, again) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test_2"),
+            ct,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(code, 200, "{resource}: {again}");
+        let entries = again["metadata"]["managedFields"].as_array().unwrap();
+        for manager in ["apply_test", "apply_test_2"] {
+            let entry = entries
+                .iter()
+                .find(|e| e["manager"] == json!(manager))
+                .unwrap_or_else(|| panic!("{resource}: no entry of {manager}: {again}"));
+            assert_eq!(entry["operation"], json!("Apply"), "{resource}");
+            assert_eq!(entry["fieldsV1"], owned, "{resource}: {manager}");
+        }
+        let (code, same) = raw(
+            &c,
+            "PATCH",
+            &format!("{path}?fieldManager=apply_test"),
+            ct,
+            Some(body),
+        )
+        .await;
+        assert_eq!(code, 200, "{resource}: {same}");
+        assert_eq!(
+            same["metadata"]["resourceVersion"], again["metadata"]["resourceVersion"],
+            "{resource}: an unchanged apply writes nothing"
+        );
+    }
+    let (_, svc) = raw(
+        &c,
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/services/test-svc"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([{"port": 8080, "protocol": "UDP", "targetPort": 8080}])
+    );
+}
+
+const TABLE_V1: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+// kube-apiserver's table conversion (the upstream `Servers with support for Table
+// transformation` specs): a Pod as a Table has the Pod printer's columns (the priority-1 ones are
+// kubectl's `-o wide`) and cells, also as `meta.k8s.io/v1beta1`; a kind without a table
+// convertor (a review, answered without storage) is 406 Not Acceptable.
+#[tokio::test]
+async fn tables_of_pods_and_406_for_kinds_without_a_table_convertor() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-1"},
+        "spec": {"containers": [{"name": "example", "image": "registry.k8s.io/pause:3.10"}]}});
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    assert_eq!(
+        raw(&c, "POST", &pods, "application/json", Some(pod))
+            .await
+            .0,
+        201
+    );
+    let want_columns = json!([
+        ["Name", "string", "name", 0],
+        ["Ready", "string", "", 0],
+        ["Status", "string", "", 0],
+        ["Restarts", "string", "", 0],
+        ["Age", "string", "", 0],
+        ["IP", "string", "", 1],
+        ["Node", "string", "", 1],
+        ["Nominated Node", "string", "", 1],
+        ["Readiness Gates", "string", "", 1]
+    ]);
+    for (path, accept, version) in [
+        (
+            format!("{pods}/pod-1"),
+            "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+            "meta.k8s.io/v1beta1",
+        ),
+        (pods.clone(), TABLE_V1, "meta.k8s.io/v1"),
+    ] {
+        let (code, text) = raw_text(&c, "GET", &path, "", &[("accept", accept)], None).await;
+        assert_eq!(code, 200, "{text}");
+        let table: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(table["kind"], json!("Table"));
+        assert_eq!(table["apiVersion"], json!(version), "{path}");
+        let defs = table["columnDefinitions"].as_array().unwrap();
+        let columns: Vec<Value> = defs
+            .iter()
+            .map(|d| json!([d["name"], d["type"], d["format"], d["priority"]]))
+            .collect();
+        assert_eq!(json!(columns), want_columns, "{path}");
+        // The API's field docs (kube-apiserver's SwaggerDoc), by their first words.
+        let docs = [
+            "Name must be unique within a namespace. Is required",
+            "The aggregate readiness state of this pod for accepting traffic.",
+            "The aggregate status of the containers in this pod.",
+            "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+            "CreationTimestamp is a timestamp representing the server time",
+            "podIP address allocated to the pod.",
+            "NodeName indicates in which node this pod is scheduled.",
+            "nominatedNodeName is set only when this pod preempts other pods",
+            "If specified, all readiness gates will be evaluated for pod readiness.",
+        ];
+        for (d, doc) in defs.iter().zip(docs) {
+            assert!(d["description"].as_str().unwrap().starts_with(doc), "{d}");
+        }
+        let rows = table["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{path}");
+        let cells = rows[0]["cells"].as_array().unwrap();
+        let age = cells[4].as_str().unwrap();
+        assert!(
+            age.ends_with('s') && age[..age.len() - 1].parse::<u32>().is_ok(),
+            "{age}"
+        );
+        let mut rest = cells.clone();
+        rest.remove(4);
+        assert_eq!(
+            json!(rest),
+            json!([
+                "pod-1", "0/1", "Pending", "0", "<none>", "<none>", "<none>", "<none>"
+            ]),
+            "{path}"
+        );
+        assert_eq!(rows[0]["object"]["metadata"]["name"], json!("pod-1"));
+    }
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "all"}}});
+    let (code, text) = raw_text(
+        &c,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "application/json",
+        &[("accept", TABLE_V1)],
+        Some(review.to_string()),
+    )
+    .await;
+    assert_eq!(code, 406, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        body,
+        status(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            None
+        )
+    );
+}
+
+// kube-apiserver's strict decoder for a typed object (the upstream `FieldValidation should detect
+// unknown and duplicate fields of a typed object` spec): unknown and duplicate fields reported
+// together in one 400.
+#[tokio::test]
+async fn strict_decoding_of_a_typed_object_reports_unknown_and_duplicate_fields() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let body = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "my-dep", "labels": {"app": "nginx"}},
+        "spec": {"unknownField": "foo", "replicas": 2, "replicas": 3,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}"#;
+    let (code, text) = raw_text(
+        &c,
+        "POST",
+        &format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments?fieldManager=field_validation_mgr&fieldValidation=Strict"
+        ),
+        "application/json",
+        &[],
+        Some(body.to_string()),
+    )
+    .await;
+    assert_eq!(code, 400, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        status(
+            400,
+            "BadRequest",
+            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.unknownField\", duplicate field \"spec.replicas\"",
+            None
+        )
+    );
+}
+
+// kube-apiserver (the upstream `FieldValidation should detect duplicates in a CR when preserving
+// unknown fields` spec): a server-side apply YAML body that repeats a key is refused with the
+// YAML decoder's line, whatever preserve-unknown-fields lets through.
+#[tokio::test]
+async fn apply_yaml_with_a_repeated_key_is_refused_with_its_line() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let body = format!(
+        "\napiVersion: {GROUP}/v1\nkind: Gizmo\nmetadata:\n  name: dup\n  finalizers:\n  - test-finalizer\nspec:\n  size: 1\n  free:\n    foo: foo1\n    foo: foo2\n"
+    );
+    let (code, text) = raw_text(
+        &c,
+        "PATCH",
+        &format!(
+            "{}/dup?fieldManager=field_validation_mgr&fieldValidation=Strict",
+            gizmos(&ns)
+        ),
+        "application/apply-patch+yaml",
+        &[],
+        Some(body),
+    )
+    .await;
+    assert_eq!(code, 400, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        status(
+            400,
+            "BadRequest",
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 12: key \"foo\" already set in map",
+            None
+        )
+    );
 }
