@@ -31,14 +31,11 @@ pub async fn ok() -> &'static str {
     "ok"
 }
 
-/// The checks the health endpoints report: kube-apiserver 1.32's, in its order, as it lists them
-/// when started with envtest's flags (its post-start hooks, then the aggregator's). Clients and
+/// The post-start hooks (kube-apiserver's, then the aggregator's) the health endpoints report, as
+/// kube-apiserver 1.32 lists them in its order when started with envtest's flags. Clients and
 /// conformance tests look for these names; every one passes here, since the in-memory store
 /// stands where etcd is and everything a hook would start is ready when the server answers.
-const HEALTH_CHECKS: &[&str] = &[
-    "ping",
-    "log",
-    "etcd",
+const POST_START_CHECKS: &[&str] = &[
     "poststarthook/start-apiserver-admission-initializer",
     "poststarthook/generic-apiserver-start-informers",
     "poststarthook/priority-and-fairness-config-consumer",
@@ -66,49 +63,24 @@ const HEALTH_CHECKS: &[&str] = &[
     "autoregister-completion",
     "poststarthook/apiservice-openapi-controller",
     "poststarthook/apiservice-openapiv3-controller",
-];
-/// `/readyz` adds etcd's readiness, the informers' sync and the shutdown check.
-const READY_CHECKS: &[&str] = &[
-    "ping",
-    "log",
-    "etcd",
-    "etcd-readiness",
-    "informer-sync",
-    "poststarthook/start-apiserver-admission-initializer",
-    "poststarthook/generic-apiserver-start-informers",
-    "poststarthook/priority-and-fairness-config-consumer",
-    "poststarthook/priority-and-fairness-filter",
-    "poststarthook/storage-object-count-tracker-hook",
-    "poststarthook/start-apiextensions-informers",
-    "poststarthook/start-apiextensions-controllers",
-    "poststarthook/crd-informer-synced",
-    "poststarthook/start-system-namespaces-controller",
-    "poststarthook/start-cluster-authentication-info-controller",
-    "poststarthook/start-kube-apiserver-identity-lease-controller",
-    "poststarthook/start-kube-apiserver-identity-lease-garbage-collector",
-    "poststarthook/start-legacy-token-tracking-controller",
-    "poststarthook/start-service-ip-repair-controllers",
-    "poststarthook/rbac/bootstrap-roles",
-    "poststarthook/scheduling/bootstrap-system-priority-classes",
-    "poststarthook/priority-and-fairness-config-producer",
-    "poststarthook/bootstrap-controller",
-    "poststarthook/start-kube-aggregator-informers",
-    "poststarthook/apiservice-status-local-available-controller",
-    "poststarthook/apiservice-status-remote-available-controller",
-    "poststarthook/apiservice-registration-controller",
-    "poststarthook/apiservice-discovery-controller",
-    "poststarthook/kube-apiserver-autoregistration",
-    "autoregister-completion",
-    "poststarthook/apiservice-openapi-controller",
-    "poststarthook/apiservice-openapiv3-controller",
-    "shutdown",
 ];
 
-fn health(
-    endpoint: &str,
-    checks: &[&str],
-    query: &std::collections::HashMap<String, String>,
-) -> Response {
+/// The checks of `endpoint` in kube-apiserver's order: `/readyz` adds etcd's readiness, the
+/// informers' sync and the shutdown check to what `/healthz` and `/livez` list.
+fn checks(endpoint: &str) -> Vec<&'static str> {
+    let ready = endpoint == "readyz";
+    let mut checks = vec!["ping", "log", "etcd"];
+    if ready {
+        checks.extend(["etcd-readiness", "informer-sync"]);
+    }
+    checks.extend(POST_START_CHECKS);
+    if ready {
+        checks.push("shutdown");
+    }
+    checks
+}
+
+fn health(endpoint: &str, query: &std::collections::HashMap<String, String>) -> Response {
     // kube-apiserver answers a bare "ok", or with `?verbose` (whatever its value) one
     // `[+]<check> ok` line per check; `?exclude=<check>` names one it leaves out.
     let body = if query.contains_key("verbose") {
@@ -117,8 +89,8 @@ fn health(
             .map(|e| e.split(',').collect())
             .unwrap_or_default();
         let mut text = String::new();
-        for c in checks {
-            if excluded.contains(c) {
+        for c in checks(endpoint) {
+            if excluded.contains(&c) {
                 text.push_str(&format!("[+]{c} excluded: ok\n"));
             } else {
                 text.push_str(&format!("[+]{c} ok\n"));
@@ -142,19 +114,19 @@ fn health(
 pub async fn healthz(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    health("healthz", HEALTH_CHECKS, &q)
+    health("healthz", &q)
 }
 
 pub async fn livez(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    health("livez", HEALTH_CHECKS, &q)
+    health("livez", &q)
 }
 
 pub async fn readyz(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    health("readyz", READY_CHECKS, &q)
+    health("readyz", &q)
 }
 
 /// `/<endpoint>/<check>`: "ok" for a check the endpoint has, 404 otherwise.
@@ -164,12 +136,7 @@ pub async fn health_check(uri: axum::http::Uri) -> Response {
         .trim_start_matches('/')
         .split_once('/')
         .unwrap_or_default();
-    let checks = if endpoint == "readyz" {
-        READY_CHECKS
-    } else {
-        HEALTH_CHECKS
-    };
-    if checks.contains(&check) {
+    if checks(endpoint).contains(&check) {
         ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
     } else {
         (
