@@ -1,3 +1,4 @@
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::common::{AzureStatus, ResourceRef, Tags};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -66,4 +67,12 @@ pub enum AvailabilitySetSku {
     #[default]
     Aligned,
     Classic,
+}
+
+impl CloudObject for AvailabilitySet {
+    const KIND: CloudKind = CloudKind::AvailabilitySet;
+    const ARM_PROVIDER: &'static str = "Microsoft.Compute";
+    const ARM_TYPE: &'static str = "availabilitySets";
+    const API_VERSION: &'static str = "2024-07-01";
+    common_accessors!(status: plain);
 }

@@ -1,3 +1,4 @@
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::common::{AzureStatus, ResourceRef, Tags};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -122,4 +123,12 @@ pub enum SecurityRuleDirection {
     #[default]
     Inbound,
     Outbound,
+}
+
+impl CloudObject for NetworkSecurityGroup {
+    const KIND: CloudKind = CloudKind::NetworkSecurityGroup;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "networkSecurityGroups";
+    const API_VERSION: &'static str = "2024-03-01";
+    common_accessors!(status: plain);
 }

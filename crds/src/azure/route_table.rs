@@ -1,3 +1,4 @@
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::common::{AzureStatus, ResourceRef, Tags};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -78,4 +79,12 @@ pub enum NextHopType {
     #[default]
     VirtualAppliance,
     None,
+}
+
+impl CloudObject for RouteTable {
+    const KIND: CloudKind = CloudKind::RouteTable;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "routeTables";
+    const API_VERSION: &'static str = "2024-03-01";
+    common_accessors!(status: plain);
 }
