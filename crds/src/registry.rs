@@ -45,7 +45,7 @@ pub fn crds() -> Vec<CrdFile> {
         .collect()
 }
 
-/// Every cloud CR shows the same state columns in `kubectl get` (DESIGN.md: Ready, its reason,
+/// Every cloud CR shows the same state columns in `kubectl get` (docs/design.md: Ready, its reason,
 /// the ARM provisioning state, age), with the kind's own columns between state and age.
 fn with_cloud_columns(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let column = |name: &str, json_path: &str, description: &str| CustomResourceColumnDefinition {

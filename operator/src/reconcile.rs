@@ -53,7 +53,7 @@ const ERROR_REASONS: &[&str] = &[
     "AdoptionRefused",
 ];
 
-/// The finalizer (DESIGN.md).
+/// The finalizer (docs/design.md "Finalizers, field managers, user agents").
 pub const FINALIZER: &str = "azure.strata.dev/finalizer";
 /// The ownership tag every resource Strata creates carries.
 pub const OWNER_TAG: &str = "strata-owner";
