@@ -171,8 +171,11 @@ macro_rules! define_cloud_kind {
             /// Every kind, in dependency order.
             pub const ALL: &'static [CloudKind] = &[$(CloudKind::$kind),+];
 
+            /// Every kind's name, in the same order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($kind)),+];
+
             /// The Kubernetes kind name (also the metric and log label: a bounded set).
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self {
                     $(CloudKind::$kind => stringify!($kind)),+
                 }
@@ -217,6 +220,11 @@ macro_rules! define_cloud_kind {
                 }
             }
 
+            /// The resource's plural, e.g. `publicipaddresses`.
+            pub fn plural(self) -> String {
+                self.api_resource().plural
+            }
+
             /// Group, version, kind and plural, for dynamic clients.
             pub fn api_resource(self) -> ApiResource {
                 match self {
@@ -227,6 +235,17 @@ macro_rules! define_cloud_kind {
     };
 }
 with_cloud_kinds!(define_cloud_kind);
+
+impl CloudKind {
+    /// The full ARM resource type, e.g. `Microsoft.Network/virtualNetworks/subnets` for a child.
+    pub fn arm_type_name(self) -> String {
+        let (provider, segment) = self.arm_type();
+        match self.owner().filter(|o| *o != CloudKind::ResourceGroup) {
+            Some(owner) => format!("{provider}/{}/{segment}", owner.arm_type().1),
+            None => format!("{provider}/{segment}"),
+        }
+    }
+}
 
 impl fmt::Display for CloudKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -280,7 +299,10 @@ mod tests {
             assert_eq!(kind.crd().spec.names.kind, kind.as_str());
         }
         let err = "VirtualMachines".parse::<CloudKind>().unwrap_err();
-        assert!(err.to_string().contains("one of: ResourceGroup, VirtualNetwork"));
+        assert!(
+            err.to_string()
+                .contains("one of: ResourceGroup, VirtualNetwork")
+        );
     }
 
     #[test]

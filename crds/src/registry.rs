@@ -18,8 +18,10 @@ pub struct CrdFile {
 
 /// Every CRD Strata ships, in a stable order: the cloud CRs, then CAPZ, then CAPI.
 pub fn crds() -> Vec<CrdFile> {
-    let cloud = CloudKind::ALL.iter().map(|kind| kind.crd())
-    .map(with_cloud_columns);
+    let cloud = CloudKind::ALL
+        .iter()
+        .map(|kind| kind.crd())
+        .map(with_cloud_columns);
     let capz = [
         capz::AzureCluster::crd(),
         capz::AzureMachine::crd(),

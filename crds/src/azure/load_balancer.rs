@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject, common_accessors, Reference, References};
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -266,9 +266,11 @@ impl CloudObject for LoadBalancer {
     fn references(&self) -> Vec<Reference<'_>> {
         let mut refs = References::default();
         for (i, f) in self.spec.frontend_ip_configurations.iter().enumerate() {
-            refs.add(CloudKind::PublicIPAddress, f.public_ip_address.as_ref(), || {
-                format!("spec.frontendIPConfigurations[{i}].publicIPAddress")
-            });
+            refs.add(
+                CloudKind::PublicIPAddress,
+                f.public_ip_address.as_ref(),
+                || format!("spec.frontendIPConfigurations[{i}].publicIPAddress"),
+            );
             refs.add(CloudKind::Subnet, f.subnet.as_ref(), || {
                 format!("spec.frontendIPConfigurations[{i}].subnet")
             });

@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject, common_accessors, Reference, References};
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -144,9 +144,11 @@ impl CloudObject for NetworkInterface {
             refs.add(CloudKind::Subnet, Some(&c.subnet), || {
                 format!("spec.ipConfigurations[{i}].subnet")
             });
-            refs.add(CloudKind::PublicIPAddress, c.public_ip_address.as_ref(), || {
-                format!("spec.ipConfigurations[{i}].publicIPAddress")
-            });
+            refs.add(
+                CloudKind::PublicIPAddress,
+                c.public_ip_address.as_ref(),
+                || format!("spec.ipConfigurations[{i}].publicIPAddress"),
+            );
             for (j, p) in c.load_balancer_backend_address_pools.iter().enumerate() {
                 refs.add(CloudKind::LoadBalancer, Some(&p.load_balancer), || {
                     format!("spec.ipConfigurations[{i}].loadBalancerBackendAddressPools[{j}]")

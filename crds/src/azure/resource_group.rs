@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject};
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;

@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject, Reference, References};
 use crate::common::{AzureStatus, ResourceRef};
+use crate::kinds::{CloudKind, CloudObject, Reference, References};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;

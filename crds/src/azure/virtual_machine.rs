@@ -1,5 +1,5 @@
-use crate::kinds::{CloudKind, CloudObject, common_accessors, Reference, References};
 use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -294,9 +294,11 @@ impl CloudObject for VirtualMachine {
                 format!("spec.networkInterfaces[{i}]")
             });
         }
-        refs.add(CloudKind::AvailabilitySet, s.availability_set.as_ref(), || {
-            "spec.availabilitySet".into()
-        });
+        refs.add(
+            CloudKind::AvailabilitySet,
+            s.availability_set.as_ref(),
+            || "spec.availabilitySet".into(),
+        );
         refs.done()
     }
 
