@@ -168,7 +168,7 @@ pub async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
             .unwrap()
             .items
         {
-            out.insert((kind.to_owned(), o.name_any()), o);
+            out.insert((kind.to_string(), o.name_any()), o);
         }
     }
     out
