@@ -12,6 +12,7 @@ pub mod model;
 pub mod naming;
 pub mod render;
 mod resource;
+pub mod status;
 
 pub use resource::{CloudResource, Reference};
 

@@ -1,0 +1,230 @@
+//! The cloud CRs an owner's translation produced: server-side applied, listed, pruned, paused,
+//! read; and the owners' finalizer.
+
+use super::*;
+
+pub(crate) fn dyn_api(client: &Client, ns: &str, kind: CloudKind) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &kind.api_resource())
+}
+
+/// A controller owner reference to `owner`.
+pub(crate) fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether `desired` is contained in `live`: every field it sets has the same value there
+/// (lists element by element). The live object carries more (status, defaults, other managers'
+/// fields).
+pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| contained(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| contained(a, b))
+        }
+        _ => desired == live,
+    }
+}
+
+/// Server-side applies `resources`, controller-owned by `owner`, skipping those whose live
+/// object already holds everything desired (no request, so nothing changes and the API server
+/// is spared a write per CR per reconcile).
+pub(crate) async fn apply_all(
+    client: &Client,
+    ns: &str,
+    owner: &OwnerReference,
+    resources: &[CloudResource],
+    existing: &[(CloudKind, DynamicObject)],
+    ev: &Events,
+) -> Result<(), Error> {
+    for r in resources {
+        let mut value = r.to_value();
+        value["metadata"]["ownerReferences"] = serde_json::to_value(vec![owner.clone()])?;
+        if let Some(m) = value["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        let live = existing
+            .iter()
+            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
+            .map(|(_, o)| serde_json::to_value(o))
+            .transpose()?;
+        // An annotation the translator no longer wants goes only through an apply.
+        let ours = |v: &Value| -> Vec<String> {
+            v["metadata"]["annotations"]
+                .as_object()
+                .map(|a| {
+                    a.keys()
+                        .filter(|k| k.starts_with("strata.dev/") && *k != annotations::PAUSED)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let annotations_same = live.as_ref().is_some_and(|l| ours(l) == ours(&value));
+        if let Some(live) = &live
+            && annotations_same
+            && contained(&value, live)
+        {
+            continue;
+        }
+        dyn_api(client, ns, r.cloud_kind())
+            .patch(
+                r.name(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(value),
+            )
+            .await?;
+        let (reason, action) = if live.is_some() {
+            ("Updated", "Update")
+        } else {
+            ("Created", "Create")
+        };
+        ev.publish(false, reason, action, format!("{} {}", r.kind(), r.name()))
+            .await;
+    }
+    Ok(())
+}
+
+/// The CRs of `kinds` in `ns` labelled with `cluster` and controller-owned by `owner_uid`.
+pub(crate) async fn owned(
+    client: &Client,
+    ns: &str,
+    kinds: &[CloudKind],
+    cluster: &str,
+    owner_uid: &str,
+) -> Result<Vec<(CloudKind, DynamicObject)>, Error> {
+    let lp = ListParams::default().labels(&format!("{}={cluster}", naming::CLUSTER_NAME_LABEL));
+    let mut out = Vec::new();
+    for &kind in kinds {
+        for o in dyn_api(client, ns, kind).list(&lp).await?.items {
+            let mine = o.metadata.owner_references.as_ref().is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r.uid == owner_uid && r.controller == Some(true))
+            });
+            if mine {
+                out.push((kind, o));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes owned CRs that are not desired; returns how many remain undesired (still deleting).
+pub(crate) async fn prune(
+    client: &Client,
+    ns: &str,
+    existing: &[(CloudKind, DynamicObject)],
+    desired: &[CloudResource],
+    ev: &Events,
+) -> Result<usize, Error> {
+    let mut pending = 0;
+    for &(kind, ref o) in existing {
+        let name = o.name_any();
+        if desired
+            .iter()
+            .any(|d| d.cloud_kind() == kind && d.name() == name)
+        {
+            continue;
+        }
+        pending += 1;
+        if o.metadata.deletion_timestamp.is_none() {
+            info!(
+                kind = kind.as_str(),
+                name, "deleting a CR no longer desired"
+            );
+            match dyn_api(client, ns, kind)
+                .delete(&name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {
+                    ev.publish(false, "Deleted", "Delete", format!("{kind} {name}"))
+                        .await;
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Sets or clears `strata.dev/paused` on existing CRs, changing nothing else.
+pub(crate) async fn set_paused(
+    client: &Client,
+    ns: &str,
+    existing: &[(CloudKind, DynamicObject)],
+    paused: bool,
+) -> Result<(), Error> {
+    for &(kind, ref o) in existing {
+        let has = o.annotations().contains_key(annotations::PAUSED);
+        if has == paused {
+            continue;
+        }
+        let value = if paused { json!("true") } else { Value::Null };
+        dyn_api(client, ns, kind)
+            .patch(
+                &o.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {annotations::PAUSED: value}}})),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn get_dyn(
+    client: &Client,
+    ns: &str,
+    kind: CloudKind,
+    name: &str,
+) -> Result<Option<DynamicObject>, Error> {
+    Ok(dyn_api(client, ns, kind).get_opt(name).await?)
+}
+
+pub(crate) async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if obj.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_owned());
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}})),
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let finalizers: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if finalizers.len() == obj.finalizers().len() {
+        return Ok(());
+    }
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}})),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,455 @@
+//! The controller: two kube-runtime controllers (AzureCluster, AzureMachine) fed by watches on
+//! the CAPI/CAPZ objects, the identities, the bootstrap Secrets (label-selected) and the cloud
+//! CRs they own. Each reconcile fetches, checks the cluster's identity ([`identity::check`]; a
+//! refusal writes only status and an Event), calls the pure translation, server-side applies the
+//! result (field manager `strata-translator`, controller-owned, labelled with the cluster name),
+//! deletes owned CRs that are no longer desired, and writes status back to CAPI. Deletion of
+//! cloud CRs is driven by the translator's own finalizer, never by a garbage collector (the
+//! custom-data Secret copies, which touch no cloud resource, go by garbage collection).
+//!
+//! Split by concern: `watches` (what wakes a reconcile), `apply` (server-side apply, prune),
+//! `reconcile_cluster` and `reconcile_machine`; what status says is the pure `crate::status`.
+
+mod apply;
+mod reconcile_cluster;
+mod reconcile_machine;
+mod watches;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use strata_crds::capi::{self, Cluster, Machine};
+use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use strata_crds::{CloudKind, azure};
+use strata_runtime::Health;
+use strata_runtime::Shard;
+use strata_runtime::Synced;
+use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::identity::{self, IdentityRef, Refusal};
+use crate::model::{ClusterModel, Policy};
+use crate::status::*;
+use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
+use apply::*;
+use reconcile_cluster::*;
+use reconcile_machine::*;
+use watches::*;
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Only watch this namespace (all namespaces when unset).
+    pub namespace: Option<String>,
+    /// Availability zones reported as the clusters' failure domains (empty: none, for regions
+    /// without zones).
+    pub zones: Vec<String>,
+    /// Reconcile only the AzureClusters and AzureMachines of this shard (`--shard i/n`).
+    pub shard: Shard,
+    /// Reconciles of one kind that may run at once (0: no limit).
+    pub concurrency: u16,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            zones: vec!["1".into(), "2".into(), "3".into()],
+            shard: Shard::default(),
+            concurrency: 16,
+        }
+    }
+}
+
+/// Errors of a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {}", strata_runtime::report::Brief(.0))]
+    Kube(#[from] kube::Error),
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The Machine reflector has not listed yet (after a start or restart); retried.
+    #[error("the Machine cache has not synced yet")]
+    NotSynced,
+}
+
+impl Error {
+    /// Bounded label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Json(_) => "json",
+            Error::NotSynced => "not_synced",
+        }
+    }
+}
+
+/// Shared state of both controllers.
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub metrics: Arc<ControllerMetrics>,
+    /// Kubernetes Events on the AzureClusters and AzureMachines (`kubectl describe`); kube's
+    /// recorder folds repeats of one event into a series.
+    pub recorder: Recorder,
+    /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
+    /// and the availability sets of a cluster.
+    pub machines: Store<Machine>,
+    /// Set once the Machine watch has listed (many reconciles wait on it at once).
+    pub machines_synced: Synced,
+    /// AzureClusters (by UID) whose legacy credential Secret this process has already looked
+    /// for: the check is one GET per cluster per process, not one per reconcile.
+    legacy_checked: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs both controllers until their watches end, with metrics nobody reads (tests).
+pub async fn run(client: Client, settings: Settings) {
+    let metrics = Arc::new(ControllerMetrics::new(METRICS_PREFIX, |_| {}));
+    run_observed(client, settings, metrics, Arc::default()).await;
+}
+
+/// The prefix of the translator's metrics.
+pub const METRICS_PREFIX: &str = "strata_translator";
+
+/// Runs both controllers until their watches end, counting in `metrics` and telling `health`
+/// when every watch has listed once.
+pub async fn run_observed(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<ControllerMetrics>,
+    health: Arc<Health>,
+) {
+    let ns = settings.namespace.clone();
+    let ns = ns.as_deref();
+    let wc = watcher::Config::default();
+
+    let (machines, writer) = reflector::store::<Machine>();
+    let machines_synced = Synced::default();
+    let marks = machines_synced.clone();
+    let machine_reflector = reflector(writer, watcher(api::<Machine>(&client, ns), wc.clone()))
+        .inspect(move |e| marks.observe(e))
+        .applied_objects()
+        .for_each(|_| futures::future::ready(()));
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings: settings.clone(),
+        metrics: metrics.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        machines: machines.clone(),
+        machines_synced: machines_synced.clone(),
+        legacy_checked: Default::default(),
+    });
+    let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
+
+    // AzureCluster controller.
+    let queue = Queue::new::<AzureCluster>(&metrics);
+    let clusters_synced = Synced::default();
+    let clusters = queue
+        .controller(api::<AzureCluster>(&client, ns), &wc, &clusters_synced)
+        .with_config(controller_config.clone());
+    let store = clusters.store();
+    let cluster_store = store.clone();
+    let by_identity = store.clone();
+    let clusters = owns_cluster_crs(clusters, &queue, &client, ns)
+        .watches(
+            api::<Cluster>(&client, ns),
+            wc.clone(),
+            queue.counted(|c: Cluster| {
+                c.spec
+                    .infrastructure_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
+                    .and_then(|r| r.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
+            }),
+        )
+        .watches(
+            api::<Machine>(&client, ns),
+            wc.clone(),
+            queue.counted(move |m: Machine| {
+                azure_cluster_of(
+                    &store,
+                    &m.namespace().unwrap_or_default(),
+                    &m.spec.cluster_name,
+                )
+            }),
+        )
+        // Identities may live in any namespace; a change (allowedNamespaces, client) wakes the
+        // AzureClusters that name it.
+        .watches(
+            Api::<AzureClusterIdentity>::all(client.clone()),
+            wc.clone(),
+            queue.counted(move |id: AzureClusterIdentity| {
+                let id_ns = id.namespace().unwrap_or_default();
+                let id_name = id.name_any();
+                by_identity
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.spec.identity_ref.as_ref().is_some_and(|r| {
+                            r.name.as_deref() == Some(id_name.as_str())
+                                && r.namespace.clone().or_else(|| a.namespace()).as_deref()
+                                    == Some(id_ns.as_str())
+                        })
+                    })
+                    .map(|a| ObjectRef::from_obj(a.as_ref()))
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .shutdown_on_signal()
+        .run(reconcile_cluster, error_policy, ctx.clone())
+        .for_each({
+            let queue = queue.clone();
+            move |r| {
+                queue.settle(r, "AzureCluster");
+                futures::future::ready(())
+            }
+        });
+
+    // AzureMachine controller.
+    let queue = Queue::new::<AzureMachine>(&metrics);
+    let azure_machines_synced = Synced::default();
+    let ms = queue
+        .controller(
+            api::<AzureMachine>(&client, ns),
+            &wc,
+            &azure_machines_synced,
+        )
+        .with_config(controller_config);
+    let machine_store = ms.store();
+    watch_health(
+        &health,
+        &metrics,
+        (&cluster_store, &machine_store),
+        [clusters_synced, azure_machines_synced, machines_synced],
+    );
+    let by_machine = machines.clone();
+    let machines_for_cluster = machines.clone();
+    let ms = owns_machine_crs(ms, &queue, &client, ns)
+        // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
+        // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
+        // Machine that names it, a copy the AzureMachine that owns it. Only those Secrets are
+        // ever listed or watched; the translator has no reason to see any other.
+        .watches(
+            api::<Secret>(&client, ns),
+            label_config(),
+            queue.counted(move |s: Secret| {
+                let ns = s.namespace().unwrap_or_default();
+                let name = s.name_any();
+                let mut woken: Vec<ObjectRef<AzureMachine>> = by_machine
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace().as_deref() == Some(&ns)
+                            && m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
+                    })
+                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&ns))
+                    .collect();
+                woken.extend(owners::<AzureMachine, Secret>(s));
+                woken
+            }),
+        )
+        .watches(
+            api::<Machine>(&client, ns),
+            wc.clone(),
+            queue.counted(|m: Machine| {
+                (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
+                    .then(|| m.spec.infrastructure_ref.name.clone())
+                    .flatten()
+                    .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
+            }),
+        )
+        .watches(
+            api::<AzureCluster>(&client, ns),
+            wc.clone(),
+            queue.counted(move |azc: AzureCluster| {
+                // Cluster infrastructure becoming ready lets VMs be made.
+                let ns = azc.namespace().unwrap_or_default();
+                let cluster = cluster_label(&azc).unwrap_or_else(|| azc.name_any());
+                machines_for_cluster
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace().as_deref() == Some(&ns) && m.spec.cluster_name == cluster
+                    })
+                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+                    .map(|n| ObjectRef::new(&n).within(&ns))
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .shutdown_on_signal()
+        .run(reconcile_machine, error_policy, ctx.clone())
+        .for_each({
+            let queue = queue.clone();
+            move |r| {
+                queue.settle(r, "AzureMachine");
+                futures::future::ready(())
+            }
+        });
+
+    tokio::select! {
+        _ = machine_reflector => {}
+        _ = futures::future::join(clusters, ms) => {}
+    }
+}
+
+/// Where the events of one reconcile go: the AzureCluster or AzureMachine reconciled.
+#[derive(Clone)]
+struct Events {
+    recorder: Recorder,
+    on: ObjectReference,
+}
+
+impl Events {
+    async fn publish(&self, warning: bool, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &self.on).await {
+            debug!(error = %e, "could not publish an event");
+        }
+    }
+
+    /// The input cannot be translated as it is: counted by reason, and told on the object.
+    async fn refused(&self, metrics: &ControllerMetrics, reason: &str, message: String) {
+        metrics.error_reason(self.on.kind.as_deref().unwrap_or_default(), reason);
+        self.publish(true, reason, "Translate", message).await;
+    }
+}
+
+/// Time since the object was created.
+fn age<K: Resource>(obj: &K) -> Duration {
+    obj.meta()
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| {
+            Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(t.0)).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Every reconcile goes through here: objects of other shards are left alone; the rest get a
+/// span, metrics by result, and a Warning event when the reconcile fails.
+async fn observed<K, F, Fut>(obj: Arc<K>, ctx: Arc<Context>, reconcile: F) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = ()>,
+    F: FnOnce(Arc<K>, Arc<Context>, Events) -> Fut,
+    Fut: std::future::Future<Output = Result<Action, Error>>,
+{
+    ctx.metrics.dequeued(
+        kind_label::<K>(),
+        &queue_key(obj.meta().namespace.as_deref(), &obj.name_any()),
+    );
+    if !ctx.settings.shard.owns(obj.meta()) {
+        return Ok(Action::await_change());
+    }
+    let kind = K::kind(&());
+    let span = info_span!(
+        "reconcile",
+        kind = %kind,
+        namespace = %obj.meta().namespace.as_deref().unwrap_or_default(),
+        name = %obj.meta().name.as_deref().unwrap_or_default(),
+        generation = obj.meta().generation.unwrap_or_default(),
+    );
+    let ev = Events {
+        recorder: ctx.recorder.clone(),
+        on: obj.object_ref(&()),
+    };
+    let start = std::time::Instant::now();
+    let result = reconcile(obj, ctx.clone(), ev.clone())
+        .instrument(span)
+        .await;
+    match &result {
+        Ok(_) => ctx.metrics.reconciled(&kind, "ok", start.elapsed()),
+        Err(e) => {
+            ctx.metrics
+                .reconciled(&kind, e.metric_label(), start.elapsed());
+            ctx.metrics.error_reason(&kind, e.metric_label());
+            ev.publish(true, "ReconcileFailed", "Reconcile", e.to_string())
+                .await;
+        }
+    }
+    result
+}
+
+/// Tells `health` once every watch has listed, and has `metrics` count AzureClusters and
+/// AzureMachines by readiness at each scrape.
+fn watch_health(
+    health: &Health,
+    metrics: &ControllerMetrics,
+    (clusters, azure_machines): (&Store<AzureCluster>, &Store<AzureMachine>),
+    synced: [Synced; 3],
+) {
+    // From the watches' own first lists, not `Store::wait_until_ready`: a second waiter on a
+    // store can starve (strata_runtime::synced).
+    health.set_synced_check(move || synced.iter().all(Synced::is_synced));
+    let (clusters, azure_machines) = (clusters.clone(), azure_machines.clone());
+    let state = |ready: bool| if ready { "True" } else { "False" };
+    metrics.set_object_counter(move || {
+        let mut counts = ObjectCounts::new();
+        for c in clusters.state() {
+            let ready = c.status.as_ref().is_some_and(|s| s.ready);
+            *counts.entry(("AzureCluster", state(ready))).or_default() += 1;
+        }
+        for m in azure_machines.state() {
+            let ready = m.status.as_ref().is_some_and(|s| s.ready);
+            *counts.entry(("AzureMachine", state(ready))).or_default() += 1;
+        }
+        counts
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_is_retried_at_once_other_errors_after_five_seconds() {
+        let status = |code: u16| {
+            let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": code, "reason": "Conflict", "message": "modified"
+            }))
+            .unwrap();
+            Error::Kube(kube::Error::Api(s.into()))
+        };
+        assert_eq!(retry_delay(&status(409)), Duration::from_millis(50));
+        assert_eq!(retry_delay(&status(500)), Duration::from_secs(5));
+    }
+}

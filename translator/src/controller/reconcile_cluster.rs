@@ -1,0 +1,386 @@
+//! The AzureCluster reconcile: identity check, translation, apply and prune, status to CAPI.
+
+use super::*;
+
+/// The Cluster an AzureCluster belongs to: its CAPI owner, else a Cluster whose infrastructureRef
+/// names it.
+pub(crate) async fn cluster_for(
+    client: &Client,
+    azc: &AzureCluster,
+) -> Result<Option<Cluster>, Error> {
+    let ns = azc.namespace().unwrap_or_default();
+    let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+    if let Some(owner) = azc
+        .owner_references()
+        .iter()
+        .find(|r| r.kind == "Cluster" && r.api_version.starts_with(capi::GROUP))
+        && let Some(c) = api.get_opt(&owner.name).await?
+    {
+        return Ok(Some(c));
+    }
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|c| {
+            c.spec.infrastructure_ref.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("AzureCluster")
+                    && r.name.as_deref() == Some(&azc.name_any())
+            })
+        }))
+}
+
+/// Machines of a cluster with their AzureMachines (for availability sets).
+/// How long a reconcile waits for the Machine cache's first list before it is retried.
+pub(crate) const MACHINE_CACHE_SYNC: Duration = Duration::from_secs(10);
+
+pub(crate) async fn machines_of(
+    ctx: &Context,
+    ns: &str,
+    cluster: &str,
+) -> Result<Vec<(Machine, AzureMachine)>, Error> {
+    // Right after a (re)start the Machine reflector may not have listed yet. Translating from a
+    // partial store would leave out those machines' resources, and prune would then delete them
+    // (the chaos test caught an availability set deleted while its VMs still used it): wait for
+    // the first list, and retry later rather than translate without it.
+    if !ctx.machines_synced.wait(MACHINE_CACHE_SYNC).await {
+        return Err(Error::NotSynced);
+    }
+    let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
+    let mut out = Vec::new();
+    for m in ctx.machines.state() {
+        if m.namespace().as_deref() != Some(ns)
+            || m.spec.cluster_name != cluster
+            || m.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        if let Some(name) = &m.spec.infrastructure_ref.name
+            && let Some(azm) = azms.get_opt(name).await?
+            && azm.metadata.deletion_timestamp.is_none()
+        {
+            out.push((m.as_ref().clone(), azm));
+        }
+    }
+    Ok(out)
+}
+
+/// The identity decision for `azc` ([`identity::check`]) on what the API server holds: the
+/// identity its `identityRef` names and, only when that identity selects namespaces by label,
+/// the labels of the AzureCluster's namespace.
+pub(crate) async fn check_identity(
+    client: &Client,
+    azc: &AzureCluster,
+) -> Result<Result<IdentityRef, Refusal>, Error> {
+    let ns = azc.namespace().unwrap_or_default();
+    let identity = match IdentityRef::of(azc) {
+        Some(r) => {
+            Api::<AzureClusterIdentity>::namespaced(client.clone(), &r.namespace)
+                .get_opt(&r.name)
+                .await?
+        }
+        None => None,
+    };
+    let mut labels = BTreeMap::new();
+    if let Some(id) = &identity
+        && id.needs_labels(&ns)
+    {
+        labels = Api::<Namespace>::all(client.clone())
+            .get_opt(&ns)
+            .await?
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
+    }
+    Ok(identity::check(azc, identity.as_ref(), &labels))
+}
+
+/// Empties the credential Secret an earlier translator wrote for a cluster
+/// (`<cluster>-azure-credential`): a copy of its identity's client secret, readable by anyone
+/// who may read Secrets in the namespace, and still named by `strata.dev/credential-from` on CRs
+/// the new translator has not re-applied yet. Only the translator's own Secret is touched (the
+/// cluster label and a controller reference to this AzureCluster), never a user's Secret of the
+/// same name. Its data is removed by a patch rather than the Secret deleted: the translator has
+/// no `delete` on Secrets, since RBAC cannot narrow one to a name across namespaces; the empty
+/// Secret goes with the AzureCluster (garbage collection, through its owner reference) or by
+/// hand. One GET per AzureCluster per process.
+pub(crate) async fn empty_legacy_credential(
+    ctx: &Context,
+    azc: &AzureCluster,
+    cluster: &str,
+    ev: &Events,
+) -> Result<(), Error> {
+    let uid = azc.uid().unwrap_or_default();
+    let checked = || {
+        ctx.legacy_checked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if checked().contains(&uid) {
+        return Ok(());
+    }
+    let name = naming::legacy_credential_secret(cluster);
+    let api: Api<Secret> =
+        Api::namespaced(ctx.client.clone(), &azc.namespace().unwrap_or_default());
+    if let Some(secret) = api.get_opt(&name).await? {
+        let ours = secret
+            .labels()
+            .get(naming::CLUSTER_NAME_LABEL)
+            .map(String::as_str)
+            == Some(cluster)
+            && secret
+                .owner_references()
+                .iter()
+                .any(|r| r.uid == uid && r.controller == Some(true));
+        let holds_data = secret.data.as_ref().is_some_and(|d| !d.is_empty());
+        if ours && holds_data {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": null})),
+            )
+            .await?;
+            info!(secret = %name, "emptied the credential Secret an earlier translator wrote");
+            ev.publish(
+                false,
+                "LegacyCredentialEmptied",
+                "Cleanup",
+                format!(
+                    "Secret {name} held a copy of the identity's credentials written by an earlier \
+                     strata-translator; its data was removed (the CRs name the identity now). \
+                     Delete the empty Secret, or it goes with the AzureCluster"
+                ),
+            )
+            .await;
+        }
+    }
+    checked().insert(uid);
+    Ok(())
+}
+
+pub(crate) async fn write_cluster_status(
+    client: &Client,
+    azc: &AzureCluster,
+    status: Value,
+) -> Result<(), Error> {
+    let api: Api<AzureCluster> =
+        Api::namespaced(client.clone(), &azc.namespace().unwrap_or_default());
+    api.patch_status(
+        &azc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) fn previous_conditions(azc: &AzureCluster) -> Vec<capi::Condition> {
+    azc.status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+pub(crate) async fn reconcile_cluster(
+    azc: Arc<AzureCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    observed(azc, ctx, reconcile_cluster_inner).await
+}
+
+pub(crate) async fn reconcile_cluster_inner(
+    azc: Arc<AzureCluster>,
+    ctx: Arc<Context>,
+    ev: Events,
+) -> Result<Action, Error> {
+    let client = &ctx.client;
+    let ns = azc.namespace().unwrap_or_default();
+    let azc_api: Api<AzureCluster> = Api::namespaced(client.clone(), &ns);
+    // Someone else manages this infrastructure: no writes at all.
+    if azc.annotations().contains_key(annotations::MANAGED_BY) {
+        return Ok(Action::await_change());
+    }
+    let uid = azc.uid().unwrap_or_default();
+    let Some(cluster) = cluster_for(client, &azc).await? else {
+        if azc.metadata.deletion_timestamp.is_some() {
+            // The Cluster went first: still delete what this AzureCluster owns.
+            let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
+            let existing = owned(client, &ns, CLUSTER_KINDS, &name, &uid).await?;
+            if prune(client, &ns, &existing, &[], &ev).await? == 0 {
+                remove_finalizer(&azc_api, azc.as_ref()).await?;
+                return Ok(Action::await_change());
+            }
+            return Ok(Action::requeue(Duration::from_secs(5)));
+        }
+        // CAPI sets the owner; until then there is nothing to translate.
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let cluster_name = cluster.name_any();
+    let owner = controller_ref(azc.as_ref());
+    let policy = Policy::of(&cluster, &azc);
+    let existing = owned(client, &ns, CLUSTER_KINDS, &cluster_name, &uid).await?;
+
+    if policy.paused {
+        set_paused(client, &ns, &existing, true).await?;
+        return Ok(Action::await_change());
+    }
+
+    if azc.metadata.deletion_timestamp.is_some() {
+        let pending = prune(client, &ns, &existing, &[], &ev).await?;
+        if pending == 0 {
+            remove_finalizer(&azc_api, azc.as_ref()).await?;
+            info!("all cluster CRs gone; finalizer removed");
+            return Ok(Action::await_change());
+        }
+        write_cluster_status(
+            client,
+            &azc,
+            json!({"ready": false, "conditions": [capi_condition(
+            &previous_conditions(&azc), false, Some("Deleting"),
+            Some(format!("waiting for {pending} CRs to be deleted")), Some("Info"))]}),
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+
+    add_finalizer(&azc_api, azc.as_ref()).await?;
+    set_paused(client, &ns, &existing, false).await?;
+
+    // The identity first: a refused cluster gets no CRs written, and none pruned either (the
+    // CRs it has keep the identity they were written with; the operator, which checks every use,
+    // refuses those too if that identity no longer admits the namespace).
+    if let Err(refusal) = check_identity(client, &azc).await? {
+        let reason = refusal.reason();
+        write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+            &previous_conditions(&azc), false, Some(reason), Some(refusal.to_string()), Some("Error"))]})).await?;
+        ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
+        empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
+        // Identities and AzureClusters are watched; a namespace's labels are not, hence the
+        // requeue.
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+
+    let pairs = machines_of(&ctx, &ns, &cluster_name).await?;
+    let refs: Vec<(&Machine, &AzureMachine)> = pairs.iter().map(|(m, a)| (m, a)).collect();
+    let translation = match cluster::translate(&cluster, &azc, &refs) {
+        Ok(t) => t,
+        Err(e) => {
+            write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+                &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
+            ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
+            return Ok(Action::await_change());
+        }
+    };
+    apply_all(client, &ns, &owner, &translation.resources, &existing, &ev).await?;
+    prune(client, &ns, &existing, &translation.resources, &ev).await?;
+    // After the apply, which took `credential-from` off the CRs.
+    empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
+
+    // Status back to CAPI.
+    let find = |kind: CloudKind, name: &str| {
+        existing
+            .iter()
+            .find(|(k, o)| *k == kind && o.name_any() == name)
+            .map(|(_, o)| o)
+    };
+    let list: Vec<Readiness> = translation
+        .resources
+        .iter()
+        .map(|r| readiness(r.kind(), find(r.cloud_kind(), r.name()), r.name()))
+        .collect();
+    let mut notes = ClusterModel::new(&cluster, &azc, &mut Vec::new()).ok();
+    let endpoint = match notes.take() {
+        Some(model) => control_plane_endpoint(client, &ns, &model).await?,
+        None => None,
+    };
+    let ready = list.iter().all(|r| r.ready) && endpoint.is_some();
+    if let Some((host, port)) = &endpoint
+        && azc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .is_none_or(|e| &e.host != host || e.port != *port)
+    {
+        azc_api
+            .patch(
+                &azc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}}),
+                ),
+            )
+            .await?;
+    }
+    let blocking = first_blocking(&list)
+        .or_else(|| (!ready).then(|| "waiting for the API server address".to_owned()));
+    let condition = if ready {
+        capi_condition(&previous_conditions(&azc), true, None, None, None)
+    } else {
+        capi_condition(
+            &previous_conditions(&azc),
+            false,
+            Some("Reconciling"),
+            blocking,
+            Some("Info"),
+        )
+    };
+    let failure_domains: BTreeMap<String, Value> = ctx
+        .settings
+        .zones
+        .iter()
+        .map(|z| (z.clone(), json!({"controlPlane": true})))
+        .collect();
+    if ready && !azc.status.as_ref().is_some_and(|s| s.ready) {
+        ctx.metrics.ready_after("AzureCluster", age(azc.as_ref()));
+    }
+    write_cluster_status(
+        client,
+        &azc,
+        json!({
+            "ready": ready,
+            "failureDomains": failure_domains,
+            "conditions": conditions(condition, notes_condition(&previous_conditions(&azc), &translation.notes)),
+            "resources": resources_status(&list),
+        }),
+    )
+    .await?;
+    Ok(if ready {
+        Action::requeue(Duration::from_secs(600))
+    } else {
+        Action::requeue(Duration::from_secs(30))
+    })
+}
+
+/// The API server's address: the public IP's FQDN or address, or the internal frontend's IP.
+pub(crate) async fn control_plane_endpoint(
+    client: &Client,
+    ns: &str,
+    model: &ClusterModel,
+) -> Result<Option<(String, i32)>, Error> {
+    let Some(lb) = &model.api_server_lb else {
+        return Ok(None);
+    };
+    let Some(frontend) = lb.frontends.first() else {
+        return Ok(None);
+    };
+    if let Some((ip, _)) = &frontend.public_ip {
+        let pip = get_dyn(
+            client,
+            ns,
+            CloudKind::PublicIPAddress,
+            &naming::cr_name(&model.name, ip),
+        )
+        .await?;
+        let host = pip.and_then(|p| {
+            p.data["status"]["fqdn"]
+                .as_str()
+                .or(p.data["status"]["ipAddress"].as_str())
+                .map(str::to_owned)
+        });
+        return Ok(host.map(|h| (h, model.api_server_port)));
+    }
+    Ok(frontend
+        .private_ip
+        .clone()
+        .map(|ip| (ip, model.api_server_port)))
+}
