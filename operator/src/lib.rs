@@ -23,6 +23,7 @@ pub mod error;
 pub mod index;
 pub mod kind;
 pub mod metrics;
+mod per_object;
 pub mod reconcile;
 pub mod reported;
 pub mod throttle;

@@ -39,6 +39,7 @@ use crate::drift;
 use crate::error::{Error, ErrorClass, classify};
 use crate::index::Index;
 use crate::kind::Kind;
+use crate::per_object::PerObject;
 use crate::reported::{Decision, Reported};
 
 /// Ready reasons that report a failure (counted in `strata_operator_errors_total`).
@@ -137,16 +138,16 @@ pub struct Context {
     pub index: Arc<Index>,
     pub timing: Timing,
     /// Consecutive failures per object, for the backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    failures: PerObject<u32>,
     /// Generations that failed in a way only a spec change fixes, per object. The status says
     /// so too (and survives a restart), but the watch may not have delivered that status yet when
     /// the next reconcile runs.
-    held: Mutex<HashMap<String, (i64, std::time::Instant)>>,
+    held: PerObject<(i64, std::time::Instant)>,
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
-    repeats: Mutex<HashMap<String, (i64, String, u32)>>,
+    repeats: PerObject<(i64, String, u32)>,
     /// Consecutive polls of a waiting CR, per object (the baseline's dependency backoff only).
-    polls: Mutex<HashMap<String, u32>>,
+    polls: PerObject<u32>,
     /// The `Ready` decision last reported per object (the watch wakes an object whose status
     /// contradicts it).
     pub reported: Reported,
@@ -177,10 +178,10 @@ impl Context {
             identity_changes: tokio::sync::broadcast::channel(256).0,
             index,
             timing,
-            failures: Mutex::default(),
-            held: Mutex::default(),
-            repeats: Mutex::default(),
-            polls: Mutex::default(),
+            failures: PerObject::default(),
+            held: PerObject::default(),
+            repeats: PerObject::default(),
+            polls: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),
         }
@@ -240,20 +241,13 @@ impl Context {
     }
 
     fn hold(&self, key: &str, generation: i64) {
-        let mut held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        held.insert(key.to_owned(), (generation, std::time::Instant::now()));
+        self.held.set(key, (generation, std::time::Instant::now()));
     }
 
     fn is_held(&self, key: &str, generation: i64) -> bool {
-        let held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        held.get(key)
-            .is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
+        self.held.read(key, |held| {
+            held.is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
+        })
     }
 
     /// Publishes an Event on the CR; a failure to publish is logged, never a reconcile error.
@@ -285,40 +279,28 @@ impl Context {
     /// A CR that waited for a dependency no longer does: its next wait polls from the start.
     fn stopped_waiting(&self, key: &str) {
         if self.timing.behaviour != Behaviour::Strata {
-            self.polls
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(key);
+            self.polls.remove(key);
         }
     }
 
     fn succeeded(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
+        self.failures.remove(key);
     }
 }
 
 /// One more attempt for `key` in `attempts`: its jittered exponential delay between `min` and `max`.
-fn next_delay(
-    attempts: &Mutex<HashMap<String, u32>>,
-    key: &str,
-    min: Duration,
-    max: Duration,
-) -> Duration {
-    let mut attempts = attempts
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let n = attempts.entry(key.to_owned()).or_default();
-    *n = n.saturating_add(1);
+fn next_delay(attempts: &PerObject<u32>, key: &str, min: Duration, max: Duration) -> Duration {
+    let n = attempts.update(key, |n| {
+        *n = n.saturating_add(1);
+        *n
+    });
     backon::ExponentialBuilder::default()
         .with_min_delay(min)
         .with_max_delay(max)
         .with_jitter()
         .without_max_times()
         .build()
-        .nth((*n - 1) as usize)
+        .nth((n - 1) as usize)
         .unwrap_or(max)
 }
 
@@ -992,18 +974,13 @@ fn azure_name<K: AzureResource>(obj: &K) -> &str {
 
 /// Counts how often the same drift was found for the same generation after our own PUTs.
 fn repeated_drift(ctx: &Context, key: &str, generation: i64, path: &str) -> bool {
-    let mut repeats = ctx
-        .repeats
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let entry = repeats
-        .entry(key.to_owned())
-        .or_insert((generation, String::new(), 0));
-    if entry.0 != generation || entry.1 != path {
-        *entry = (generation, path.to_owned(), 0);
-    }
-    entry.2 += 1;
-    entry.2 > 3
+    ctx.repeats.update(key, |entry| {
+        if entry.0 != generation || entry.1 != path {
+            *entry = (generation, path.to_owned(), 0);
+        }
+        entry.2 += 1;
+        entry.2 > 3
+    })
 }
 
 /// Turns an ARM error into status and a requeue: errors a retry cannot fix hold until the spec
