@@ -24,6 +24,7 @@ pub mod index;
 pub mod kind;
 pub mod metrics;
 mod per_object;
+pub mod reason;
 pub mod reconcile;
 pub mod reported;
 pub mod throttle;

@@ -1,0 +1,276 @@
+//! Act: the steps that change something — finalizers, the one PUT or DELETE of a reconcile,
+//! and the registration of a CR that waits for its dependencies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use strata_crds::annotations::CREATED;
+use tracing::{info, warn};
+
+use super::failure::arm_failure;
+use super::observe::{azure_state, resolve};
+use super::report::{Report, report};
+use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue};
+use crate::adapters::AzureResource;
+use crate::arm_id::ArmId;
+use crate::decide::{self, Dependencies, Ownership, Step};
+use crate::drift;
+use crate::error::Error;
+use crate::kind::Kind;
+use crate::reason::Reason;
+
+pub(super) async fn add_finalizer<K: AzureResource>(a: &mut Attempt<K>) -> Result<Outcome, Error> {
+    let mut finalizers = a.obj.meta().finalizers.clone().unwrap_or_default();
+    finalizers.push(FINALIZER.to_owned());
+    patch_finalizers(&a.api, a.obj.as_ref(), finalizers).await?;
+    a.obs.has_finalizer = true;
+    Ok(Outcome::Next)
+}
+
+pub(super) async fn remove_finalizer<K: AzureResource>(
+    ctx: &Context,
+    a: &Attempt<K>,
+) -> Result<Outcome, Error> {
+    let finalizers = a
+        .obj
+        .meta()
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != FINALIZER)
+        .collect();
+    patch_finalizers(&a.api, a.obj.as_ref(), finalizers).await?;
+    info!("finalizer removed");
+    ctx.succeeded(&a.key);
+    Ok(End::quietly(Requeue::AwaitChange))
+}
+
+/// A CR whose owner or a reference is not usable yet: registered with the readiness index to be
+/// woken when that changes (the benchmark's baseline polls instead).
+pub(super) fn wait<K: AzureResource>(
+    ctx: &Context,
+    a: &Attempt<K>,
+    dependencies: Dependencies,
+) -> Outcome {
+    let (reason, message) = match dependencies {
+        Dependencies::WaitingForOwner(m) => (Reason::WaitingForOwner, m),
+        Dependencies::WaitingForReference(m) => (Reason::WaitingForReference, m),
+        Dependencies::Ready => (Reason::Reconciling, String::new()),
+    };
+    let next_look = match ctx.dependency_poll(&a.key) {
+        // The baseline: no registration, so nothing wakes it; it looks again later.
+        Some(delay) => delay,
+        None => {
+            // Register before reporting, then look again: a dependency that became Ready in
+            // between would otherwise wake nobody.
+            let me = a.obj.name_any();
+            for (kind, name) in &a.deps.blocking {
+                ctx.index
+                    .wait_for((K::KIND, &a.namespace, &me), (*kind, &a.namespace, name));
+            }
+            if resolve(a.obj.as_ref(), &ctx.index, &a.namespace).state == Dependencies::Ready {
+                return End::quietly(Requeue::After(Duration::ZERO));
+            }
+            // Woken through the index when a dependency changes; the sync period is only a
+            // safety net.
+            ctx.timing.sync_period
+        }
+    };
+    End::report(Report::new(reason, message), Requeue::After(next_look))
+}
+
+/// Create or Update: the reconcile's one PUT, after the checks a PUT needs (a drift that
+/// survives our own PUTs holds; an owner given by ARM ID must exist; the creation record first).
+pub(super) async fn write<K: AzureResource>(
+    ctx: &Context,
+    a: &mut Attempt<K>,
+    step: &Step,
+) -> Result<Outcome, Error> {
+    let (Some(client), Some(own), Some(mut body)) =
+        (a.azure.clone(), a.id.clone(), a.desired.clone())
+    else {
+        return Err(Error::Invariant(
+            "a write step before the resource was observed",
+        ));
+    };
+    if let Step::Update(path) = step {
+        if !a.obs.resync_put && repeated_drift(ctx, &a.key, a.generation, path) {
+            let message = format!(
+                "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
+            );
+            warn!(%path, "drift persists after PUT");
+            ctx.hold(&a.key, a.generation);
+            return Ok(End::report(
+                Report::new(Reason::AzureError, message).observed(&own, a.observed.as_ref()),
+                Requeue::After(ctx.timing.sync_period),
+            ));
+        }
+        info!(%path, "updating");
+    } else if let Some(parent) = a
+        .deps
+        .parent
+        .as_ref()
+        .filter(|_| a.obj.owner().is_some_and(|o| o.arm_id.is_some()))
+    {
+        // An owner given by ARM ID is managed elsewhere: no event tells us when it appears, so
+        // check it exists rather than send a PUT that ARM refuses.
+        match client
+            .arm
+            .get(K::OWNER.unwrap_or(Kind::ResourceGroup), parent)
+            .await
+        {
+            Ok(Some(_)) => info!("creating"),
+            Ok(None) => {
+                let message = format!("the owner {parent} does not exist in Azure");
+                return Ok(End::report(
+                    Report::new(Reason::WaitingForOwner, message),
+                    Requeue::After(ctx.backoff(&a.key)),
+                ));
+            }
+            Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
+        }
+    } else {
+        info!("creating");
+    }
+    if let Some(current) = &a.observed {
+        K::preserve(current, &mut body);
+    }
+    // Creating, or taking over (adopt): the resource becomes ours with this PUT.
+    let takes_ownership = matches!(step, Step::Create)
+        || matches!(
+            &a.obs.azure,
+            Some(decide::Azure::Present { ownership, .. }) if *ownership != Ownership::Ours
+        );
+    if takes_ownership && !a.recorded(&own) {
+        // Durably, before the PUT: after a restart between the PUT and the status write, this
+        // record is what tells our resource from a foreign one (and the only record a subnet,
+        // which has no tags, ever has).
+        record_creation(&a.api, a.obj.as_ref(), &own).await?;
+    }
+    let answer = match client.arm.put(K::KIND, &own, &body).await {
+        Ok(answer) => answer,
+        Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
+    };
+    a.wrote = true;
+    let (reason, note) = match step {
+        Step::Update(path) => ("Updated", format!("PUT {own} (drift at {path})")),
+        _ => ("Created", format!("PUT {own}")),
+    };
+    ctx.event(a.obj.as_ref(), false, reason, "Put", note).await;
+    let message = if matches!(step, Step::Create) {
+        "creating"
+    } else {
+        "updating"
+    };
+    // Later reports of this reconcile compare with the status just written, not with the one
+    // the reconcile started from: an update that Azure completes at once (a resource group's
+    // tags) would otherwise find "Ready" unchanged from before the PUT and leave the CR showing
+    // "updating" until the next resync.
+    let written = Report::new(Reason::Reconciling, message).observed(&own, Some(&answer));
+    if let Some(written) = report(ctx, &a.api, a.current.as_ref(), written).await? {
+        a.current = Arc::new(written);
+    }
+    // The baseline's resync PUT is one PUT; what follows only monitors it.
+    a.obs.resync_put = false;
+    let drift = a
+        .desired
+        .as_ref()
+        .and_then(|want| drift::first_difference(want, &answer));
+    // Our own PUT's answer: ours whatever its tags say.
+    a.obs.azure = Some(azure_state(&answer, &a.key, false, true, drift));
+    a.observed = Some(answer);
+    Ok(Outcome::Next)
+}
+
+/// The reconcile's one DELETE; the loop then GETs until the resource is gone.
+pub(super) async fn delete<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> Outcome {
+    let (Some(client), Some(own)) = (a.azure.clone(), a.id.clone()) else {
+        return End::quietly(Requeue::Fail(Error::Invariant(
+            "a delete step before the resource was observed",
+        )));
+    };
+    info!("deleting");
+    // Before the call: the user sees the attempt even when the call fails.
+    ctx.event(
+        a.obj.as_ref(),
+        false,
+        "Deleting",
+        "Delete",
+        format!("DELETE {own}"),
+    )
+    .await;
+    if let Err(e) = client.arm.delete(K::KIND, &own).await {
+        return arm_failure(ctx, a, &own, e, true);
+    }
+    End::report(
+        Report::new(Reason::Deleting, "deleting in Azure").observed(&own, None),
+        Requeue::After(ctx.timing.poll_interval),
+    )
+}
+
+/// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation).
+pub(super) async fn record_creation<K: AzureResource>(
+    api: &Api<K>,
+    obj: &K,
+    id: &ArmId,
+) -> Result<(), Error> {
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {CREATED: id.to_string()}}})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Counts how often the same drift was found for the same generation after our own PUTs.
+pub(super) fn repeated_drift(ctx: &Context, key: &str, generation: i64, path: &str) -> bool {
+    ctx.repeats.update(key, |entry| {
+        if entry.0 != generation || entry.1 != path {
+            *entry = (generation, path.to_owned(), 0);
+        }
+        entry.2 += 1;
+        entry.2 > 3
+    })
+}
+
+pub(super) async fn read_custom_data(
+    kube: &kube::Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<String, String> {
+    use base64::Engine;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(kube.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("cannot read Secret {name}: {e}"))?;
+    let secret = secret.ok_or_else(|| format!("customData Secret {name} does not exist"))?;
+    let data = secret.data.unwrap_or_default();
+    let value = data
+        .get(key)
+        .ok_or_else(|| format!("customData Secret {name} has no key {key}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(&value.0))
+}
+
+pub(super) async fn patch_finalizers<K: AzureResource>(
+    api: &Api<K>,
+    obj: &K,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    // The resourceVersion makes this a compare-and-swap: a concurrent change to the list fails
+    // (409) and the reconcile retries with the fresh object instead of dropping a finalizer.
+    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}

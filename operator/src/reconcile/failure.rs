@@ -1,0 +1,75 @@
+//! Failure: an ARM error's class decides the reason, whether the generation is held, and when
+//! to look again — in one place, so that every step that calls ARM fails alike.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use tracing::{info, warn};
+
+use super::report::Report;
+use super::{Attempt, Context, End, EventNote, Outcome, Requeue};
+use crate::adapters::AzureResource;
+use crate::arm::ArmError;
+use crate::arm_id::ArmId;
+use crate::error::{Error, ErrorClass, classify};
+use crate::reason::Reason;
+
+/// Errors a retry cannot fix hold until the spec changes; "in use" during deletion waits for the
+/// users to go; throttling waits; the rest backs off (through the controller's error policy).
+pub(super) fn arm_failure<K: AzureResource>(
+    ctx: &Context,
+    a: &Attempt<K>,
+    id: &ArmId,
+    e: ArmError,
+    deleting: bool,
+) -> Outcome {
+    let message = e.to_string();
+    match classify(&e) {
+        ErrorClass::Fatal => {
+            warn!(error = %message, "Azure refused the request");
+            ctx.hold(&a.key, a.generation);
+            let reason = if matches!(e, ArmError::Body(_)) {
+                Reason::InvalidSpec
+            } else {
+                Reason::AzureError
+            };
+            End::with_event(
+                EventNote {
+                    warning: true,
+                    reason: "AzureError",
+                    action: "Put",
+                    note: message.clone(),
+                },
+                Report::new(reason, message).observed(id, None),
+                Requeue::After(ctx.timing.sync_period),
+            )
+        }
+        ErrorClass::InUse if deleting => {
+            info!(error = %message, "still in use; waiting for its users to go");
+            ctx.index
+                .wait_for_deletions((K::KIND, &a.namespace, &a.obj.name_any()));
+            // Woken as soon as any CR in the namespace is deleted; this is the safety net.
+            End::report(
+                Report::new(Reason::Deleting, message).observed(id, None),
+                Requeue::After(ctx.backoff(&a.key).max(Duration::from_secs(30))),
+            )
+        }
+        ErrorClass::Throttled => End::report(
+            Report::new(Reason::Throttled, message).observed(id, None),
+            Requeue::After(ctx.jittered(ctx.timing.throttled_retry)),
+        ),
+        ErrorClass::InUse | ErrorClass::Transient => {
+            let reason = if deleting {
+                Reason::Deleting
+            } else {
+                Reason::Reconciling
+            };
+            End::report(
+                Report::new(reason, format!("retrying: {message}"))
+                    .with_status("False")
+                    .observed(id, None),
+                Requeue::Fail(Error::Arm(e)),
+            )
+        }
+    }
+}

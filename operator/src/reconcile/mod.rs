@@ -1,0 +1,263 @@
+//! The generic reconcile loop, one for every cloud kind: observe → decide → act → report.
+//!
+//! - observe (`observe.rs`): the CR's policies and deletion state, its owner and references from
+//!   the readiness index (no API call), and — only when `decide` asks — one GET of the Azure
+//!   resource;
+//! - decide: `decide::decide`, a pure function, picks one step;
+//! - act (`act.rs`): at most one PUT or DELETE per reconcile, finalizers, dependency waits;
+//! - report (`report.rs`): status (`id`, `provisioningState`, outputs, `observedGeneration`, the
+//!   `Ready` condition with its `Reason`), written only when it changed;
+//! - failure (`failure.rs`): an ARM error's class decides reason, hold and requeue.
+//!
+//! Each step returns an [`Outcome`]: go on to the next decision, or an [`End`] — and every end
+//! goes through [`finish`], which emits the event, writes the status and returns the requeue
+//! (crossplane-runtime's "each branch ends alike").
+//!
+//! Operations are followed by GETting the resource until its `provisioningState` is terminal, so
+//! an operator restarted in the middle of a VM creation finds it `Creating` and waits: it never
+//! sends a second PUT for it.
+
+mod act;
+mod context;
+mod failure;
+mod observe;
+mod report;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+use tracing::{Instrument, info_span};
+
+use crate::adapters::AzureResource;
+use crate::arm_id::ArmId;
+use crate::credentials::Azure;
+use crate::decide::{self, Observation, Step};
+use crate::error::Error;
+use crate::kind::Kind;
+use crate::reason::Reason;
+use observe::Resolution;
+use report::Report;
+
+pub use context::{Behaviour, Context, Timing};
+/// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).
+pub use strata_crds::annotations::{ADOPT, ADOPT_REQUIRES_TAG, PAUSED, RECONCILE_POLICY as POLICY};
+
+/// The finalizer (docs/design.md "Finalizers, field managers, user agents").
+pub const FINALIZER: &str = "azure.strata.dev/finalizer";
+/// The ownership tag every resource Strata creates carries.
+pub const OWNER_TAG: &str = "strata-owner";
+/// The field manager of the operator's writes.
+pub const MANAGER: &str = "strata-operator";
+
+/// `<namespace>/<Kind>/<name>`: the value of the ownership tag, and the object's key in logs.
+pub fn object_key<K: AzureResource>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        obj.namespace().unwrap_or_default(),
+        K::KIND,
+        obj.name_any()
+    )
+}
+
+/// One reconcile of one CR: what it started from and what its steps learnt so far.
+pub(crate) struct Attempt<K> {
+    /// The CR as the reconcile started.
+    obj: Arc<K>,
+    /// The CR as the server holds it after this reconcile's own status writes.
+    current: Arc<K>,
+    api: Api<K>,
+    key: String,
+    namespace: String,
+    annotations: BTreeMap<String, String>,
+    generation: i64,
+    deps: Resolution,
+    /// What `decide` looks at.
+    obs: Observation,
+    /// Strata's record that it creates (or created) the resource at this ARM ID.
+    recorded_id: Option<String>,
+    // Filled by the Observe step.
+    azure: Option<Arc<Azure>>,
+    id: Option<ArmId>,
+    observed: Option<Value>,
+    desired: Option<Value>,
+    /// A PUT was sent in this reconcile (one write per reconcile).
+    wrote: bool,
+    /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
+    missing_tag: Option<String>,
+}
+
+impl<K> Attempt<K> {
+    /// Whether the CR records that Strata creates (or created) the resource at `id`.
+    fn recorded(&self, id: &ArmId) -> bool {
+        self.recorded_id
+            .as_deref()
+            .is_some_and(|r| r.eq_ignore_ascii_case(&id.to_string()))
+    }
+}
+
+/// What a step decided.
+pub(crate) enum Outcome {
+    /// Decide again with what the step learnt (at most four steps per reconcile).
+    Next,
+    /// End this reconcile (boxed: a report and an error are large, `Next` is nothing).
+    End(Box<End>),
+}
+
+/// How a reconcile ends: an Event, the status to show, and when to look again.
+pub(crate) struct End {
+    event: Option<EventNote>,
+    report: Option<Report>,
+    requeue: Requeue,
+}
+
+/// A Kubernetes Event on the CR.
+pub(crate) struct EventNote {
+    warning: bool,
+    reason: &'static str,
+    action: &'static str,
+    note: String,
+}
+
+/// When the controller looks at the CR again.
+pub(crate) enum Requeue {
+    After(Duration),
+    /// Only when the CR (or something that wakes it) changes.
+    AwaitChange,
+    /// Through the controller's error policy (its backoff).
+    Fail(Error),
+}
+
+impl End {
+    /// Ends with a status.
+    fn report(report: Report, requeue: Requeue) -> Outcome {
+        Outcome::End(Box::new(End {
+            event: None,
+            report: Some(report),
+            requeue,
+        }))
+    }
+
+    /// Ends without writing anything.
+    fn quietly(requeue: Requeue) -> Outcome {
+        Outcome::End(Box::new(End {
+            event: None,
+            report: None,
+            requeue,
+        }))
+    }
+
+    /// Ends with an Event and a status.
+    fn with_event(event: EventNote, report: Report, requeue: Requeue) -> Outcome {
+        Outcome::End(Box::new(End {
+            event: Some(event),
+            report: Some(report),
+            requeue,
+        }))
+    }
+}
+
+pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let span = info_span!(
+        "reconcile",
+        kind = %K::KIND,
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        generation = obj.meta().generation.unwrap_or_default(),
+        arm_id = tracing::field::Empty,
+        step = tracing::field::Empty,
+    );
+    ctx.metrics
+        .common
+        .dequeued(K::KIND.as_str(), &object_key(obj.as_ref()));
+    let start = std::time::Instant::now();
+    let result = reconcile_inner(obj, ctx.clone()).instrument(span).await;
+    let label = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.metric_label(),
+    };
+    ctx.metrics.reconciled(K::KIND, label, start.elapsed());
+    result
+}
+
+async fn reconcile_inner<K: AzureResource>(
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    // Until every kind has been listed once, a missing owner may only be unlisted yet.
+    ctx.index.wait_synced(Kind::ALL).await;
+    let mut a = match observe::start(obj.clone(), &ctx) {
+        Ok(a) => a,
+        Err(end) => {
+            let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+            return finish(&ctx, &api, obj.as_ref(), obj.as_ref(), *end).await;
+        }
+    };
+    for _ in 0..4 {
+        let step = decide::decide(&a.obs);
+        tracing::Span::current().record("step", tracing::field::debug(&step));
+        let outcome = match step {
+            Step::Paused => End::report(
+                Report::new(Reason::Paused, format!("{PAUSED} is set: no Azure calls")),
+                Requeue::AwaitChange,
+            ),
+            Step::Done => End::quietly(Requeue::AwaitChange),
+            Step::AddFinalizer => act::add_finalizer(&mut a).await?,
+            Step::RemoveFinalizer => act::remove_finalizer(&ctx, &a).await?,
+            Step::Wait(dependencies) => act::wait(&ctx, &a, dependencies),
+            Step::Hold => {
+                tracing::debug!("held until the spec changes");
+                End::quietly(Requeue::After(ctx.timing.sync_period))
+            }
+            Step::Observe => observe::observe(&ctx, &mut a).await?,
+            // One write per reconcile: look again after the poll interval.
+            Step::Create | Step::Update(_) if a.wrote => {
+                End::quietly(Requeue::After(ctx.timing.poll_interval))
+            }
+            Step::Create | Step::Update(_) => act::write(&ctx, &mut a, &step).await?,
+            Step::Delete => act::delete(&ctx, &a).await,
+            Step::InProgress => report::in_progress(&ctx, &a),
+            Step::Ready => report::ready(&ctx, &a, Reason::Succeeded, String::new())?,
+            Step::UseExisting => report::ready(
+                &ctx,
+                &a,
+                Reason::UsingExisting,
+                format!(
+                    "the existing resource is used as it is ({}): Strata did not create it, so it never writes or deletes it",
+                    strata_crds::annotations::USE_EXISTING
+                ),
+            )?,
+            Step::NotFound => report::not_found(&ctx, &a),
+            Step::AdoptionRefused(why) => report::adoption_refused(&ctx, &a, why),
+        };
+        if let Outcome::End(end) = outcome {
+            return finish(&ctx, &a.api, a.obj.as_ref(), a.current.as_ref(), *end).await;
+        }
+    }
+    Ok(Action::requeue(ctx.timing.poll_interval))
+}
+
+/// Where every reconcile ends: the event, then the status (against `current`, the newest copy of
+/// the CR this reconcile holds), then the requeue.
+async fn finish<K: AzureResource>(
+    ctx: &Context,
+    api: &Api<K>,
+    obj: &K,
+    current: &K,
+    end: End,
+) -> Result<Action, Error> {
+    if let Some(e) = end.event {
+        ctx.event(obj, e.warning, e.reason, e.action, e.note).await;
+    }
+    if let Some(r) = end.report {
+        report::report(ctx, api, current, r).await?;
+    }
+    match end.requeue {
+        Requeue::After(d) => Ok(Action::requeue(d)),
+        Requeue::AwaitChange => Ok(Action::await_change()),
+        Requeue::Fail(e) => Err(e),
+    }
+}

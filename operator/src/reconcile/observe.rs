@@ -1,0 +1,299 @@
+//! Observe: what the reconcile starts from (policies, deletion, owner and references from the
+//! readiness index, holds — no API call), and the Observe step: the credential, one GET of the
+//! Azure resource, the desired body, and Azure's state as `decide` needs it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{Api, ResourceExt};
+use serde_json::Value;
+use strata_crds::annotations::{CREATED, USE_EXISTING};
+use strata_crds::common::ResourceRef;
+
+use super::act::read_custom_data;
+use super::failure::arm_failure;
+use super::report::{Report, provisioning_state};
+use super::{ADOPT, ADOPT_REQUIRES_TAG, Attempt, Context, End, EventNote, OWNER_TAG, Outcome};
+use super::{FINALIZER, PAUSED, POLICY, Requeue, object_key};
+use crate::adapters::{AzureResource, Resolved};
+use crate::arm_id::ArmId;
+use crate::credentials::Lookup;
+use crate::decide::{self, Dependencies, Observation, Ownership, Policy};
+use crate::drift;
+use crate::error::Error;
+use crate::index::Index;
+use crate::kind::Kind;
+use crate::reason::Reason;
+
+/// The first look at a CR: everything `decide` needs that costs no API call. An annotation that
+/// does not parse ends the reconcile at once.
+pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Attempt<K>, Box<End>> {
+    let namespace = obj.namespace().unwrap_or_default();
+    let key = object_key(obj.as_ref());
+    let meta = obj.meta();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let generation = meta.generation.unwrap_or_default();
+    let status = obj.base_status().cloned().unwrap_or_default();
+    let flag = |name: &str| annotations.get(name).is_some_and(|v| v == "true");
+
+    let invalid_policy = format!("{POLICY} must be manage, observe or detach-on-delete");
+    let Some(policy) = Policy::parse(annotations.get(POLICY).map(String::as_str)) else {
+        return Err(Box::new(End {
+            event: None,
+            report: Some(Report::new(Reason::InvalidSpec, invalid_policy)),
+            requeue: Requeue::AwaitChange,
+        }));
+    };
+    let deps = resolve(obj.as_ref(), &ctx.index, &namespace);
+    if deps.state == Dependencies::Ready {
+        ctx.stopped_waiting(&key);
+    }
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+    let held = ready.is_some_and(|c| {
+        let age = Duration::from_secs(
+            Timestamp::now()
+                .as_second()
+                .saturating_sub(c.last_transition_time.0.as_second())
+                .max(0) as u64,
+        );
+        // An unknown policy is fixed by an annotation, which leaves the generation as it was:
+        // it must not hold the fixed CR as a refused spec would.
+        matches!(c.reason.as_str(), "AzureError" | "InvalidSpec")
+            && c.message != invalid_policy
+            && status.observed_generation == Some(generation)
+            && age < ctx.timing.sync_period
+    }) || ctx.is_held(&key, generation);
+    let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
+    let obs = Observation {
+        deleting: meta.deletion_timestamp.is_some(),
+        has_finalizer: meta
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+        policy,
+        paused: flag(PAUSED),
+        adopt: flag(ADOPT),
+        use_existing: flag(USE_EXISTING),
+        dependencies: deps.state.clone(),
+        id_known: known_id.is_some() || deps.parent.is_some() || K::OWNER.is_none(),
+        held,
+        azure: None,
+        // ASO PUTs whatever it finds once the previous reconcile left the resource Ready: that
+        // is the resync (the reconciles that follow an operation only monitor it).
+        resync_put: matches!(ctx.timing.behaviour, super::Behaviour::AsoBaseline { .. })
+            && ready.is_some_and(|c| c.status == "True")
+            && status.observed_generation == Some(generation),
+    };
+    Ok(Attempt {
+        api: Api::namespaced(ctx.kube.clone(), &namespace),
+        current: obj.clone(),
+        recorded_id: annotations.get(CREATED).cloned(),
+        obj,
+        key,
+        namespace,
+        annotations,
+        generation,
+        deps,
+        obs,
+        azure: None,
+        id: known_id,
+        observed: None,
+        desired: None,
+        wrote: false,
+        missing_tag: None,
+    })
+}
+
+/// The Observe step: resolves the credential (refused before any token request or ARM call),
+/// GETs the resource, builds the desired body and tells `decide` what Azure holds.
+pub(super) async fn observe<K: AzureResource>(
+    ctx: &Context,
+    a: &mut Attempt<K>,
+) -> Result<Outcome, Error> {
+    let lookup = Lookup {
+        kube: &ctx.kube,
+        identities: &ctx.identities,
+        identities_synced: &ctx.identities_synced,
+        namespace: &a.namespace,
+        annotations: &a.annotations,
+    };
+    let client = match ctx.credentials.for_object(&lookup).await {
+        Ok(c) => c,
+        Err(e) => {
+            // Woken again when the identity changes, and looked at again after the backoff.
+            let reason = e.reason.parse().unwrap_or(Reason::CredentialError);
+            return Ok(End::with_event(
+                EventNote {
+                    warning: true,
+                    reason: e.reason,
+                    action: "Authenticate",
+                    note: e.message.clone(),
+                },
+                Report::new(reason, e.message),
+                Requeue::After(ctx.backoff(&a.key).max(Duration::from_secs(30))),
+            ));
+        }
+    };
+    let obj = a.obj.clone();
+    let own = match (&a.id, &a.deps.parent) {
+        (Some(id), _) => id.clone(),
+        (None, Some(parent)) => parent.child(K::KIND, azure_name(obj.as_ref())),
+        (None, None) => ArmId::resource_group(&client.subscription, azure_name(obj.as_ref())),
+    };
+    tracing::Span::current().record("arm_id", tracing::field::display(&own));
+    let body = match client.arm.get(K::KIND, &own).await {
+        Ok(b) => b,
+        Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
+    };
+    let mut resolved = a.deps.resolved.clone();
+    resolved.id = Some(own.clone());
+    if let Some(secret) = obj.custom_data().filter(|_| !a.obs.deleting) {
+        match read_custom_data(&ctx.kube, &a.namespace, &secret.name, &secret.key).await {
+            Ok(data) => resolved.custom_data = Some(data),
+            Err(message) => {
+                return Ok(End::report(
+                    Report::new(Reason::WaitingForReference, message),
+                    Requeue::After(ctx.timing.poll_interval.max(Duration::from_secs(10))),
+                ));
+            }
+        }
+    }
+    let mut want = obj.desired(&resolved);
+    if K::CARRIES_TAGS {
+        want["tags"][OWNER_TAG] = Value::String(a.key.clone());
+    }
+    a.obs.azure = Some(match &body {
+        None => decide::Azure::Absent,
+        Some(b) => {
+            let drift = (!a.obs.deleting && a.obs.dependencies == Dependencies::Ready)
+                .then(|| drift::first_difference(&want, b))
+                .flatten();
+            azure_state(b, &a.key, K::CARRIES_TAGS, a.recorded(&own), drift)
+        }
+    });
+    // The translator's CAPZ migration: adopt only what carries CAPZ's ownership tag.
+    if let Some((k, v)) = a
+        .annotations
+        .get(ADOPT_REQUIRES_TAG)
+        .and_then(|t| t.split_once('='))
+    {
+        let tagged = body
+            .as_ref()
+            .and_then(|b| b.pointer(&format!("/tags/{k}")))
+            .and_then(Value::as_str)
+            == Some(v);
+        if a.obs.adopt && !tagged {
+            a.obs.adopt = false;
+            a.missing_tag = Some(format!("{k}={v}"));
+        }
+    }
+    a.azure = Some(client);
+    a.id = Some(own);
+    a.observed = body;
+    a.desired = Some(want);
+    Ok(Outcome::Next)
+}
+
+/// The CR's name in Azure: `spec.azureName`, else its own name.
+pub(super) fn azure_name<K: AzureResource>(obj: &K) -> &str {
+    obj.azure_name()
+        .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
+}
+
+/// Azure's view of a resource, as `decide` needs it. `recorded`: the CR's own record says Strata
+/// created this resource (`strata.dev/created`, written before the create PUT) — the only proof
+/// of ownership for a kind without tags.
+pub(super) fn azure_state(
+    body: &Value,
+    tag: &str,
+    carries_tags: bool,
+    recorded: bool,
+    drift: Option<String>,
+) -> decide::Azure {
+    let state = provisioning_state(body).unwrap_or("Succeeded");
+    let ownership = if carries_tags {
+        match body
+            .pointer(&format!("/tags/{OWNER_TAG}"))
+            .and_then(Value::as_str)
+        {
+            Some(t) if t == tag => Ownership::Ours,
+            Some(other) => Ownership::Other(other.to_owned()),
+            None => Ownership::Untagged,
+        }
+    } else if recorded {
+        Ownership::Ours
+    } else {
+        Ownership::Untagged
+    };
+    decide::Azure::Present {
+        ownership,
+        busy: !["Succeeded", "Failed", "Canceled"]
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(state)),
+        failed: state.eq_ignore_ascii_case("Failed"),
+        drift,
+    }
+}
+
+/// Owner and references, from the readiness index.
+pub(super) struct Resolution {
+    pub(super) state: Dependencies,
+    /// The CRs (kind, name) not usable yet: the ones to be woken by.
+    pub(super) blocking: Vec<(Kind, String)>,
+    pub(super) parent: Option<ArmId>,
+    pub(super) resolved: Resolved,
+}
+
+pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolution {
+    let mut out = Resolution {
+        state: Dependencies::Ready,
+        blocking: Vec::new(),
+        parent: None,
+        resolved: Resolved::default(),
+    };
+    let describe = |kind: Kind, r: &ResourceRef, index: &Index| -> Result<String, String> {
+        if let Some(id) = &r.arm_id {
+            return Ok(id.clone());
+        }
+        let name = r.name.clone().unwrap_or_default();
+        match index.get(kind, namespace, &name) {
+            None => Err(format!("{kind} {name} does not exist")),
+            Some(e) => match e.id {
+                Some(id) if e.ready => Ok(id),
+                _ => Err(format!("{kind} {name} is not Ready yet")),
+            },
+        }
+    };
+    if let (Some(owner), Some(owner_kind)) = (obj.owner(), K::OWNER) {
+        match describe(owner_kind, owner, index) {
+            Ok(id) => match ArmId::parse(&id) {
+                Ok(id) => out.parent = Some(id),
+                Err(e) => out.state = Dependencies::WaitingForOwner(e.to_string()),
+            },
+            Err(why) => {
+                out.state = Dependencies::WaitingForOwner(why);
+                out.blocking
+                    .push((owner_kind, owner.name.clone().unwrap_or_default()));
+            }
+        }
+    }
+    for reference in obj.references() {
+        let (kind, r) = (reference.kind, reference.to);
+        match describe(kind, r, index) {
+            Ok(id) => {
+                if let Some(name) = &r.name {
+                    out.resolved.refs.insert((kind, name.clone()), id);
+                }
+            }
+            Err(why) => {
+                if out.state == Dependencies::Ready {
+                    out.state = Dependencies::WaitingForReference(why);
+                }
+                out.blocking
+                    .push((kind, r.name.clone().unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
