@@ -3,7 +3,7 @@
 //!
 //! Order, as in Crossplane's managed reconciler: paused → deletion → policy → dependencies →
 //! observe → create if absent → refuse or adopt what is not ours → wait for a running operation →
-//! update if drifted → ready. Nothing here does I/O; `reconcile.rs` carries the step out.
+//! update if drifted → ready. Nothing here does I/O; `reconcile/` carries the step out.
 
 /// `strata.dev/reconcile-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

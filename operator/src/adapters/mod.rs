@@ -1,7 +1,7 @@
 //! Per-kind adapters: the only code that knows a kind's ARM body. Each one builds the desired
 //! body from the spec and the resolved references, names its references, and maps an observed
 //! body to status outputs. Everything else (finalizer, ownership tag, adoption, policies,
-//! credentials, operations, throttling, status) lives in the generic loop (`reconcile.rs`).
+//! credentials, operations, throttling, status) lives in the generic loop (`reconcile/`).
 
 mod availability_set;
 mod load_balancer;
