@@ -1,0 +1,533 @@
+//! A machine's VM: image, disks, SSH key, zone or availability set, identity, diagnostics —
+//! and the checks CAPZ's webhooks make on them.
+
+use base64::Engine;
+use strata_crds::azure::{self, *};
+use strata_crds::capz::{self, VMIdentity};
+use strata_crds::common::{ResourceRef, SecretKeyRef};
+
+use super::{ADMIN_USERNAME, DEFAULT_IMAGE, Input, availability_set_name, zone};
+use crate::{CloudResource, InputError, naming};
+
+/// The VirtualMachine CR.
+pub(super) fn virtual_machine(
+    i: &Input,
+    nic_refs: Vec<ResourceRef>,
+    note: &mut impl FnMut(&str, &str),
+) -> Result<VirtualMachine, InputError> {
+    let (model, spec) = (i.model, i.spec);
+    let (vm_name, rg) = (&i.vm_name, &i.rg);
+    let err = |field: &str, message: String| i.err(field, message);
+    let tags = |name: &str| i.tags(name);
+    let (machine, azure_machine) = (i.machine, i.azure_machine);
+    let image = image(spec.image.as_ref(), &err, note)?;
+    if spec.os_disk.os_type == capz::OSType::Windows {
+        return Err(err(
+            "spec.osDisk.osType",
+            "Strata's VMs are Linux VMs; Windows is not supported".into(),
+        ));
+    }
+    let os_disk = OSDisk {
+        disk_size_gb: spec.os_disk.disk_size_gb.unwrap_or(128),
+        storage_account_type: storage_type(
+            spec.os_disk
+                .managed_disk
+                .as_ref()
+                .and_then(|m| m.storage_account_type.as_deref()),
+            "spec.osDisk.managedDisk.storageAccountType",
+            &err,
+        )?,
+        caching: caching(
+            spec.os_disk.caching_type.as_deref(),
+            CachingType::None,
+            "spec.osDisk.cachingType",
+            &err,
+        )?,
+    };
+    let data_disks = data_disks(i, note)?;
+    let ssh_public_key = ssh_public_key(i, note)?;
+    let zone = zone(machine, azure_machine);
+    if let Some(z) = &zone
+        && !matches!(z.as_str(), "1" | "2" | "3")
+    {
+        let field = if machine.spec.failure_domain.is_some() {
+            "Machine.spec.failureDomain"
+        } else {
+            "spec.failureDomain"
+        };
+        return Err(err(
+            field,
+            format!("{z:?} is not an availability zone 1, 2 or 3"),
+        ));
+    }
+    let availability_set = match availability_set_name(model, machine, azure_machine) {
+        Some(_) if model.policy.managed_by => {
+            note(
+                "spec.failureDomain",
+                "no zone and the AzureCluster is managed elsewhere: the VM gets no availability set",
+            );
+            None
+        }
+        Some(name) => Some(ResourceRef::named(naming::cr_name(&model.name, &name))),
+        None => None,
+    };
+
+    let identity = match spec.identity.unwrap_or_default() {
+        VMIdentity::None => None,
+        VMIdentity::SystemAssigned => Some(VirtualMachineIdentity {
+            type_: IdentityType::SystemAssigned,
+            user_assigned_identities: Vec::new(),
+        }),
+        VMIdentity::UserAssigned => {
+            let mut ids = Vec::new();
+            for (i, u) in spec.user_assigned_identities.iter().enumerate() {
+                let id = u
+                    .provider_id
+                    .strip_prefix("azure://")
+                    .unwrap_or(&u.provider_id);
+                if !arm_id_ok(id) {
+                    return Err(err(
+                        &format!("spec.userAssignedIdentities[{i}].providerID"),
+                        "not an ARM resource ID".into(),
+                    ));
+                }
+                ids.push(id.to_owned());
+            }
+            if ids.is_empty() || ids.len() > 16 {
+                return Err(err(
+                    "spec.userAssignedIdentities",
+                    "identity UserAssigned needs 1 to 16 identities".into(),
+                ));
+            }
+            Some(VirtualMachineIdentity {
+                type_: IdentityType::UserAssigned,
+                user_assigned_identities: ids,
+            })
+        }
+    };
+    let boot_diagnostics = match spec
+        .diagnostics
+        .as_ref()
+        .and_then(|d| d.boot.as_ref())
+        .map(|b| b.storage_account_type)
+    {
+        None | Some(capz::BootDiagnosticsStorage::Managed) => Some(true),
+        Some(capz::BootDiagnosticsStorage::Disabled) => Some(false),
+        Some(capz::BootDiagnosticsStorage::UserManaged) => {
+            note(
+                "spec.diagnostics.boot.storageAccountType",
+                "UserManaged storage is not translated yet; Managed is used",
+            );
+            Some(true)
+        }
+    };
+
+    let t = tags(vm_name);
+    Ok(VirtualMachine {
+        metadata: model.meta(vm_name, false, Some(&t)),
+        spec: VirtualMachineSpec {
+            azure_name: None,
+            owner: rg.clone(),
+            location: model.location.clone(),
+            tags: t,
+            vm_size: spec.vm_size.clone(),
+            image,
+            os_disk,
+            data_disks,
+            admin_username: ADMIN_USERNAME.to_owned(),
+            ssh_public_key,
+            custom_data: Some(SecretKeyRef {
+                name: naming::custom_data_secret(vm_name),
+                key: naming::BOOTSTRAP_DATA_KEY.to_owned(),
+            }),
+            network_interfaces: nic_refs,
+            availability_set,
+            zone,
+            identity,
+            boot_diagnostics,
+        },
+        status: None,
+    })
+}
+
+/// The data disks, with CAPZ's checks (names and LUNs unique, a free LUN when none is given)
+/// and defaults (Ultra disks do not cache, others cache ReadWrite).
+fn data_disks(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<Vec<DataDisk>, InputError> {
+    let spec = i.spec;
+    let err = |field: &str, message: String| i.err(field, message);
+    let mut data_disks = Vec::new();
+    let mut used_luns: Vec<i32> = spec.data_disks.iter().filter_map(|d| d.lun).collect();
+    for (i, d) in spec.data_disks.iter().enumerate() {
+        let field = format!("spec.dataDisks[{i}]");
+        if d.name_suffix.is_empty()
+            || !d
+                .name_suffix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(err(
+                &format!("{field}.nameSuffix"),
+                "letters, digits, '_' and '-' only".into(),
+            ));
+        }
+        if spec.data_disks[..i]
+            .iter()
+            .any(|o| o.name_suffix == d.name_suffix)
+        {
+            return Err(err(
+                &format!("{field}.nameSuffix"),
+                format!("{:?} is used twice", d.name_suffix),
+            ));
+        }
+        let lun = match d.lun {
+            Some(l) => {
+                if spec.data_disks[..i].iter().any(|o| o.lun == Some(l)) {
+                    return Err(err(
+                        &format!("{field}.lun"),
+                        format!("lun {l} is used twice"),
+                    ));
+                }
+                l
+            }
+            None => {
+                let l = (0..64)
+                    .find(|l| !used_luns.contains(l))
+                    .ok_or_else(|| err(&format!("{field}.lun"), "no free lun left".into()))?;
+                used_luns.push(l);
+                l
+            }
+        };
+        if d.managed_disk
+            .as_ref()
+            .is_some_and(|m| m.disk_encryption_set.is_some())
+        {
+            note(
+                &format!("{field}.managedDisk.diskEncryptionSet"),
+                "not translated yet",
+            );
+        }
+        let storage = storage_type(
+            d.managed_disk
+                .as_ref()
+                .and_then(|m| m.storage_account_type.as_deref()),
+            &format!("{field}.managedDisk.storageAccountType"),
+            &err,
+        )?;
+        // CAPZ: Ultra disks cannot cache; other data disks default to ReadWrite.
+        let default_caching = if storage == StorageAccountType::UltraSSD_LRS {
+            CachingType::None
+        } else {
+            CachingType::ReadWrite
+        };
+        data_disks.push(DataDisk {
+            name_suffix: d.name_suffix.clone(),
+            disk_size_gb: d.disk_size_gb,
+            lun,
+            storage_account_type: storage,
+            caching: caching(
+                d.caching_type.as_deref(),
+                default_caching,
+                &format!("{field}.cachingType"),
+                &err,
+            )?,
+        });
+    }
+
+    Ok(data_disks)
+}
+
+/// The SSH public key: the one given (checked), or — like CAPZ, which generates a pair and
+/// discards the private key — one nobody holds the private key of.
+fn ssh_public_key(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<String, InputError> {
+    let spec = i.spec;
+    let err = |field: &str, message: String| i.err(field, message);
+    let (model, vm_name) = (i.model, &i.vm_name);
+    let key = match spec.ssh_public_key.as_deref() {
+        None | Some("") => {
+            note(
+                "spec.sshPublicKey",
+                "empty: like CAPZ (which generates a key pair and discards the private key), \
+                 the VM gets a public key nobody holds the private key of",
+            );
+            unusable_ssh_key(&model.namespace, vm_name)
+        }
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| err("spec.sshPublicKey", format!("not base64: {e}")))?;
+            let key = String::from_utf8(bytes)
+                .map_err(|_| err("spec.sshPublicKey", "not an OpenSSH public key".into()))?
+                .trim()
+                .to_owned();
+            if !ssh_key_ok(&key) {
+                return Err(err(
+                    "spec.sshPublicKey",
+                    "must be a base64-encoded OpenSSH public key (ssh-rsa, ssh-ed25519 or ecdsa-sha2-nistp*)"
+                        .into(),
+                ));
+            }
+            key
+        }
+    };
+
+    Ok(key)
+}
+
+fn image(
+    spec: Option<&capz::ImageSpec>,
+    err: &impl Fn(&str, String) -> InputError,
+    note: &mut impl FnMut(&str, &str),
+) -> Result<Image, InputError> {
+    let Some(spec) = spec else {
+        note(
+            "spec.image",
+            "not set: CAPZ looks the reference image for the Kubernetes version up in Azure, \
+             which the translator never calls; cncf-upstream/capi/ubuntu-2204-gen1 latest is used",
+        );
+        return Ok(Image {
+            marketplace: Some(MarketplaceImage {
+                publisher: DEFAULT_IMAGE.0.to_owned(),
+                offer: DEFAULT_IMAGE.1.to_owned(),
+                sku: DEFAULT_IMAGE.2.to_owned(),
+                version: "latest".to_owned(),
+            }),
+            ..Default::default()
+        });
+    };
+    if spec.shared_gallery.is_some() {
+        return Err(err(
+            "spec.image.sharedGallery",
+            "shared gallery images are not supported; use computeGallery or id".into(),
+        ));
+    }
+    if let Some(id) = &spec.id {
+        if !arm_id_ok(id) {
+            return Err(err("spec.image.id", "not an ARM resource ID".into()));
+        }
+        return Ok(Image {
+            id: Some(id.clone()),
+            ..Default::default()
+        });
+    }
+    let bounded = |v: &str, max: usize, f: &str| -> Result<String, InputError> {
+        if v.is_empty() || v.len() > max {
+            Err(err(f, format!("must be 1 to {max} characters")))
+        } else {
+            Ok(v.to_owned())
+        }
+    };
+    if let Some(m) = &spec.marketplace {
+        if m.third_party_image == Some(true) {
+            note(
+                "spec.image.marketplace.thirdPartyImage",
+                "purchase plans are not translated yet",
+            );
+        }
+        return Ok(Image {
+            marketplace: Some(MarketplaceImage {
+                publisher: bounded(&m.publisher, 128, "spec.image.marketplace.publisher")?,
+                offer: bounded(&m.offer, 128, "spec.image.marketplace.offer")?,
+                sku: bounded(&m.sku, 128, "spec.image.marketplace.sku")?,
+                version: bounded(&m.version, 64, "spec.image.marketplace.version")?,
+            }),
+            ..Default::default()
+        });
+    }
+    if let Some(g) = &spec.compute_gallery {
+        if g.plan.is_some() {
+            note(
+                "spec.image.computeGallery.plan",
+                "purchase plans are not translated yet",
+            );
+        }
+        return Ok(Image {
+            compute_gallery: Some(azure::ComputeGalleryImage {
+                gallery: bounded(&g.gallery, 80, "spec.image.computeGallery.gallery")?,
+                name: bounded(&g.name, 80, "spec.image.computeGallery.name")?,
+                version: bounded(&g.version, 64, "spec.image.computeGallery.version")?,
+                subscription_id: g.subscription_id.clone(),
+                resource_group: g.resource_group.clone(),
+            }),
+            ..Default::default()
+        });
+    }
+    Err(err(
+        "spec.image",
+        "one of id, marketplace or computeGallery is required".into(),
+    ))
+}
+
+fn storage_type(
+    v: Option<&str>,
+    field: &str,
+    err: &impl Fn(&str, String) -> InputError,
+) -> Result<StorageAccountType, InputError> {
+    use StorageAccountType::*;
+    Ok(match v {
+        None => Premium_LRS,
+        Some("Standard_LRS") => Standard_LRS,
+        Some("Premium_LRS") => Premium_LRS,
+        Some("StandardSSD_LRS") => StandardSSD_LRS,
+        Some("UltraSSD_LRS") => UltraSSD_LRS,
+        Some("Premium_ZRS") => Premium_ZRS,
+        Some("StandardSSD_ZRS") => StandardSSD_ZRS,
+        Some("PremiumV2_LRS") => PremiumV2_LRS,
+        Some(other) => {
+            return Err(err(
+                field,
+                format!("unknown storage account type {other:?}"),
+            ));
+        }
+    })
+}
+
+fn caching(
+    v: Option<&str>,
+    default: CachingType,
+    field: &str,
+    err: &impl Fn(&str, String) -> InputError,
+) -> Result<CachingType, InputError> {
+    Ok(match v {
+        None | Some("") => default,
+        Some("None") => CachingType::None,
+        Some("ReadOnly") => CachingType::ReadOnly,
+        Some("ReadWrite") => CachingType::ReadWrite,
+        Some(other) => return Err(err(field, format!("unknown caching type {other:?}"))),
+    })
+}
+
+pub(super) fn vm_name_ok(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+pub(super) fn arm_id_ok(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('/').collect();
+    // "", "subscriptions", sub, "resourceGroups", rg, then optionally providers/ns/type/name and
+    // pairs.
+    parts.len() >= 5
+        && parts[0].is_empty()
+        && parts[1] == "subscriptions"
+        && (parts[3] == "resourceGroups" || parts[3] == "resourcegroups")
+        && parts[1..].iter().all(|p| !p.is_empty())
+        && (parts.len() == 5
+            || (parts.len() >= 9 && parts[5] == "providers" && parts.len() % 2 == 1))
+        && id.len() <= 1024
+}
+
+pub(super) fn ssh_key_ok(key: &str) -> bool {
+    let mut parts = key.splitn(3, ' ');
+    let (Some(kind), Some(blob)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    matches!(
+        kind,
+        "ssh-rsa"
+            | "ssh-ed25519"
+            | "ecdsa-sha2-nistp256"
+            | "ecdsa-sha2-nistp384"
+            | "ecdsa-sha2-nistp521"
+    ) && !blob.is_empty()
+        && blob
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
+        && key.len() <= 8192
+}
+
+/// An RSA public key with a 2048-bit modulus derived from the machine's namespace and name:
+/// stable across reconciles (the VM's key is immutable) and useless for logging in, since nobody
+/// knows a factorisation of the modulus (it is not even made of two primes).
+pub(super) fn unusable_ssh_key(namespace: &str, machine: &str) -> String {
+    let mut modulus = Vec::with_capacity(257);
+    modulus.push(0u8); // mpint sign byte: the top bit of the modulus is set
+    let mut seed = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_URL,
+        format!("strata.dev/unusable-ssh-key/{namespace}/{machine}").as_bytes(),
+    );
+    while modulus.len() < 257 {
+        modulus.extend_from_slice(seed.as_bytes());
+        seed = uuid::Uuid::new_v5(&seed, b"next");
+    }
+    modulus.truncate(257);
+    modulus[1] |= 0x80;
+    modulus[256] |= 1;
+    let mut blob = Vec::new();
+    let mut put = |bytes: &[u8]| {
+        blob.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        blob.extend_from_slice(bytes);
+    };
+    put(b"ssh-rsa");
+    put(&[1, 0, 1]);
+    put(&modulus);
+    format!(
+        "ssh-rsa {} strata-unusable",
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    )
+}
+
+/// Azure's name length limits per kind (and the VM host-name rule), checked on every CR a
+/// translation makes, so an over-long cluster or machine name is the input's error, not an
+/// invalid CR.
+pub(crate) fn check_names(object: &str, resources: &[CloudResource]) -> Result<(), InputError> {
+    for r in resources {
+        let name = r.azure_name();
+        let max = match r.kind() {
+            "ResourceGroup" => 90,
+            "VirtualNetwork" | "VirtualMachine" => 64,
+            _ => 80,
+        };
+        let mut children: Vec<&str> = Vec::new();
+        if let CloudResource::LoadBalancer(lb) = r {
+            children.extend(
+                lb.spec
+                    .frontend_ip_configurations
+                    .iter()
+                    .map(|f| f.name.as_str()),
+            );
+            children.extend(
+                lb.spec
+                    .backend_address_pools
+                    .iter()
+                    .map(|p| p.name.as_str()),
+            );
+        }
+        if name.len() > max || children.iter().any(|c| c.len() > 80) || r.name().len() > 253 {
+            return Err(InputError {
+                object: object.to_owned(),
+                field: "metadata.name".to_owned(),
+                message: format!(
+                    "too long: the {} {name:?} (or a part of it) would exceed Azure's limit of {max} characters",
+                    r.kind()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unusable_key_is_a_stable_well_formed_rsa_key() {
+        let a = unusable_ssh_key("default", "m1");
+        assert!(ssh_key_ok(&a), "{a}");
+        assert_eq!(a, unusable_ssh_key("default", "m1"));
+        assert_ne!(a, unusable_ssh_key("default", "m2"));
+    }
+
+    #[test]
+    fn arm_ids() {
+        assert!(arm_id_ok("/subscriptions/s/resourceGroups/rg"));
+        assert!(arm_id_ok(
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/images/i"
+        ));
+        assert!(!arm_id_ok("/subscriptions/s/resourceGroups/rg/providers/x"));
+        assert!(!arm_id_ok("subscriptions/s"));
+    }
+}
