@@ -1,12 +1,16 @@
 //! The cluster as CAPZ v1beta1 would default it (its webhook fills names, CIDRs, load balancers
 //! and NAT gateways in), computed without writing anything back to the AzureCluster. Both the
 //! cluster and the machine translations read this model, so a machine finds its subnet and load
-//! balancer pools under the names the cluster translation made.
+//! balancer pools under the names the cluster translation made. The subnets (with their NSGs,
+//! route tables and NAT gateways) are `subnets.rs`, the load balancers `load_balancers.rs`.
+
+mod load_balancers;
+mod subnets;
 
 use std::collections::BTreeMap;
 
 use strata_crds::capi::Cluster;
-use strata_crds::capz::{self, AzureCluster, LoadBalancerType, SubnetRole};
+use strata_crds::capz::{self, AzureCluster, SubnetRole};
 use strata_crds::common::Tags;
 
 use crate::identity::IdentityRef;
@@ -111,6 +115,9 @@ pub struct LoadBalancerModel {
     pub backend_pool: String,
 }
 
+/// NSGs by Azure name: their rules, tags, and the field that first named them.
+pub type SecurityGroups = BTreeMap<String, (Vec<capz::SecurityRule>, Tags, String)>;
+
 /// The cluster's network and everything the translation needs, with CAPZ's defaults applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterModel {
@@ -129,7 +136,7 @@ pub struct ClusterModel {
     pub vnet_existing: bool,
     pub subnets: Vec<SubnetModel>,
     /// NSGs by Azure name with their rules (CAPZ's security rules, by subnet order).
-    pub security_groups: BTreeMap<String, (Vec<capz::SecurityRule>, Tags, String)>,
+    pub security_groups: SecurityGroups,
     pub api_server_lb: Option<LoadBalancerModel>,
     /// The internal companion of a public API server LB whose spec lists a private frontend
     /// (CAPZ's apiserver-ilb flavour): `<lb>-internal`, pool `<pool>-internal`. Azure does not
@@ -193,31 +200,7 @@ impl ClusterModel {
         } else {
             net.vnet.cidr_blocks.clone()
         };
-        if !net.vnet.peerings.is_empty() {
-            note(
-                "spec.networkSpec.vnet.peerings",
-                "VNet peerings are not translated yet",
-            );
-        }
-        if IdentityRef::of(azure_cluster).is_none() {
-            // `render` still shows the CRs; the controller writes none of them (Ready=False,
-            // IdentityRefMissing) until the reference is set.
-            note(
-                "spec.identityRef",
-                "missing: CAPZ requires an AzureClusterIdentity reference; the controller refuses \
-                 this cluster (Ready=False, IdentityRefMissing) and writes none of these CRs until \
-                 it is set",
-            );
-        }
-        if spec.bastion_spec.is_some() {
-            note("spec.bastionSpec", "Azure Bastion is not translated yet");
-        }
-        if net.private_dns_zone_name.is_some() {
-            note(
-                "spec.networkSpec.privateDNSZoneName",
-                "private DNS zones are not translated yet",
-            );
-        }
+        unsupported_fields(azure_cluster, &mut note);
         let api_server_port = cluster
             .spec
             .cluster_network
@@ -225,244 +208,17 @@ impl ClusterModel {
             .and_then(|n| n.api_server_port)
             .unwrap_or(DEFAULT_API_SERVER_PORT);
 
-        // Subnets: CAPZ adds a control-plane subnet and a node subnet when the spec has none (a
-        // `cluster` subnet stands for both).
-        let mut specs: Vec<(Option<usize>, capz::SubnetSpec)> = net
-            .subnets
-            .iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, s)| (Some(i), s))
-            .collect();
-        let has = |role| net.subnets.iter().any(|s| s.role == role);
-        let has_cluster = has(SubnetRole::Cluster);
-        if !has(SubnetRole::ControlPlane) && !has_cluster {
-            specs.push((
-                None,
-                capz::SubnetSpec {
-                    role: SubnetRole::ControlPlane,
-                    name: naming::control_plane_subnet(&name),
-                    ..Default::default()
-                },
-            ));
-        }
-        let no_node_subnet = !has(SubnetRole::Node) && !has_cluster;
-        if no_node_subnet {
-            specs.push((
-                None,
-                capz::SubnetSpec {
-                    role: SubnetRole::Node,
-                    name: naming::node_subnet(&name),
-                    ..Default::default()
-                },
-            ));
-        }
-        let mut subnets = Vec::new();
-        let mut security_groups: BTreeMap<String, (Vec<capz::SecurityRule>, Tags, String)> =
-            BTreeMap::new();
-        let mut node_index = 0;
-        for (i, s) in &specs {
-            let field = match i {
-                Some(i) => format!("spec.networkSpec.subnets[{i}]"),
-                None => "spec.networkSpec.subnets".to_owned(),
-            };
-            let index = if s.role == SubnetRole::Node {
-                node_index += 1;
-                Some(node_index)
-            } else {
-                None
-            };
-            let default_cidr = match s.role {
-                SubnetRole::ControlPlane => DEFAULT_CONTROL_PLANE_CIDR.to_owned(),
-                SubnetRole::Cluster => DEFAULT_CLUSTER_SUBNET_CIDR.to_owned(),
-                SubnetRole::Node => format!("10.{}.0.0/16", index.unwrap_or(1)),
-                SubnetRole::Bastion => "10.255.255.224/27".to_owned(),
-            };
-            let cidr = s.cidr_blocks.first().cloned().unwrap_or(default_cidr);
-            if s.cidr_blocks.len() > 1 {
-                note(
-                    &format!("{field}.cidrBlocks"),
-                    "only the first CIDR block of a subnet is translated (as CAPZ does)",
-                );
-            }
-            let ipv6 = s.cidr_blocks.iter().any(|c| c.contains(':'));
-            let sg_name = s.security_group.as_ref().and_then(|g| g.name.clone());
-            let security_group = match s.role {
-                SubnetRole::ControlPlane => {
-                    Some(sg_name.unwrap_or_else(|| naming::control_plane_nsg(&name)))
-                }
-                SubnetRole::Node => Some(sg_name.unwrap_or_else(|| naming::node_nsg(&name))),
-                SubnetRole::Cluster => Some(sg_name.unwrap_or_else(|| naming::cluster_nsg(&name))),
-                SubnetRole::Bastion => sg_name,
-            };
-            if let Some(sg) = &security_group {
-                let given = s
-                    .security_group
-                    .as_ref()
-                    .map(|g| g.security_rules.clone())
-                    .unwrap_or_default();
-                // CAPZ's control-plane NSG allows SSH and the API server unless the spec lists
-                // rules of its own.
-                let rules = if given.is_empty() && s.role == SubnetRole::ControlPlane {
-                    default_control_plane_rules(api_server_port)
-                } else {
-                    given
-                };
-                let tags = s
-                    .security_group
-                    .as_ref()
-                    .map(|g| g.tags.clone())
-                    .unwrap_or_default();
-                let entry = security_groups
-                    .entry(sg.clone())
-                    .or_insert_with(|| (Vec::new(), Tags::new(), format!("{field}.securityGroup")));
-                for r in rules {
-                    if !entry.0.iter().any(|e| e.name == r.name) {
-                        entry.0.push(r);
-                    }
-                }
-                entry.1.extend(tags);
-            }
-            let rt_name = s.route_table.as_ref().and_then(|r| r.name.clone());
-            let route_table = match s.role {
-                SubnetRole::Node => {
-                    Some(rt_name.unwrap_or_else(|| naming::node_route_table(&name)))
-                }
-                SubnetRole::Cluster => {
-                    Some(rt_name.unwrap_or_else(|| naming::cluster_route_table(&name)))
-                }
-                _ => rt_name,
-            };
-            let given_nat = s.nat_gateway.as_ref();
-            let nat_name = match (s.role, given_nat) {
-                (_, Some(n)) => Some(n.name.clone()),
-                // CAPZ gives IPv4 node subnets that do not exist yet a NAT gateway for egress.
-                (SubnetRole::Node, None) if !ipv6 && s.id.is_none() => Some(
-                    naming::node_nat_gateway(&name, if no_node_subnet { None } else { index }),
-                ),
-                (SubnetRole::Cluster, None) if !ipv6 && s.id.is_none() => {
-                    Some(naming::cluster_nat_gateway(&name))
-                }
-                _ => None,
-            };
-            let nat_gateway = nat_name.map(|n| {
-                let ip = given_nat
-                    .and_then(|g| g.nat_gateway_ip.as_ref())
-                    .map(|p| p.name.clone())
-                    .unwrap_or_else(|| naming::nat_gateway_ip(&n));
-                (n, ip)
-            });
-            if !s.private_endpoints.is_empty() {
-                note(
-                    &format!("{field}.privateEndpoints"),
-                    "private endpoints are not translated yet",
-                );
-            }
-            let service_endpoints = s
-                .service_endpoints
-                .iter()
-                .enumerate()
-                .map(|(j, e)| {
-                    if !e.locations.is_empty() && e.locations != ["*"] {
-                        note(
-                            &format!("{field}.serviceEndpoints[{j}].locations"),
-                            "service endpoint locations other than * are not translated yet",
-                        );
-                    }
-                    e.service.clone()
-                })
-                .collect();
-            subnets.push(SubnetModel {
-                cr_name: naming::subnet_cr_name(&name, &vnet_name, &s.name),
-                name: s.name.clone(),
-                role: s.role,
-                cidr,
-                security_group,
-                route_table,
-                nat_gateway,
-                service_endpoints,
-                existing: s.id.is_some(),
-            });
-        }
+        let (subnets, security_groups) =
+            subnets::subnets(net, &name, &vnet_name, api_server_port, &mut note);
 
         // Load balancers.
-        let api_server_ilb;
-        let api_server_lb = {
-            let lb = net.api_server_lb.clone().unwrap_or_default();
-            let internal = lb.type_ == Some(LoadBalancerType::Internal);
-            let lb_name = lb.name.clone().unwrap_or_else(|| {
-                if internal {
-                    naming::internal_lb(&name)
-                } else {
-                    naming::public_lb(&name)
-                }
-            });
-            let frontends = if lb.frontend_ips.is_empty() {
-                vec![if internal {
-                    FrontendModel {
-                        name: naming::frontend(&lb_name, None),
-                        public_ip: None,
-                        private_ip: Some(DEFAULT_INTERNAL_LB_IP.to_owned()),
-                    }
-                } else {
-                    FrontendModel {
-                        name: naming::frontend(&lb_name, None),
-                        public_ip: Some((naming::api_server_ip(&name), None)),
-                        private_ip: None,
-                    }
-                }]
-            } else {
-                frontends_of(&lb, "spec.networkSpec.apiServerLB", &location, &mut note)?
-            };
-            if frontends.iter().all(|f| f.public_ip.is_none()) && !internal {
-                return Err(err(
-                    "spec.networkSpec.apiServerLB.frontendIPs",
-                    "a Public API server load balancer needs a frontend with a publicIP".into(),
-                ));
-            }
-            if internal && frontends.iter().any(|f| f.public_ip.is_some()) {
-                return Err(err(
-                    "spec.networkSpec.apiServerLB.frontendIPs",
-                    "an Internal API server load balancer cannot have a publicIP frontend".into(),
-                ));
-            }
-            lb_sku_note(&lb, "spec.networkSpec.apiServerLB", &mut note);
-            let (private, public): (Vec<_>, Vec<_>) =
-                frontends.into_iter().partition(|f| f.public_ip.is_none());
-            let pool = lb
-                .backend_pool
-                .as_ref()
-                .and_then(|p| p.name.clone())
-                .unwrap_or_else(|| naming::backend_pool(&lb_name));
-            let idle_timeout = lb.idle_timeout_in_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT);
-            let (frontends, ilb) = if internal || private.is_empty() {
-                (if internal { private } else { public }, None)
-            } else {
-                (
-                    public,
-                    Some(LoadBalancerModel {
-                        name: naming::internal_companion(&lb_name),
-                        internal: true,
-                        idle_timeout,
-                        frontends: private,
-                        backend_pool: naming::internal_companion(&pool),
-                    }),
-                )
-            };
-            api_server_ilb = ilb;
-            Some(LoadBalancerModel {
-                backend_pool: pool,
-                name: lb_name,
-                internal,
-                idle_timeout,
-                frontends,
-            })
-        };
+        let (api_server_lb, api_server_ilb) =
+            load_balancers::api_server(net, &name, &location, &err, &mut note)?;
         let node_outbound_lb = net
             .node_outbound_lb
             .as_ref()
             .map(|lb| {
-                outbound_lb(
+                load_balancers::outbound_lb(
                     lb,
                     "spec.networkSpec.nodeOutboundLB",
                     naming::node_outbound_lb(&name),
@@ -477,7 +233,7 @@ impl ClusterModel {
             .as_ref()
             .map(|lb| {
                 let lb_name = naming::control_plane_outbound_lb(&name);
-                outbound_lb(
+                load_balancers::outbound_lb(
                     lb,
                     "spec.networkSpec.controlPlaneOutboundLB",
                     lb_name,
@@ -548,144 +304,6 @@ fn location_ok(location: &str) -> bool {
         && location.len() >= 2
         && location.len() <= 40
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-}
-
-/// CAPZ's default control-plane rules (before v1.9 its webhook added them; its templates since
-/// carry the same two).
-fn default_control_plane_rules(api_server_port: i32) -> Vec<capz::SecurityRule> {
-    let rule = |name: &str, description: &str, priority: i32, port: String| capz::SecurityRule {
-        name: name.to_owned(),
-        description: Some(description.to_owned()),
-        protocol: capz::SecurityProtocol::Tcp,
-        direction: capz::SecurityRuleDirection::Inbound,
-        priority: Some(priority),
-        source_ports: Some("*".to_owned()),
-        destination_ports: Some(port),
-        source: Some("*".to_owned()),
-        sources: Vec::new(),
-        destination: Some("*".to_owned()),
-        action: Some(capz::SecurityRuleAction::Allow),
-    };
-    vec![
-        rule("allow_ssh", "Allow SSH", 2200, "22".to_owned()),
-        rule(
-            "allow_apiserver",
-            "Allow K8s API Server",
-            2201,
-            api_server_port.to_string(),
-        ),
-    ]
-}
-
-fn lb_sku_note(lb: &capz::LoadBalancerSpec, field: &str, note: &mut impl FnMut(&str, &str)) {
-    if lb.sku.as_deref().is_some_and(|s| s != "Standard") {
-        note(
-            &format!("{field}.sku"),
-            "only the Standard SKU is supported; Standard is used",
-        );
-    }
-    if lb.id.is_some() {
-        note(
-            &format!("{field}.id"),
-            "existing load balancers are not adopted by ID; the named one is managed",
-        );
-    }
-}
-
-/// The DNS label of a CAPZ `dnsName` (`<label>.<location>.cloudapp.azure.com`).
-fn dns_label(dns_name: &str) -> String {
-    dns_name
-        .split('.')
-        .next()
-        .unwrap_or_default()
-        .to_lowercase()
-}
-
-fn frontends_of(
-    lb: &capz::LoadBalancerSpec,
-    field: &str,
-    _location: &str,
-    note: &mut impl FnMut(&str, &str),
-) -> Result<Vec<FrontendModel>, InputError> {
-    Ok(lb
-        .frontend_ips
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let public_ip = f.public_ip.as_ref().map(|p| {
-                if !p.ip_tags.is_empty() {
-                    note(
-                        &format!("{field}.frontendIPs[{i}].publicIP.ipTags"),
-                        "IP tags are not translated yet",
-                    );
-                }
-                (p.name.clone(), p.dns_name.as_deref().map(dns_label))
-            });
-            FrontendModel {
-                name: f.name.clone(),
-                private_ip: if public_ip.is_some() {
-                    None
-                } else {
-                    Some(
-                        f.private_ip
-                            .clone()
-                            .unwrap_or_else(|| DEFAULT_INTERNAL_LB_IP.to_owned()),
-                    )
-                },
-                public_ip,
-            }
-        })
-        .collect())
-}
-
-fn outbound_lb(
-    lb: &capz::LoadBalancerSpec,
-    field: &str,
-    default_name: String,
-    ip_name: impl Fn(Option<usize>) -> String,
-    location: &str,
-    note: &mut impl FnMut(&str, &str),
-) -> Result<LoadBalancerModel, InputError> {
-    let name = lb.name.clone().unwrap_or(default_name);
-    lb_sku_note(lb, field, note);
-    if lb.type_ == Some(LoadBalancerType::Internal) {
-        note(
-            &format!("{field}.type"),
-            "outbound load balancers are always Public (as in CAPZ)",
-        );
-    }
-    // CAPZ derives an outbound LB's frontends from frontendIPsCount and ignores frontendIPs.
-    let count = lb.frontend_ips_count.unwrap_or(1).max(0) as usize;
-    let frontends = if !lb.frontend_ips.is_empty() && lb.frontend_ips_count.is_none() {
-        frontends_of(lb, field, location, note)?
-    } else {
-        match count {
-            0 => Vec::new(),
-            1 => vec![FrontendModel {
-                name: naming::frontend(&name, None),
-                public_ip: Some((ip_name(None), None)),
-                private_ip: None,
-            }],
-            n => (1..=n)
-                .map(|i| FrontendModel {
-                    name: naming::frontend(&name, Some(i)),
-                    public_ip: Some((ip_name(Some(i)), None)),
-                    private_ip: None,
-                })
-                .collect(),
-        }
-    };
-    Ok(LoadBalancerModel {
-        backend_pool: lb
-            .backend_pool
-            .as_ref()
-            .and_then(|p| p.name.clone())
-            .unwrap_or_else(|| naming::outbound_backend_pool(&name)),
-        name,
-        internal: false,
-        idle_timeout: lb.idle_timeout_in_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT),
-        frontends,
-    })
 }
 
 impl ClusterModel {
@@ -794,5 +412,37 @@ impl ClusterModel {
             message: "required when the cluster's network is managed elsewhere (managed-by)"
                 .to_owned(),
         })
+    }
+}
+
+/// Fields of the AzureCluster the translation does not carry to Azure yet, and a missing
+/// `identityRef`: each gets a note.
+fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, &str)) {
+    let spec = &azure_cluster.spec;
+    let net = &spec.network_spec;
+    if !net.vnet.peerings.is_empty() {
+        note(
+            "spec.networkSpec.vnet.peerings",
+            "VNet peerings are not translated yet",
+        );
+    }
+    if IdentityRef::of(azure_cluster).is_none() {
+        // `render` still shows the CRs; the controller writes none of them (Ready=False,
+        // IdentityRefMissing) until the reference is set.
+        note(
+            "spec.identityRef",
+            "missing: CAPZ requires an AzureClusterIdentity reference; the controller refuses \
+             this cluster (Ready=False, IdentityRefMissing) and writes none of these CRs until \
+             it is set",
+        );
+    }
+    if spec.bastion_spec.is_some() {
+        note("spec.bastionSpec", "Azure Bastion is not translated yet");
+    }
+    if net.private_dns_zone_name.is_some() {
+        note(
+            "spec.networkSpec.privateDNSZoneName",
+            "private DNS zones are not translated yet",
+        );
     }
 }
