@@ -97,7 +97,7 @@ pub struct Timing {
     pub sync_period: Duration,
     /// How often a running operation is checked.
     pub poll_interval: Duration,
-    /// Delay before retrying after a 429 (the SDK does not expose `Retry-After` on errors).
+    /// Delay before retrying after a 429 that carried no `Retry-After`.
     pub throttled_retry: Duration,
     /// Bounds of the jittered exponential backoff after transient errors.
     pub backoff_min: Duration,
@@ -896,7 +896,7 @@ async fn reconcile_inner<K: AzureResource>(
                     Report::new("False", "Deleting", "deleting in Azure").observed(&own, None),
                 )
                 .await?;
-                return Ok(Action::requeue(ctx.timing.poll_interval));
+                return Ok(Action::requeue(poll_pace(&ctx, &client, &own)));
             }
             Step::InProgress => {
                 let (reason, status) = if obs.deleting {
@@ -914,7 +914,11 @@ async fn reconcile_inner<K: AzureResource>(
                     r = r.observed(own, observed.as_ref());
                 }
                 report(&ctx, &api, current.as_ref(), r).await?;
-                return Ok(Action::requeue(ctx.timing.poll_interval));
+                let pace = match (&azure, &id) {
+                    (Some(client), Some(own)) => poll_pace(&ctx, client, own),
+                    _ => ctx.timing.poll_interval,
+                };
+                return Ok(Action::requeue(pace));
             }
             Step::Ready => {
                 let (Some(own), Some(body)) = (id.clone(), observed.clone()) else {
@@ -978,6 +982,17 @@ async fn reconcile_inner<K: AzureResource>(
     Ok(Action::requeue(ctx.timing.poll_interval))
 }
 
+/// When to look at a running operation again: the poll interval, or later when ARM's answer
+/// to the write asked for that (its `Retry-After`).
+fn poll_pace(ctx: &Context, client: &Azure, id: &ArmId) -> Duration {
+    client
+        .arm
+        .poll_after(id)
+        .map_or(ctx.timing.poll_interval, |after| {
+            after.max(ctx.timing.poll_interval)
+        })
+}
+
 /// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation).
 async fn record_creation<K: AzureResource>(api: &Api<K>, obj: &K, id: &ArmId) -> Result<(), Error> {
     api.patch(
@@ -1029,16 +1044,11 @@ async fn arm_failure<K: AzureResource>(
             ctx.event(obj, true, "AzureError", "Put", message.clone())
                 .await;
             ctx.hold(key, obj.meta().generation.unwrap_or_default());
-            let reason = if matches!(e, ArmError::Body(_)) {
-                "InvalidSpec"
-            } else {
-                "AzureError"
-            };
             report(
                 ctx,
                 api,
                 obj,
-                Report::new("False", reason, message).observed(id, None),
+                Report::new("False", "AzureError", message).observed(id, None),
             )
             .await?;
             Ok(Action::requeue(ctx.timing.sync_period))
@@ -1070,7 +1080,13 @@ async fn arm_failure<K: AzureResource>(
                 Report::new("False", "Throttled", message).observed(id, None),
             )
             .await?;
-            Ok(Action::requeue(ctx.jittered(ctx.timing.throttled_retry)))
+            // ARM's Retry-After when it gave one (the bucket stays held until then for every CR
+            // that shares it); never sooner, so the jitter only adds.
+            let wait = match e.retry_after() {
+                Some(hold) => hold + ctx.jittered(hold / 10),
+                None => ctx.jittered(ctx.timing.throttled_retry),
+            };
+            Ok(Action::requeue(wait))
         }
         ErrorClass::InUse | ErrorClass::Transient => {
             let reason = if deleting { "Deleting" } else { "Reconciling" };
