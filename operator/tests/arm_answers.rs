@@ -163,8 +163,7 @@ async fn retry_after_as_an_http_date_holds_until_that_date() {
 async fn remaining_count_headers_lower_the_operators_bucket() {
     let mut w = World::start("remaining").await;
     w.stop_operator();
-    // ARM allows a burst of 4 writes, refilled at 4 per simulated second (400 per real second);
-    // the operator's own bucket would allow 180 at once.
+    // ARM allows a burst of 4 writes, refilled at 4 per simulated second (400 per real second).
     w.sim_post(
         "/_sim/throttle",
         json!({
@@ -175,6 +174,15 @@ async fn remaining_count_headers_lower_the_operators_bucket() {
         }),
     )
     .await;
+    // The operator's own write bucket: 180 at once (90 % of 200), refilled at 9 per real second.
+    // Without ARM's count, twelve PUTs fit in it and nothing waits.
+    w.limits = strata_operator::throttle::Limits {
+        writes: strata_operator::throttle::Bucket {
+            burst: 200,
+            per_second: 0.1,
+        },
+        ..Default::default()
+    };
     w.start_operator();
     let objects: Vec<_> = apply_all((0..12).map(|i| rg(&format!("g{i}"), None)), &w).await;
     w.wait_all_ready(&objects, T).await;
