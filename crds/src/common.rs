@@ -63,7 +63,7 @@ pub struct SecretKeyRef {
     pub key: String,
 }
 
-/// Status fields every cloud CR has (DESIGN.md "Cloud CR conventions"), flattened into each kind's
+/// Status fields every cloud CR has (docs/design.md "Cloud CR conventions"), flattened into each kind's
 /// status so that `kubectl get`, kstatus and the reconciler read them in one place.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -77,7 +77,7 @@ pub struct AzureStatus {
     /// The `metadata.generation` the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Current state; `Ready` summarises it (DESIGN.md lists the reasons).
+    /// Current state; `Ready` summarises it (docs/design.md lists the reasons).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

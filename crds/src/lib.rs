@@ -7,14 +7,17 @@
 //! - [`capi`]: the CAPI v1beta1 core and kubeadm types the translator reads; Strata ships their
 //!   CRDs for tests and the demo only.
 //!
-//! [`crds()`] is the single list of every CRD, in the form `crdgen` writes to `crds/generated/`.
+//! [`kinds`] is the registry of the cloud kinds (each listed once); [`crds()`] is the single list
+//! of every CRD, in the form `crdgen` writes to `crds/generated/`.
 
 pub mod annotations;
 pub mod azure;
 pub mod capi;
 pub mod capz;
 pub mod common;
+pub mod kinds;
 mod registry;
 pub mod rules;
 
+pub use kinds::{CloudKind, CloudObject};
 pub use registry::{CrdFile, WriteError, crds, render, write_all};

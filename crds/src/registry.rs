@@ -5,7 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::{azure, capi, capz};
+use crate::kinds::CloudKind;
+use crate::{capi, capz};
 
 /// A CRD and the file `crdgen` writes it to.
 pub struct CrdFile {
@@ -17,21 +18,10 @@ pub struct CrdFile {
 
 /// Every CRD Strata ships, in a stable order: the cloud CRs, then CAPZ, then CAPI.
 pub fn crds() -> Vec<CrdFile> {
-    let cloud = [
-        azure::ResourceGroup::crd(),
-        azure::VirtualNetwork::crd(),
-        azure::Subnet::crd(),
-        azure::NetworkSecurityGroup::crd(),
-        azure::RouteTable::crd(),
-        azure::NatGateway::crd(),
-        azure::PublicIPAddress::crd(),
-        azure::LoadBalancer::crd(),
-        azure::NetworkInterface::crd(),
-        azure::AvailabilitySet::crd(),
-        azure::VirtualMachine::crd(),
-    ]
-    .into_iter()
-    .map(with_cloud_columns);
+    let cloud = CloudKind::ALL
+        .iter()
+        .map(|kind| kind.crd())
+        .map(with_cloud_columns);
     let capz = [
         capz::AzureCluster::crd(),
         capz::AzureMachine::crd(),
@@ -57,7 +47,7 @@ pub fn crds() -> Vec<CrdFile> {
         .collect()
 }
 
-/// Every cloud CR shows the same state columns in `kubectl get` (DESIGN.md: Ready, its reason,
+/// Every cloud CR shows the same state columns in `kubectl get` (docs/design.md: Ready, its reason,
 /// the ARM provisioning state, age), with the kind's own columns between state and age.
 fn with_cloud_columns(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let column = |name: &str, json_path: &str, description: &str| CustomResourceColumnDefinition {

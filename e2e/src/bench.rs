@@ -704,18 +704,14 @@ async fn nodes_of<K: AzureResource>(
         .list(&Default::default())
         .await?
     {
-        let owner_kind = if K::KIND == Kind::Subnet {
-            Kind::VirtualNetwork
-        } else {
-            Kind::ResourceGroup
-        };
         let mut deps: Vec<(Kind, String)> = Vec::new();
-        if let Some(name) = obj.owner().and_then(|o| o.name.clone()) {
+        if let (Some(name), Some(owner_kind)) = (obj.owner().and_then(|o| o.name.clone()), K::OWNER)
+        {
             deps.push((owner_kind, name));
         }
-        for (kind, r) in obj.references() {
-            if let Some(name) = &r.name {
-                deps.push((kind, name.clone()));
+        for r in obj.references() {
+            if let Some(name) = &r.to.name {
+                deps.push((r.kind, name.clone()));
             }
         }
         let machine = obj
@@ -744,28 +740,18 @@ async fn nodes_of<K: AzureResource>(
 
 async fn cloud_graph(client: &kube::Client, ns: &str) -> Result<Vec<Node>, Error> {
     let mut out = Vec::new();
-    nodes_of::<ResourceGroup>(client, ns, &mut out).await?;
-    nodes_of::<VirtualNetwork>(client, ns, &mut out).await?;
-    nodes_of::<Subnet>(client, ns, &mut out).await?;
-    nodes_of::<NetworkSecurityGroup>(client, ns, &mut out).await?;
-    nodes_of::<RouteTable>(client, ns, &mut out).await?;
-    nodes_of::<NatGateway>(client, ns, &mut out).await?;
-    nodes_of::<PublicIPAddress>(client, ns, &mut out).await?;
-    nodes_of::<LoadBalancer>(client, ns, &mut out).await?;
-    nodes_of::<NetworkInterface>(client, ns, &mut out).await?;
-    nodes_of::<AvailabilitySet>(client, ns, &mut out).await?;
-    nodes_of::<VirtualMachine>(client, ns, &mut out).await?;
+    macro_rules! nodes_of_every_kind {
+        ($($kind:ident),+ $(,)?) => {
+            $(nodes_of::<$kind>(client, ns, &mut out).await?;)+
+        };
+    }
+    strata_crds::with_cloud_kinds!(nodes_of_every_kind);
     Ok(out)
 }
 
 /// Simulated seconds from PUT to `Succeeded` for a kind, from the emulator's latency model.
 pub fn provisioning_seconds(kind: Kind) -> f64 {
-    let (provider, segment) = kind.arm_type();
-    let type_name = if kind == Kind::Subnet {
-        format!("{provider}/virtualNetworks/{segment}")
-    } else {
-        format!("{provider}/{segment}")
-    };
+    let type_name = kind.arm_type_name();
     strata_armsim::types::spec(&type_name).map_or(0.0, |s| s.put_seconds)
 }
 

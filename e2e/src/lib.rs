@@ -11,6 +11,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::Discovery;
 use serde_json::{Value, json};
 use strata_armsim::{Inspector, Options, Server};
+use strata_crds::CloudKind;
 use strata_envtest::TestEnv;
 use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
@@ -20,28 +21,15 @@ use tokio::task::JoinHandle;
 pub mod bench;
 pub mod standin;
 
-/// The eleven cloud CR kinds, in dependency order.
-pub const KINDS: [&str; 11] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "Subnet",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "NatGateway",
-    "PublicIPAddress",
-    "LoadBalancer",
-    "NetworkInterface",
-    "AvailabilitySet",
-    "VirtualMachine",
-];
+/// The cloud CR kinds' names, in dependency order (the registry's list).
+pub const KINDS: &[&str] = CloudKind::NAMES;
 
 /// The plural of a cloud CR kind.
 pub fn plural(kind: &str) -> String {
-    if kind == "PublicIPAddress" {
-        "publicipaddresses".to_owned()
-    } else {
-        format!("{}s", kind.to_ascii_lowercase())
-    }
+    kind.parse::<CloudKind>().map_or_else(
+        |_| format!("{}s", kind.to_ascii_lowercase()),
+        CloudKind::plural,
+    )
 }
 
 /// A cloud CR is Ready when its `Ready` condition is True for its current generation (what
@@ -411,7 +399,7 @@ impl Stack {
                 .list(&Default::default())
                 .await
                 .unwrap();
-            out.extend(list.into_iter().map(|o| (kind.to_owned(), o)));
+            out.extend(list.into_iter().map(|o| (kind.to_string(), o)));
         }
         out
     }

@@ -13,20 +13,6 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use strata_e2e::*;
 
-const KINDS: [&str; 11] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "Subnet",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "NatGateway",
-    "PublicIPAddress",
-    "LoadBalancer",
-    "NetworkInterface",
-    "AvailabilitySet",
-    "VirtualMachine",
-];
-
 /// Identity of every Azure resource that has one: resourceGuid (network), vmId (VMs).
 fn identities(resources: &[Value]) -> BTreeMap<String, String> {
     resources

@@ -1,29 +1,12 @@
-//! The ARM API version each kind is sent with: one table of defaults (current stable versions)
-//! and the operator's per-kind overrides (`--api-version VirtualMachine=2024-07-01`) for a cloud
-//! that lags behind public Azure (sovereign clouds, Azure Stack Hub).
-//!
-//! The table is one function so that it can move into the kind registry as it stands.
+//! The ARM API version each kind is sent with: the registry's default (`CloudKind::api_version`,
+//! the `API_VERSION` beside each kind's type: current stable versions) and the operator's per-kind
+//! overrides (`--api-version VirtualMachine=2024-07-01`) for a cloud that lags behind public
+//! Azure (sovereign clouds, Azure Stack Hub).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use crate::kind::Kind;
-
-/// The version a kind is sent with unless overridden.
-pub fn default_version(kind: Kind) -> &'static str {
-    match kind {
-        Kind::ResourceGroup => "2025-04-01",
-        Kind::VirtualNetwork
-        | Kind::Subnet
-        | Kind::NetworkSecurityGroup
-        | Kind::RouteTable
-        | Kind::NatGateway
-        | Kind::PublicIPAddress
-        | Kind::LoadBalancer
-        | Kind::NetworkInterface => "2025-05-01",
-        Kind::AvailabilitySet | Kind::VirtualMachine => "2025-04-01",
-    }
-}
 
 /// The defaults with the operator's overrides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,7 +29,8 @@ impl FromStr for Override {
             .split_once('=')
             .ok_or_else(|| format!("{s:?} is not Kind=version (e.g. VirtualMachine=2024-07-01)"))?;
         let kind = Kind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|k| k.as_str().eq_ignore_ascii_case(kind.trim()))
             .ok_or_else(|| {
                 let kinds: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
@@ -87,7 +71,7 @@ impl ApiVersions {
     pub fn get(&self, kind: Kind) -> &str {
         self.overrides
             .get(&kind)
-            .map_or_else(|| default_version(kind), String::as_str)
+            .map_or_else(|| kind.api_version(), String::as_str)
     }
 }
 
@@ -102,7 +86,7 @@ mod tests {
         assert_eq!(v.get(Kind::VirtualMachine), "2024-07-01");
         assert_eq!(v.get(Kind::AvailabilitySet), "2025-04-01");
         assert_eq!(v.get(Kind::VirtualNetwork), "2025-05-01");
-        assert!(default_version(Kind::Subnet) >= "2025-03-01");
+        assert!(Kind::Subnet.api_version() >= "2025-03-01");
     }
 
     #[test]

@@ -37,26 +37,19 @@ pub struct Scope {
     pub shard: Shard,
 }
 
-/// Runs the eleven controllers, and the watch of the AzureClusterIdentities that fills
+/// Runs one controller per cloud kind (the registry's list), and the watch of the AzureClusterIdentities that fills
 /// `identities` (the store in `ctx`), until the process is asked to stop.
 pub async fn run(
     ctx: Arc<Context>,
     scope: Scope,
     identities: reflector::store::Writer<AzureClusterIdentity>,
 ) {
-    let controllers = future::join_all([
-        controller::<ResourceGroup>(ctx.clone(), scope.clone()).boxed(),
-        controller::<VirtualNetwork>(ctx.clone(), scope.clone()).boxed(),
-        controller::<Subnet>(ctx.clone(), scope.clone()).boxed(),
-        controller::<NetworkSecurityGroup>(ctx.clone(), scope.clone()).boxed(),
-        controller::<RouteTable>(ctx.clone(), scope.clone()).boxed(),
-        controller::<NatGateway>(ctx.clone(), scope.clone()).boxed(),
-        controller::<PublicIPAddress>(ctx.clone(), scope.clone()).boxed(),
-        controller::<LoadBalancer>(ctx.clone(), scope.clone()).boxed(),
-        controller::<NetworkInterface>(ctx.clone(), scope.clone()).boxed(),
-        controller::<AvailabilitySet>(ctx.clone(), scope.clone()).boxed(),
-        controller::<VirtualMachine>(ctx.clone(), scope).boxed(),
-    ]);
+    macro_rules! controllers {
+        ($($kind:ident),+ $(,)?) => {
+            [$(controller::<$kind>(ctx.clone(), scope.clone()).boxed()),+]
+        };
+    }
+    let controllers = future::join_all(strata_crds::with_cloud_kinds!(controllers));
     // The controllers end on the shutdown signal; the identity watch ends with them.
     tokio::select! {
         _ = controllers => {}
@@ -143,7 +136,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         .try_filter(move |o| future::ready(shard.owns(o.meta())));
     let metrics = ctx.metrics.clone();
     let objects =
-        objects.inspect_ok(move |o| metrics.common.queued(K::KIND.label(), object_key(o)));
+        objects.inspect_ok(move |o| metrics.common.queued(K::KIND.as_str(), object_key(o)));
     let metrics = ctx.metrics.clone();
     let wake = futures::stream::select(
         futures::stream::select(
@@ -160,7 +153,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     )
     .inspect(move |r| {
         metrics.common.queued(
-            K::KIND.label(),
+            K::KIND.as_str(),
             format!(
                 "{}/{}/{}",
                 r.namespace.clone().unwrap_or_default(),
@@ -191,7 +184,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                     K::KIND,
                     gone.name
                 );
-                ctx.metrics.common.dequeued(K::KIND.label(), &key);
+                ctx.metrics.common.dequeued(K::KIND.as_str(), &key);
             }
             future::ready(())
         })

@@ -147,7 +147,7 @@ impl Index {
 
     /// Records that `waiter` waits for any deletion in its namespace.
     pub fn wait_for_deletions(&self, waiter: (Kind, &str, &str)) {
-        for kind in Kind::ALL {
+        for &kind in Kind::ALL {
             self.wait_for(waiter, (kind, waiter.1, ""));
         }
     }

@@ -54,15 +54,15 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn reconciled(&self, kind: Kind, result: &str, took: Duration) {
-        self.common.reconciled(kind.label(), result, took);
+        self.common.reconciled(kind.as_str(), result, took);
     }
 
     pub fn error_reason(&self, kind: Kind, reason: &str) {
-        self.common.error_reason(kind.label(), reason);
+        self.common.error_reason(kind.as_str(), reason);
     }
 
     pub fn ready_after(&self, kind: Kind, since_creation: Duration) {
-        self.common.ready_after(kind.label(), since_creation);
+        self.common.ready_after(kind.as_str(), since_creation);
     }
 
     pub fn arm_request(&self, method: &str, code: u16) {
@@ -80,7 +80,7 @@ impl Metrics {
             let mut counts = ObjectCounts::new();
             for ((kind, ready), n) in index.counts() {
                 let state = if ready { "True" } else { "False" };
-                *counts.entry((kind.label(), state)).or_default() += n;
+                *counts.entry((kind.as_str(), state)).or_default() += n;
             }
             counts
         });

@@ -53,7 +53,7 @@ const ERROR_REASONS: &[&str] = &[
     "AdoptionRefused",
 ];
 
-/// The finalizer (DESIGN.md).
+/// The finalizer (docs/design.md "Finalizers, field managers, user agents").
 pub const FINALIZER: &str = "azure.strata.dev/finalizer";
 /// The ownership tag every resource Strata creates carries.
 pub const OWNER_TAG: &str = "strata-owner";
@@ -332,15 +332,6 @@ pub fn object_key<K: AzureResource>(obj: &K) -> String {
     )
 }
 
-/// The kind of a CR's owner: a subnet's is its virtual network, every other's a resource group.
-fn owner_kind(kind: Kind) -> Kind {
-    if kind == Kind::Subnet {
-        Kind::VirtualNetwork
-    } else {
-        Kind::ResourceGroup
-    }
-}
-
 /// The state the `Ready` condition and status should show.
 struct Report {
     status: &'static str,
@@ -441,8 +432,8 @@ fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolut
             },
         }
     };
-    if let Some(owner) = obj.owner() {
-        match describe(owner_kind(K::KIND), owner, index) {
+    if let (Some(owner), Some(owner_kind)) = (obj.owner(), K::OWNER) {
+        match describe(owner_kind, owner, index) {
             Ok(id) => match ArmId::parse(&id) {
                 Ok(id) => out.parent = Some(id),
                 Err(e) => out.state = Dependencies::WaitingForOwner(e.to_string()),
@@ -450,11 +441,12 @@ fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolut
             Err(why) => {
                 out.state = Dependencies::WaitingForOwner(why);
                 out.blocking
-                    .push((owner_kind(K::KIND), owner.name.clone().unwrap_or_default()));
+                    .push((owner_kind, owner.name.clone().unwrap_or_default()));
             }
         }
     }
-    for (kind, r) in obj.references() {
+    for reference in obj.references() {
+        let (kind, r) = (reference.kind, reference.to);
         match describe(kind, r, index) {
             Ok(id) => {
                 if let Some(name) = &r.name {
@@ -485,7 +477,7 @@ pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Resu
     );
     ctx.metrics
         .common
-        .dequeued(K::KIND.label(), &object_key(obj.as_ref()));
+        .dequeued(K::KIND.as_str(), &object_key(obj.as_ref()));
     let start = std::time::Instant::now();
     let result = reconcile_inner(obj, ctx.clone()).instrument(span).await;
     let label = match &result {
@@ -501,7 +493,7 @@ async fn reconcile_inner<K: AzureResource>(
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
-    ctx.index.wait_synced(&Kind::ALL).await;
+    ctx.index.wait_synced(Kind::ALL).await;
     let namespace = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     let key = object_key(obj.as_ref());
@@ -553,7 +545,7 @@ async fn reconcile_inner<K: AzureResource>(
         adopt: flag(ADOPT),
         use_existing: flag(USE_EXISTING),
         dependencies: deps.state.clone(),
-        id_known: known_id.is_some() || deps.parent.is_some() || K::KIND == Kind::ResourceGroup,
+        id_known: known_id.is_some() || deps.parent.is_some() || K::OWNER.is_none(),
         held,
         azure: None,
         // ASO PUTs whatever it finds once the previous reconcile left the resource Ready: that
@@ -795,7 +787,11 @@ async fn reconcile_inner<K: AzureResource>(
                 {
                     // An owner given by ARM ID is managed elsewhere: no event tells us when it
                     // appears, so check it exists rather than send a PUT that ARM refuses.
-                    match client.arm.get(owner_kind(K::KIND), parent).await {
+                    match client
+                        .arm
+                        .get(K::OWNER.unwrap_or(Kind::ResourceGroup), parent)
+                        .await
+                    {
                         Ok(Some(_)) => info!("creating"),
                         Ok(None) => {
                             let message = format!("the owner {parent} does not exist in Azure");

@@ -1,4 +1,4 @@
-//! Policies and safety (DESIGN.md): observe never writes, foreign resources are refused unless
+//! Policies and safety (docs/design.md): observe never writes, foreign resources are refused unless
 //! adopted and never deleted, credentials stay in their namespace, errors ARM refuses end in a
 //! Ready=False a user can act on and cost no further writes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -15,16 +15,16 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
-use strata_crds::azure;
 use strata_crds::capi::{self, Cluster, Machine};
 use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use strata_crds::{CloudKind, azure};
 use strata_runtime::Health;
 use strata_runtime::Shard;
 use strata_runtime::Synced;
@@ -556,36 +556,35 @@ where
     c.watches(children, label_config(), queue.counted(owners::<K, C>))
 }
 
-/// The cloud CRs an AzureCluster owns.
-fn owns_cluster_crs(
-    c: Controller<AzureCluster>,
-    queue: &Queue,
-    client: &Client,
-    ns: Option<&str>,
-) -> Controller<AzureCluster> {
-    let c = watch_owned(c, queue, api::<azure::ResourceGroup>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::VirtualNetwork>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::Subnet>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::NetworkSecurityGroup>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::RouteTable>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::NatGateway>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::LoadBalancer>(client, ns));
-    watch_owned(c, queue, api::<azure::AvailabilitySet>(client, ns))
+/// Watches the cloud CRs of the given kinds that `$c`'s objects own, and defines `$list`, the
+/// same kinds for listing and pruning: one list per owner, written once.
+macro_rules! owned_kinds {
+    ($watch:ident, $list:ident: $($kind:ident),+ $(,)?) => {
+        /// The cloud CR kinds this owner's translation writes (its prune lists these).
+        const $list: &[CloudKind] = &[$(CloudKind::$kind),+];
+
+        fn $watch<K>(c: Controller<K>, queue: &Queue, client: &Client, ns: Option<&str>) -> Controller<K>
+        where
+            K: Resource<DynamicType = ()>
+                + Clone
+                + std::fmt::Debug
+                + serde::de::DeserializeOwned
+                + Send
+                + Sync
+                + 'static,
+        {
+            $(let c = watch_owned(c, queue, api::<azure::$kind>(client, ns));)+
+            c
+        }
+    };
 }
 
-/// The cloud CRs an AzureMachine owns (its custom-data Secret is watched with the bootstrap
-/// Secrets, in `run_observed`).
-fn owns_machine_crs(
-    c: Controller<AzureMachine>,
-    queue: &Queue,
-    client: &Client,
-    ns: Option<&str>,
-) -> Controller<AzureMachine> {
-    let c = watch_owned(c, queue, api::<azure::NetworkInterface>(client, ns));
-    let c = watch_owned(c, queue, api::<azure::PublicIPAddress>(client, ns));
-    watch_owned(c, queue, api::<azure::VirtualMachine>(client, ns))
-}
+// An AzureCluster's translation: everything but the machines' own resources.
+owned_kinds!(owns_cluster_crs, CLUSTER_KINDS: ResourceGroup, VirtualNetwork, NetworkSecurityGroup,
+    RouteTable, PublicIPAddress, NatGateway, Subnet, LoadBalancer, AvailabilitySet);
+// An AzureMachine's (its custom-data Secret is watched with the bootstrap Secrets, in
+// `run_observed`).
+owned_kinds!(owns_machine_crs, MACHINE_KINDS: PublicIPAddress, NetworkInterface, VirtualMachine);
 
 fn cluster_label<K: Resource>(obj: &K) -> Option<String> {
     obj.meta()
@@ -637,38 +636,8 @@ fn retry_delay(error: &Error) -> Duration {
 // ---------------------------------------------------------------------------------------------
 // Cloud CRs: apply, list, delete, read status.
 
-/// The cloud CR kinds a cluster owns and a machine owns.
-const CLUSTER_KINDS: [&str; 9] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "PublicIPAddress",
-    "NatGateway",
-    "Subnet",
-    "LoadBalancer",
-    "AvailabilitySet",
-];
-const MACHINE_KINDS: [&str; 3] = ["PublicIPAddress", "NetworkInterface", "VirtualMachine"];
-
-fn api_resource(kind: &str) -> ApiResource {
-    match kind {
-        "ResourceGroup" => ApiResource::erase::<azure::ResourceGroup>(&()),
-        "VirtualNetwork" => ApiResource::erase::<azure::VirtualNetwork>(&()),
-        "Subnet" => ApiResource::erase::<azure::Subnet>(&()),
-        "NetworkSecurityGroup" => ApiResource::erase::<azure::NetworkSecurityGroup>(&()),
-        "RouteTable" => ApiResource::erase::<azure::RouteTable>(&()),
-        "NatGateway" => ApiResource::erase::<azure::NatGateway>(&()),
-        "PublicIPAddress" => ApiResource::erase::<azure::PublicIPAddress>(&()),
-        "LoadBalancer" => ApiResource::erase::<azure::LoadBalancer>(&()),
-        "NetworkInterface" => ApiResource::erase::<azure::NetworkInterface>(&()),
-        "AvailabilitySet" => ApiResource::erase::<azure::AvailabilitySet>(&()),
-        _ => ApiResource::erase::<azure::VirtualMachine>(&()),
-    }
-}
-
-fn dyn_api(client: &Client, ns: &str, kind: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, &api_resource(kind))
+fn dyn_api(client: &Client, ns: &str, kind: CloudKind) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &kind.api_resource())
 }
 
 /// A controller owner reference to `owner`.
@@ -706,7 +675,7 @@ async fn apply_all(
     ns: &str,
     owner: &OwnerReference,
     resources: &[CloudResource],
-    existing: &[(String, DynamicObject)],
+    existing: &[(CloudKind, DynamicObject)],
     ev: &Events,
 ) -> Result<(), Error> {
     for r in resources {
@@ -717,7 +686,7 @@ async fn apply_all(
         }
         let live = existing
             .iter()
-            .find(|(k, o)| k == r.kind() && o.name_any() == r.name())
+            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
             .map(|(_, o)| serde_json::to_value(o))
             .transpose()?;
         // An annotation the translator no longer wants goes only through an apply.
@@ -739,7 +708,7 @@ async fn apply_all(
         {
             continue;
         }
-        dyn_api(client, ns, r.kind())
+        dyn_api(client, ns, r.cloud_kind())
             .patch(
                 r.name(),
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -761,20 +730,20 @@ async fn apply_all(
 async fn owned(
     client: &Client,
     ns: &str,
-    kinds: &[&str],
+    kinds: &[CloudKind],
     cluster: &str,
     owner_uid: &str,
-) -> Result<Vec<(String, DynamicObject)>, Error> {
+) -> Result<Vec<(CloudKind, DynamicObject)>, Error> {
     let lp = ListParams::default().labels(&format!("{}={cluster}", naming::CLUSTER_NAME_LABEL));
     let mut out = Vec::new();
-    for kind in kinds {
+    for &kind in kinds {
         for o in dyn_api(client, ns, kind).list(&lp).await?.items {
             let mine = o.metadata.owner_references.as_ref().is_some_and(|refs| {
                 refs.iter()
                     .any(|r| r.uid == owner_uid && r.controller == Some(true))
             });
             if mine {
-                out.push((kind.to_string(), o));
+                out.push((kind, o));
             }
         }
     }
@@ -785,19 +754,25 @@ async fn owned(
 async fn prune(
     client: &Client,
     ns: &str,
-    existing: &[(String, DynamicObject)],
+    existing: &[(CloudKind, DynamicObject)],
     desired: &[CloudResource],
     ev: &Events,
 ) -> Result<usize, Error> {
     let mut pending = 0;
-    for (kind, o) in existing {
+    for &(kind, ref o) in existing {
         let name = o.name_any();
-        if desired.iter().any(|d| d.kind() == kind && d.name() == name) {
+        if desired
+            .iter()
+            .any(|d| d.cloud_kind() == kind && d.name() == name)
+        {
             continue;
         }
         pending += 1;
         if o.metadata.deletion_timestamp.is_none() {
-            info!(kind, name, "deleting a CR no longer desired");
+            info!(
+                kind = kind.as_str(),
+                name, "deleting a CR no longer desired"
+            );
             match dyn_api(client, ns, kind)
                 .delete(&name, &DeleteParams::background())
                 .await
@@ -818,10 +793,10 @@ async fn prune(
 async fn set_paused(
     client: &Client,
     ns: &str,
-    existing: &[(String, DynamicObject)],
+    existing: &[(CloudKind, DynamicObject)],
     paused: bool,
 ) -> Result<(), Error> {
-    for (kind, o) in existing {
+    for &(kind, ref o) in existing {
         let has = o.annotations().contains_key(annotations::PAUSED);
         if has == paused {
             continue;
@@ -878,7 +853,7 @@ fn readiness(kind: &str, o: Option<&DynamicObject>, name: &str) -> Readiness {
 async fn get_dyn(
     client: &Client,
     ns: &str,
-    kind: &str,
+    kind: CloudKind,
     name: &str,
 ) -> Result<Option<DynamicObject>, Error> {
     Ok(dyn_api(client, ns, kind).get_opt(name).await?)
@@ -1197,7 +1172,7 @@ async fn reconcile_cluster_inner(
         if azc.metadata.deletion_timestamp.is_some() {
             // The Cluster went first: still delete what this AzureCluster owns.
             let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
-            let existing = owned(client, &ns, &CLUSTER_KINDS, &name, &uid).await?;
+            let existing = owned(client, &ns, CLUSTER_KINDS, &name, &uid).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&azc_api, azc.as_ref()).await?;
                 return Ok(Action::await_change());
@@ -1210,7 +1185,7 @@ async fn reconcile_cluster_inner(
     let cluster_name = cluster.name_any();
     let owner = controller_ref(azc.as_ref());
     let policy = Policy::of(&cluster, &azc);
-    let existing = owned(client, &ns, &CLUSTER_KINDS, &cluster_name, &uid).await?;
+    let existing = owned(client, &ns, CLUSTER_KINDS, &cluster_name, &uid).await?;
 
     if policy.paused {
         set_paused(client, &ns, &existing, true).await?;
@@ -1269,16 +1244,16 @@ async fn reconcile_cluster_inner(
     empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
 
     // Status back to CAPI.
-    let find = |kind: &str, name: &str| {
+    let find = |kind: CloudKind, name: &str| {
         existing
             .iter()
-            .find(|(k, o)| k == kind && o.name_any() == name)
+            .find(|(k, o)| *k == kind && o.name_any() == name)
             .map(|(_, o)| o)
     };
     let list: Vec<Readiness> = translation
         .resources
         .iter()
-        .map(|r| readiness(r.kind(), find(r.kind(), r.name()), r.name()))
+        .map(|r| readiness(r.kind(), find(r.cloud_kind(), r.name()), r.name()))
         .collect();
     let mut notes = ClusterModel::new(&cluster, &azc, &mut Vec::new()).ok();
     let endpoint = match notes.take() {
@@ -1359,7 +1334,7 @@ async fn control_plane_endpoint(
         let pip = get_dyn(
             client,
             ns,
-            "PublicIPAddress",
+            CloudKind::PublicIPAddress,
             &naming::cr_name(&model.name, ip),
         )
         .await?;
@@ -1442,7 +1417,7 @@ async fn reconcile_machine_inner(
         if azm.metadata.deletion_timestamp.is_some() {
             // The Machine went first; still clean up what this AzureMachine owns.
             let cluster = cluster_label(azm.as_ref()).unwrap_or_default();
-            let existing = owned(client, &ns, &MACHINE_KINDS, &cluster, &uid).await?;
+            let existing = owned(client, &ns, MACHINE_KINDS, &cluster, &uid).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&azm_api, azm.as_ref()).await?;
             }
@@ -1450,7 +1425,7 @@ async fn reconcile_machine_inner(
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let cluster_name = machine.spec.cluster_name.clone();
-    let existing = owned(client, &ns, &MACHINE_KINDS, &cluster_name, &uid).await?;
+    let existing = owned(client, &ns, MACHINE_KINDS, &cluster_name, &uid).await?;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
     let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));
@@ -1569,7 +1544,9 @@ async fn reconcile_machine_inner(
     } else {
         waiting = Some("WaitingForBootstrapData");
     }
-    let vm_exists = existing.iter().any(|(k, _)| k == "VirtualMachine");
+    let vm_exists = existing
+        .iter()
+        .any(|(k, _)| *k == CloudKind::VirtualMachine);
     if waiting.is_some() && !vm_exists {
         translation
             .resources
@@ -1583,7 +1560,7 @@ async fn reconcile_machine_inner(
     for r in &translation.resources {
         let o = existing
             .iter()
-            .find(|(k, o)| k == r.kind() && o.name_any() == r.name())
+            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
             .map(|(_, o)| o.clone());
         list.push(readiness(r.kind(), o.as_ref(), r.name()));
         if let Some(o) = o {

@@ -1,7 +1,7 @@
 //! strata-translator: pure functions from CAPI + CAPZ v1beta1 objects to the cloud CRs of
 //! `azure.strata.dev` ([`cluster`], [`machine`], names in [`naming`]), the `render` command built
 //! on them ([`render`]), and the controller that server-side applies them and reports their state
-//! back to CAPI ([`controller`]). See DESIGN.md "Translator contract" and docs in
+//! back to CAPI ([`controller`]). See docs/design.md "Translator contract" and
 //! `translator/README.md`.
 
 pub mod cluster;
@@ -23,7 +23,7 @@ pub const FIELD_MANAGER: &str = "strata-translator";
 pub const FINALIZER: &str = "azure.strata.dev/translator";
 
 /// Annotations the translator reads or writes: the `strata.dev/` ones are `strata_crds`'s (one
-/// list for both controllers, DESIGN.md "Annotations"), and CAPI's two it honours.
+/// list for both controllers, docs/design.md "Annotations"), and CAPI's two it honours.
 pub mod annotations {
     pub use strata_crds::annotations::*;
     /// CAPI's pause annotation.

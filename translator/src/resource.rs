@@ -1,10 +1,10 @@
-//! [`CloudResource`]: one desired cloud CR of any of the eleven kinds, with what the translator
+//! [`CloudResource`]: one desired cloud CR of any cloud kind (the registry's list), with what the translator
 //! needs of it generically (metadata, sort order, the references it makes).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use strata_crds::azure::*;
-use strata_crds::common::ResourceRef;
+use strata_crds::{CloudKind, CloudObject};
 
 macro_rules! cloud_resources {
     ($($kind:ident),+ $(,)?) => {
@@ -19,10 +19,15 @@ macro_rules! cloud_resources {
 
         impl CloudResource {
             /// The CR's kind.
-            pub fn kind(&self) -> &'static str {
+            pub fn cloud_kind(&self) -> CloudKind {
                 match self {
-                    $(Self::$kind(_) => stringify!($kind)),+
+                    $(Self::$kind(_) => CloudKind::$kind),+
                 }
+            }
+
+            /// The CR's kind name.
+            pub fn kind(&self) -> &'static str {
+                self.cloud_kind().as_str()
             }
 
             /// The CR's metadata.
@@ -40,6 +45,15 @@ macro_rules! cloud_resources {
             }
         }
 
+        /// Calls `$f` with the CR as its own type (`CloudObject` is not object-safe).
+        macro_rules! dispatch {
+            ($self_:expr, $r:ident => $body:expr) => {
+                match $self_ {
+                    $(CloudResource::$kind($r) => $body),+
+                }
+            };
+        }
+
         $(impl From<$kind> for CloudResource {
             fn from(r: $kind) -> Self {
                 Self::$kind(r)
@@ -48,19 +62,7 @@ macro_rules! cloud_resources {
     };
 }
 
-cloud_resources!(
-    ResourceGroup,
-    VirtualNetwork,
-    NetworkSecurityGroup,
-    RouteTable,
-    PublicIPAddress,
-    NatGateway,
-    Subnet,
-    LoadBalancer,
-    AvailabilitySet,
-    NetworkInterface,
-    VirtualMachine,
-);
+strata_crds::with_cloud_kinds!(cloud_resources);
 
 // The kube-derived root types are not `PartialEq`; two CRs are equal when they serialize alike.
 impl PartialEq for CloudResource {
@@ -68,23 +70,6 @@ impl PartialEq for CloudResource {
         self.kind() == other.kind() && self.to_value() == other.to_value()
     }
 }
-
-/// Every cloud CR kind, in the order the translator lists them: parents and referenced resources
-/// before what needs them, so that `kubectl apply -f` of a render creates them in a sensible
-/// order (the reconciler does not need it).
-pub const KINDS: [&str; 11] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "PublicIPAddress",
-    "NatGateway",
-    "Subnet",
-    "LoadBalancer",
-    "AvailabilitySet",
-    "NetworkInterface",
-    "VirtualMachine",
-];
 
 /// A reference from one CR to another CR of the set (by name), or to a Secret.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,37 +84,12 @@ pub struct Reference {
 impl CloudResource {
     /// The CR's Azure tags (a Subnet has none of its own).
     pub fn tags(&self) -> Option<&strata_crds::common::Tags> {
-        Some(match self {
-            Self::ResourceGroup(r) => &r.spec.tags,
-            Self::VirtualNetwork(r) => &r.spec.tags,
-            Self::NetworkSecurityGroup(r) => &r.spec.tags,
-            Self::RouteTable(r) => &r.spec.tags,
-            Self::PublicIPAddress(r) => &r.spec.tags,
-            Self::NatGateway(r) => &r.spec.tags,
-            Self::Subnet(_) => return None,
-            Self::LoadBalancer(r) => &r.spec.tags,
-            Self::AvailabilitySet(r) => &r.spec.tags,
-            Self::NetworkInterface(r) => &r.spec.tags,
-            Self::VirtualMachine(r) => &r.spec.tags,
-        })
+        dispatch!(self, r => r.tags())
     }
 
     /// The CR's name in Azure: `spec.azureName`, else its own name.
     pub fn azure_name(&self) -> &str {
-        let given = match self {
-            Self::ResourceGroup(r) => &r.spec.azure_name,
-            Self::VirtualNetwork(r) => &r.spec.azure_name,
-            Self::NetworkSecurityGroup(r) => &r.spec.azure_name,
-            Self::RouteTable(r) => &r.spec.azure_name,
-            Self::PublicIPAddress(r) => &r.spec.azure_name,
-            Self::NatGateway(r) => &r.spec.azure_name,
-            Self::Subnet(r) => &r.spec.azure_name,
-            Self::LoadBalancer(r) => &r.spec.azure_name,
-            Self::AvailabilitySet(r) => &r.spec.azure_name,
-            Self::NetworkInterface(r) => &r.spec.azure_name,
-            Self::VirtualMachine(r) => &r.spec.azure_name,
-        };
-        given.as_deref().unwrap_or_else(|| self.name())
+        dispatch!(self, r => CloudObject::azure_name(r)).unwrap_or_else(|| self.name())
     }
 
     /// The CR's name.
@@ -137,13 +97,9 @@ impl CloudResource {
         self.meta().name.as_deref().unwrap_or_default()
     }
 
-    /// (kind rank, name): the translator's sort order.
-    pub fn sort_key(&self) -> (usize, &str) {
-        let rank = KINDS
-            .iter()
-            .position(|k| *k == self.kind())
-            .unwrap_or(KINDS.len());
-        (rank, self.name())
+    /// (kind, name): the translator's sort order, parents first (the registry's order).
+    pub fn sort_key(&self) -> (CloudKind, &str) {
+        (self.cloud_kind(), self.name())
     }
 
     /// The CR as JSON, as it is applied.
@@ -152,116 +108,39 @@ impl CloudResource {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
-    /// Every by-name reference this CR makes to another CR (or Secret) in its namespace; ARM-ID
-    /// references point outside the set and are not listed.
+    /// Every by-name reference this CR makes to another CR (or Secret) in its namespace, its
+    /// owner first; ARM-ID references point outside the set and are not listed.
     pub fn references(&self) -> Vec<Reference> {
-        let mut out = Vec::new();
-        let mut add = |kind: &'static str, r: &ResourceRef, field: String| {
-            if let Some(name) = &r.name {
-                out.push(Reference {
-                    kind,
-                    name: name.clone(),
-                    field,
-                });
-            }
-        };
-        match self {
-            Self::ResourceGroup(_) => {}
-            Self::VirtualNetwork(r) => add("ResourceGroup", &r.spec.owner, "spec.owner".into()),
-            Self::NetworkSecurityGroup(r) => {
-                add("ResourceGroup", &r.spec.owner, "spec.owner".into())
-            }
-            Self::RouteTable(r) => add("ResourceGroup", &r.spec.owner, "spec.owner".into()),
-            Self::PublicIPAddress(r) => add("ResourceGroup", &r.spec.owner, "spec.owner".into()),
-            Self::AvailabilitySet(r) => add("ResourceGroup", &r.spec.owner, "spec.owner".into()),
-            Self::NatGateway(r) => {
-                add("ResourceGroup", &r.spec.owner, "spec.owner".into());
-                for (i, p) in r.spec.public_ip_addresses.iter().enumerate() {
-                    add("PublicIPAddress", p, format!("spec.publicIPAddresses[{i}]"));
-                }
-            }
-            Self::Subnet(r) => {
-                add("VirtualNetwork", &r.spec.owner, "spec.owner".into());
-                if let Some(n) = &r.spec.network_security_group {
-                    add(
-                        "NetworkSecurityGroup",
-                        n,
-                        "spec.networkSecurityGroup".into(),
-                    );
-                }
-                if let Some(n) = &r.spec.route_table {
-                    add("RouteTable", n, "spec.routeTable".into());
-                }
-                if let Some(n) = &r.spec.nat_gateway {
-                    add("NatGateway", n, "spec.natGateway".into());
-                }
-            }
-            Self::LoadBalancer(r) => {
-                add("ResourceGroup", &r.spec.owner, "spec.owner".into());
-                for (i, f) in r.spec.frontend_ip_configurations.iter().enumerate() {
-                    if let Some(p) = &f.public_ip_address {
-                        add(
-                            "PublicIPAddress",
-                            p,
-                            format!("spec.frontendIPConfigurations[{i}].publicIPAddress"),
-                        );
-                    }
-                    if let Some(s) = &f.subnet {
-                        add(
-                            "Subnet",
-                            s,
-                            format!("spec.frontendIPConfigurations[{i}].subnet"),
-                        );
-                    }
-                }
-            }
-            Self::NetworkInterface(r) => {
-                add("ResourceGroup", &r.spec.owner, "spec.owner".into());
-                for (i, c) in r.spec.ip_configurations.iter().enumerate() {
-                    add(
-                        "Subnet",
-                        &c.subnet,
-                        format!("spec.ipConfigurations[{i}].subnet"),
-                    );
-                    if let Some(p) = &c.public_ip_address {
-                        add(
-                            "PublicIPAddress",
-                            p,
-                            format!("spec.ipConfigurations[{i}].publicIPAddress"),
-                        );
-                    }
-                    for (j, p) in c.load_balancer_backend_address_pools.iter().enumerate() {
-                        add(
-                            "LoadBalancer",
-                            &p.load_balancer,
-                            format!(
-                                "spec.ipConfigurations[{i}].loadBalancerBackendAddressPools[{j}]"
-                            ),
-                        );
-                    }
-                }
-            }
-            Self::VirtualMachine(r) => {
-                add("ResourceGroup", &r.spec.owner, "spec.owner".into());
-                for (i, n) in r.spec.network_interfaces.iter().enumerate() {
-                    add(
-                        "NetworkInterface",
-                        n,
-                        format!("spec.networkInterfaces[{i}]"),
-                    );
-                }
-                if let Some(a) = &r.spec.availability_set {
-                    add("AvailabilitySet", a, "spec.availabilitySet".into());
-                }
-                if let Some(s) = &r.spec.custom_data {
-                    out.push(Reference {
-                        kind: "Secret",
-                        name: s.name.clone(),
-                        field: "spec.customData".into(),
-                    });
-                }
-            }
-        }
-        out
+        dispatch!(self, r => references_of(r))
     }
+}
+
+fn references_of<K: CloudObject>(r: &K) -> Vec<Reference> {
+    let owner = r
+        .owner()
+        .zip(K::OWNER)
+        .map(|(to, kind)| (kind.as_str(), to, "spec.owner".to_owned()));
+    let others = r
+        .references()
+        .into_iter()
+        .map(|x| (x.kind.as_str(), x.to, x.field));
+    let mut out: Vec<Reference> = owner
+        .into_iter()
+        .chain(others)
+        .filter_map(|(kind, to, field)| {
+            to.name.as_ref().map(|name| Reference {
+                kind,
+                name: name.clone(),
+                field,
+            })
+        })
+        .collect();
+    if let Some(s) = r.custom_data() {
+        out.push(Reference {
+            kind: "Secret",
+            name: s.name.clone(),
+            field: "spec.customData".into(),
+        });
+    }
+    out
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -66,4 +67,12 @@ pub enum AvailabilitySetSku {
     #[default]
     Aligned,
     Classic,
+}
+
+impl CloudObject for AvailabilitySet {
+    const KIND: CloudKind = CloudKind::AvailabilitySet;
+    const ARM_PROVIDER: &'static str = "Microsoft.Compute";
+    const ARM_TYPE: &'static str = "availabilitySets";
+    const API_VERSION: &'static str = "2025-04-01";
+    common_accessors!(status: plain);
 }

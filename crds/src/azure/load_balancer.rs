@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -253,4 +254,27 @@ pub struct OutboundRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 4, max = 120))]
     pub idle_timeout_in_minutes: Option<i32>,
+}
+
+impl CloudObject for LoadBalancer {
+    const KIND: CloudKind = CloudKind::LoadBalancer;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "loadBalancers";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: plain);
+
+    fn references(&self) -> Vec<Reference<'_>> {
+        let mut refs = References::default();
+        for (i, f) in self.spec.frontend_ip_configurations.iter().enumerate() {
+            refs.add(
+                CloudKind::PublicIPAddress,
+                f.public_ip_address.as_ref(),
+                || format!("spec.frontendIPConfigurations[{i}].publicIPAddress"),
+            );
+            refs.add(CloudKind::Subnet, f.subnet.as_ref(), || {
+                format!("spec.frontendIPConfigurations[{i}].subnet")
+            });
+        }
+        refs.done()
+    }
 }

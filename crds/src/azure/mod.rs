@@ -1,5 +1,5 @@
 //! The Azure cloud CRs (`azure.strata.dev/v1alpha1`): one file per kind, each a thin mirror of the
-//! ARM resource with references to other CRs by name (DESIGN.md "Cloud CR conventions").
+//! ARM resource with references to other CRs by name (docs/design.md "Cloud CR conventions").
 //!
 //! Validation lives in the schema so the API server refuses bad input with a message naming the
 //! field: Azure's naming rules as patterns, CIDRs/IPs and cross-field rules as CEL, immutable

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -49,4 +50,22 @@ pub struct NatGatewaySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1), inner(pattern(r"^[1-3]$")))]
     pub zones: Vec<String>,
+}
+
+impl CloudObject for NatGateway {
+    const KIND: CloudKind = CloudKind::NatGateway;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "natGateways";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: plain);
+
+    fn references(&self) -> Vec<Reference<'_>> {
+        let mut refs = References::default();
+        for (i, p) in self.spec.public_ip_addresses.iter().enumerate() {
+            refs.add(CloudKind::PublicIPAddress, Some(p), || {
+                format!("spec.publicIPAddresses[{i}]")
+            });
+        }
+        refs.done()
+    }
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -122,4 +123,38 @@ pub struct NetworkInterfaceStatus {
     /// MAC address, once the NIC is attached to a running VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac_address: Option<String>,
+}
+
+impl CloudObject for NetworkInterface {
+    const KIND: CloudKind = CloudKind::NetworkInterface;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "networkInterfaces";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: flattened);
+
+    fn references(&self) -> Vec<Reference<'_>> {
+        let s = &self.spec;
+        let mut refs = References::default();
+        refs.add(
+            CloudKind::NetworkSecurityGroup,
+            s.network_security_group.as_ref(),
+            || "spec.networkSecurityGroup".into(),
+        );
+        for (i, c) in s.ip_configurations.iter().enumerate() {
+            refs.add(CloudKind::Subnet, Some(&c.subnet), || {
+                format!("spec.ipConfigurations[{i}].subnet")
+            });
+            refs.add(
+                CloudKind::PublicIPAddress,
+                c.public_ip_address.as_ref(),
+                || format!("spec.ipConfigurations[{i}].publicIPAddress"),
+            );
+            for (j, p) in c.load_balancer_backend_address_pools.iter().enumerate() {
+                refs.add(CloudKind::LoadBalancer, Some(&p.load_balancer), || {
+                    format!("spec.ipConfigurations[{i}].loadBalancerBackendAddressPools[{j}]")
+                });
+            }
+        }
+        refs.done()
+    }
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -122,4 +123,12 @@ pub enum SecurityRuleDirection {
     #[default]
     Inbound,
     Outbound,
+}
+
+impl CloudObject for NetworkSecurityGroup {
+    const KIND: CloudKind = CloudKind::NetworkSecurityGroup;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "networkSecurityGroups";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: plain);
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -103,4 +104,12 @@ pub struct PublicIPAddressStatus {
     /// The DNS name, when `dnsLabel` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fqdn: Option<String>,
+}
+
+impl CloudObject for PublicIPAddress {
+    const KIND: CloudKind = CloudKind::PublicIPAddress;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "publicIPAddresses";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: flattened);
 }

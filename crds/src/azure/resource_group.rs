@@ -1,4 +1,5 @@
-use crate::common::{AzureStatus, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -30,4 +31,25 @@ pub struct ResourceGroupSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+}
+
+impl CloudObject for ResourceGroup {
+    const KIND: CloudKind = CloudKind::ResourceGroup;
+    const OWNER: Option<CloudKind> = None;
+    const ARM_PROVIDER: &'static str = "Microsoft.Resources";
+    const ARM_TYPE: &'static str = "resourceGroups";
+    const API_VERSION: &'static str = "2025-04-01";
+
+    fn azure_name(&self) -> Option<&str> {
+        self.spec.azure_name.as_deref()
+    }
+    fn owner(&self) -> Option<&ResourceRef> {
+        None
+    }
+    fn tags(&self) -> Option<&crate::common::Tags> {
+        Some(&self.spec.tags)
+    }
+    fn base_status(&self) -> Option<&AzureStatus> {
+        self.status.as_ref()
+    }
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -78,4 +79,12 @@ pub enum NextHopType {
     #[default]
     VirtualAppliance,
     None,
+}
+
+impl CloudObject for RouteTable {
+    const KIND: CloudKind = CloudKind::RouteTable;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "routeTables";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: plain);
 }

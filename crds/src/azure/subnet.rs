@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef};
+use crate::kinds::{CloudKind, CloudObject, Reference, References};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -55,4 +56,42 @@ pub struct SubnetSpec {
 pub enum EnabledState {
     Enabled,
     Disabled,
+}
+
+impl CloudObject for Subnet {
+    const KIND: CloudKind = CloudKind::Subnet;
+    const OWNER: Option<CloudKind> = Some(CloudKind::VirtualNetwork);
+    const CARRIES_TAGS: bool = false;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "subnets";
+    const API_VERSION: &'static str = "2025-05-01";
+    fn azure_name(&self) -> Option<&str> {
+        self.spec.azure_name.as_deref()
+    }
+    fn owner(&self) -> Option<&ResourceRef> {
+        Some(&self.spec.owner)
+    }
+    fn tags(&self) -> Option<&crate::common::Tags> {
+        None
+    }
+    fn base_status(&self) -> Option<&AzureStatus> {
+        self.status.as_ref()
+    }
+
+    fn references(&self) -> Vec<Reference<'_>> {
+        let s = &self.spec;
+        let mut refs = References::default();
+        refs.add(
+            CloudKind::NetworkSecurityGroup,
+            s.network_security_group.as_ref(),
+            || "spec.networkSecurityGroup".into(),
+        );
+        refs.add(CloudKind::RouteTable, s.route_table.as_ref(), || {
+            "spec.routeTable".into()
+        });
+        refs.add(CloudKind::NatGateway, s.nat_gateway.as_ref(), || {
+            "spec.natGateway".into()
+        });
+        refs.done()
+    }
 }

@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -276,4 +277,32 @@ pub struct VirtualMachineStatus {
     /// Power state from the instance view, e.g. `running`, `stopped`, `deallocated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_state: Option<String>,
+}
+
+impl CloudObject for VirtualMachine {
+    const KIND: CloudKind = CloudKind::VirtualMachine;
+    const ARM_PROVIDER: &'static str = "Microsoft.Compute";
+    const ARM_TYPE: &'static str = "virtualMachines";
+    const API_VERSION: &'static str = "2025-04-01";
+    common_accessors!(status: flattened);
+
+    fn references(&self) -> Vec<Reference<'_>> {
+        let s = &self.spec;
+        let mut refs = References::default();
+        for (i, n) in s.network_interfaces.iter().enumerate() {
+            refs.add(CloudKind::NetworkInterface, Some(n), || {
+                format!("spec.networkInterfaces[{i}]")
+            });
+        }
+        refs.add(
+            CloudKind::AvailabilitySet,
+            s.availability_set.as_ref(),
+            || "spec.availabilitySet".into(),
+        );
+        refs.done()
+    }
+
+    fn custom_data(&self) -> Option<&crate::common::SecretKeyRef> {
+        self.spec.custom_data.as_ref()
+    }
 }

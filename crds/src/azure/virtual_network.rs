@@ -1,4 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -46,4 +47,12 @@ pub struct VirtualNetworkSpec {
     #[schemars(length(max = 16), inner(length(max = 45)))]
     #[x_kube(validation = kube::core::Rule::new("self.all(a, isIP(a))").message("every entry must be an IP address"))]
     pub dns_servers: Vec<String>,
+}
+
+impl CloudObject for VirtualNetwork {
+    const KIND: CloudKind = CloudKind::VirtualNetwork;
+    const ARM_PROVIDER: &'static str = "Microsoft.Network";
+    const ARM_TYPE: &'static str = "virtualNetworks";
+    const API_VERSION: &'static str = "2025-05-01";
+    common_accessors!(status: plain);
 }

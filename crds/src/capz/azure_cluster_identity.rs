@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::capi::Condition;
 
-/// CAPZ's identity for reaching Azure. Strata's operator takes credentials from its own settings
-/// (DESIGN.md "Credentials"); the type is here so CAPZ templates apply unchanged.
+/// CAPZ's identity for reaching Azure. The operator uses its principal for the cloud CRs that name
+/// it (`strata.dev/identity`, docs/design.md "Credentials"); CAPZ templates apply unchanged.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "infrastructure.cluster.x-k8s.io",

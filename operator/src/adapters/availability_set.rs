@@ -3,13 +3,9 @@
 use serde_json::{Value, json};
 use strata_crds::azure::AvailabilitySet;
 
-use super::{AzureResource, Resolved, body, common_accessors};
-use crate::kind::Kind;
+use super::{AzureResource, Resolved, body};
 
 impl AzureResource for AvailabilitySet {
-    const KIND: Kind = Kind::AvailabilitySet;
-    common_accessors!(status: plain);
-
     fn desired(&self, _: &Resolved) -> Value {
         let s = &self.spec;
         let mut b = body(

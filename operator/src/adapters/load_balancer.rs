@@ -3,28 +3,11 @@
 
 use serde_json::{Value, json};
 use strata_crds::azure::LoadBalancer;
-use strata_crds::common::ResourceRef;
 
-use super::{AzureResource, Resolved, body, common_accessors, prune};
+use super::{AzureResource, Resolved, body, prune};
 use crate::kind::Kind;
 
 impl AzureResource for LoadBalancer {
-    const KIND: Kind = Kind::LoadBalancer;
-    common_accessors!(status: plain);
-
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        let frontends = &self.spec.frontend_ip_configurations;
-        let ips = frontends
-            .iter()
-            .filter_map(|f| f.public_ip_address.as_ref())
-            .map(|r| (Kind::PublicIPAddress, r));
-        let subnets = frontends
-            .iter()
-            .filter_map(|f| f.subnet.as_ref())
-            .map(|r| (Kind::Subnet, r));
-        ips.chain(subnets).collect()
-    }
-
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let frontend = |name: &str| r.own_child("frontendIPConfigurations", name);

@@ -16,53 +16,18 @@ mod virtual_machine;
 mod virtual_network;
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 
-use kube::Resource;
-use kube::core::NamespaceResourceScope;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use strata_crds::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+use strata_crds::CloudObject;
+use strata_crds::common::{ResourceRef, Tags};
 
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
 
-/// A cloud CR type the generic loop can reconcile.
-pub trait AzureResource:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    const KIND: Kind;
-    /// Whether the Azure resource carries tags, and so Strata's ownership tag. A kind without
-    /// (a subnet, a child resource) is Strata's only by the record the loop writes on the CR
-    /// before creating it (`strata.dev/created`).
-    const CARRIES_TAGS: bool = true;
-
-    /// `spec.azureName`.
-    fn azure_name(&self) -> Option<&str>;
-    /// `spec.owner` (none for a resource group).
-    fn owner(&self) -> Option<&ResourceRef>;
-    /// The common part of the status.
-    fn base_status(&self) -> Option<&AzureStatus>;
-
-    /// The CRs or ARM IDs this resource refers to besides its owner; each must be Ready before
-    /// the first PUT.
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        Vec::new()
-    }
-
-    /// Bootstrap data to read from a Secret and send as `customData` (virtual machines).
-    fn custom_data(&self) -> Option<&SecretKeyRef> {
-        None
-    }
-
+/// A cloud CR type the generic loop can reconcile: the kind's facts and references come from
+/// its `CloudObject` implementation (strata-crds); the adapter adds what only the operator needs,
+/// the ARM body.
+pub trait AzureResource: CloudObject {
     /// The ARM body the spec asks for (tags without the ownership tag: the loop adds it).
     fn desired(&self, r: &Resolved) -> Value;
 
@@ -141,34 +106,6 @@ pub(crate) fn prune(mut v: Value) -> Value {
     walk(&mut v);
     v
 }
-
-/// `spec.azureName`, `spec.owner` and the status for kinds whose status is `AzureStatus` itself
-/// (`status: plain`) or flattens it under `resource` (`status: flattened`).
-macro_rules! common_accessors {
-    (status: plain) => {
-        fn azure_name(&self) -> Option<&str> {
-            self.spec.azure_name.as_deref()
-        }
-        fn owner(&self) -> Option<&strata_crds::common::ResourceRef> {
-            Some(&self.spec.owner)
-        }
-        fn base_status(&self) -> Option<&strata_crds::common::AzureStatus> {
-            self.status.as_ref()
-        }
-    };
-    (status: flattened) => {
-        fn azure_name(&self) -> Option<&str> {
-            self.spec.azure_name.as_deref()
-        }
-        fn owner(&self) -> Option<&strata_crds::common::ResourceRef> {
-            Some(&self.spec.owner)
-        }
-        fn base_status(&self) -> Option<&strata_crds::common::AzureStatus> {
-            self.status.as_ref().map(|s| &s.resource)
-        }
-    };
-}
-pub(crate) use common_accessors;
 
 /// A string at a JSON pointer of an observed body, as a status output.
 pub(crate) fn output(observed: &Value, pointer: &str, key: &str, out: &mut Map<String, Value>) {

@@ -2,23 +2,11 @@
 
 use serde_json::{Value, json};
 use strata_crds::azure::NatGateway;
-use strata_crds::common::ResourceRef;
 
-use super::{AzureResource, Resolved, body, common_accessors, prune};
+use super::{AzureResource, Resolved, body, prune};
 use crate::kind::Kind;
 
 impl AzureResource for NatGateway {
-    const KIND: Kind = Kind::NatGateway;
-    common_accessors!(status: plain);
-
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        self.spec
-            .public_ip_addresses
-            .iter()
-            .map(|r| (Kind::PublicIPAddress, r))
-            .collect()
-    }
-
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let ips: Vec<Value> = s

@@ -3,38 +3,11 @@
 
 use serde_json::{Map, Value, json};
 use strata_crds::azure::NetworkInterface;
-use strata_crds::common::ResourceRef;
 
-use super::{AzureResource, Resolved, body, common_accessors, output, prune};
+use super::{AzureResource, Resolved, body, output, prune};
 use crate::kind::Kind;
 
 impl AzureResource for NetworkInterface {
-    const KIND: Kind = Kind::NetworkInterface;
-    common_accessors!(status: flattened);
-
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        let s = &self.spec;
-        let mut refs: Vec<(Kind, &ResourceRef)> = s
-            .network_security_group
-            .iter()
-            .map(|r| (Kind::NetworkSecurityGroup, r))
-            .collect();
-        for ip in &s.ip_configurations {
-            refs.push((Kind::Subnet, &ip.subnet));
-            refs.extend(
-                ip.public_ip_address
-                    .iter()
-                    .map(|r| (Kind::PublicIPAddress, r)),
-            );
-            refs.extend(
-                ip.load_balancer_backend_address_pools
-                    .iter()
-                    .map(|p| (Kind::LoadBalancer, &p.load_balancer)),
-            );
-        }
-        refs
-    }
-
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let configs: Vec<Value> = s

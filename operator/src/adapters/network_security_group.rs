@@ -4,13 +4,9 @@
 use serde_json::{Value, json};
 use strata_crds::azure::NetworkSecurityGroup;
 
-use super::{AzureResource, Resolved, body, common_accessors, prune};
-use crate::kind::Kind;
+use super::{AzureResource, Resolved, body, prune};
 
 impl AzureResource for NetworkSecurityGroup {
-    const KIND: Kind = Kind::NetworkSecurityGroup;
-    common_accessors!(status: plain);
-
     fn desired(&self, _: &Resolved) -> Value {
         let s = &self.spec;
         let rules: Vec<Value> = s

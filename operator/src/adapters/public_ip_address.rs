@@ -4,13 +4,9 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::PublicIPAddress;
 
-use super::{AzureResource, Resolved, body, common_accessors, output, prune};
-use crate::kind::Kind;
+use super::{AzureResource, Resolved, body, output, prune};
 
 impl AzureResource for PublicIPAddress {
-    const KIND: Kind = Kind::PublicIPAddress;
-    common_accessors!(status: flattened);
-
     fn desired(&self, _: &Resolved) -> Value {
         let s = &self.spec;
         let mut b = body(

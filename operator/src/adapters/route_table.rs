@@ -3,13 +3,9 @@
 use serde_json::{Value, json};
 use strata_crds::azure::RouteTable;
 
-use super::{AzureResource, Resolved, body, common_accessors, prune};
-use crate::kind::Kind;
+use super::{AzureResource, Resolved, body, prune};
 
 impl AzureResource for RouteTable {
-    const KIND: Kind = Kind::RouteTable;
-    common_accessors!(status: plain);
-
     fn desired(&self, _: &Resolved) -> Value {
         let s = &self.spec;
         let routes: Vec<Value> = s

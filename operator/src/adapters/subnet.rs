@@ -6,26 +6,10 @@ use serde_json::{Value, json};
 use strata_crds::azure::Subnet;
 use strata_crds::common::ResourceRef;
 
-use super::{AzureResource, Resolved, common_accessors};
+use super::{AzureResource, Resolved};
 use crate::kind::Kind;
 
 impl AzureResource for Subnet {
-    const KIND: Kind = Kind::Subnet;
-    const CARRIES_TAGS: bool = false;
-    common_accessors!(status: plain);
-
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        let s = &self.spec;
-        [
-            (Kind::NetworkSecurityGroup, &s.network_security_group),
-            (Kind::RouteTable, &s.route_table),
-            (Kind::NatGateway, &s.nat_gateway),
-        ]
-        .into_iter()
-        .filter_map(|(k, r)| r.as_ref().map(|r| (k, r)))
-        .collect()
-    }
-
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let reference = |kind, x: &Option<ResourceRef>| {

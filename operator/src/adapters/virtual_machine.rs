@@ -3,33 +3,11 @@
 
 use serde_json::{Map, Value, json};
 use strata_crds::azure::VirtualMachine;
-use strata_crds::common::{ResourceRef, SecretKeyRef};
 
-use super::{AzureResource, Resolved, body, common_accessors, output, prune};
+use super::{AzureResource, Resolved, body, output, prune};
 use crate::kind::Kind;
 
 impl AzureResource for VirtualMachine {
-    const KIND: Kind = Kind::VirtualMachine;
-    common_accessors!(status: flattened);
-
-    fn references(&self) -> Vec<(Kind, &ResourceRef)> {
-        let s = &self.spec;
-        let nics = s
-            .network_interfaces
-            .iter()
-            .map(|r| (Kind::NetworkInterface, r));
-        nics.chain(
-            s.availability_set
-                .iter()
-                .map(|r| (Kind::AvailabilitySet, r)),
-        )
-        .collect()
-    }
-
-    fn custom_data(&self) -> Option<&SecretKeyRef> {
-        self.spec.custom_data.as_ref()
-    }
-
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let name =

@@ -4,13 +4,9 @@
 use serde_json::{Value, json};
 use strata_crds::azure::VirtualNetwork;
 
-use super::{AzureResource, Resolved, body, common_accessors};
-use crate::kind::Kind;
+use super::{AzureResource, Resolved, body};
 
 impl AzureResource for VirtualNetwork {
-    const KIND: Kind = Kind::VirtualNetwork;
-    common_accessors!(status: plain);
-
     fn desired(&self, _: &Resolved) -> Value {
         let s = &self.spec;
         let mut properties = json!({ "addressSpace": { "addressPrefixes": s.address_prefixes } });

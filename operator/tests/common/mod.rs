@@ -185,7 +185,7 @@ impl World {
         name
     }
 
-    /// A credential Secret (DESIGN.md keys) in a namespace.
+    /// A credential Secret (the keys of docs/design.md "Credentials") in a namespace.
     pub async fn credential_secret(
         &self,
         ns: &str,

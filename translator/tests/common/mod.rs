@@ -149,29 +149,14 @@ pub fn capi_machines(cluster: &str) -> String {
 }
 
 pub fn dyn_api(env: &Env, kind: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("azure.strata.dev", "v1alpha1", kind),
-        &match kind {
-            "PublicIPAddress" => "publicipaddresses".to_owned(),
-            k => format!("{}s", k.to_lowercase()),
-        },
-    );
+    let ar = kind
+        .parse::<strata_crds::CloudKind>()
+        .expect("a cloud kind")
+        .api_resource();
     Api::namespaced_with(env.client.clone(), &env.ns, &ar)
 }
 
-pub const KINDS: [&str; 11] = [
-    "ResourceGroup",
-    "VirtualNetwork",
-    "NetworkSecurityGroup",
-    "RouteTable",
-    "PublicIPAddress",
-    "NatGateway",
-    "Subnet",
-    "LoadBalancer",
-    "AvailabilitySet",
-    "NetworkInterface",
-    "VirtualMachine",
-];
+pub const KINDS: &[&str] = strata_crds::CloudKind::NAMES;
 
 /// Every cloud CR in the namespace: (kind, name) → object.
 pub async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
@@ -183,7 +168,7 @@ pub async fn cloud_crs(env: &Env) -> BTreeMap<(String, String), DynamicObject> {
             .unwrap()
             .items
         {
-            out.insert((kind.to_owned(), o.name_any()), o);
+            out.insert((kind.to_string(), o.name_any()), o);
         }
     }
     out
