@@ -78,6 +78,7 @@ pub fn operator_settings(
             tenant: "tenant".into(),
             client_id: "strata-operator".into(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: Some(token_file.to_path_buf()),
         }),
         // Granted explicitly, to the namespace the operator watches (none when it watches all):

@@ -36,6 +36,7 @@ use strata_crds::capz::{AzureClusterIdentity, IdentityType, is_guid, selector_ma
 
 use crate::api_versions::ApiVersions;
 use crate::arm::{ArmClient, Setup, clients};
+use crate::certificate::CertificateAssertion;
 use crate::metrics::Metrics;
 use crate::throttle::Throttle;
 use crate::transport::Transport;
@@ -55,6 +56,8 @@ pub struct Credential {
     pub client_id: String,
     /// A client secret, or …
     pub client_secret: Option<String>,
+    /// … a certificate with its RSA key (PEM), or …
+    pub client_certificate: Option<String>,
     /// … a workload-identity token file: the operator's own (its environment's), re-read on
     /// every token request because the kubelet rotates it.
     pub federated_token_file: Option<PathBuf>,
@@ -186,6 +189,7 @@ impl Credential {
             tenant,
             client_id,
             client_secret,
+            client_certificate: None,
             federated_token_file,
         }))
     }
@@ -210,6 +214,7 @@ impl Credential {
             tenant: get("AZURE_TENANT_ID")?,
             client_id: get("AZURE_CLIENT_ID")?,
             client_secret: Some(client_secret),
+            client_certificate: None,
             federated_token_file: None,
         };
         check_ids(&source, &credential.tenant, &credential.client_id)?;
@@ -430,10 +435,13 @@ impl Credentials {
             tenant: tenant.to_owned(),
             client_id: client_id.to_owned(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: None,
         };
         match spec.type_ {
-            IdentityType::ServicePrincipal | IdentityType::ManualServicePrincipal => {
+            IdentityType::ServicePrincipal
+            | IdentityType::ManualServicePrincipal
+            | IdentityType::ServicePrincipalCertificate => {
                 let Some(r) = &spec.client_secret else {
                     return Err(CredentialError::invalid(format!(
                         "{what} is a {:?} without clientSecret",
@@ -465,13 +473,24 @@ impl Credentials {
                             "{what}: its clientSecret Secret {id_ns}/{secret_name} does not exist"
                         ))
                     })?;
-                credential.client_secret = Some(
-                    secret_value(&secret, IDENTITY_SECRET_KEY).ok_or_else(|| {
-                        CredentialError::invalid(format!(
-                            "{what}: Secret {id_ns}/{secret_name} has no {IDENTITY_SECRET_KEY} (or it is empty)"
-                        ))
-                    })?,
-                );
+                let value = secret_value(&secret, IDENTITY_SECRET_KEY).ok_or_else(|| {
+                    CredentialError::invalid(format!(
+                        "{what}: Secret {id_ns}/{secret_name} has no {IDENTITY_SECRET_KEY} (or it is empty)"
+                    ))
+                })?;
+                // CAPZ keeps a certificate (PEM: the certificate and its key) under the same
+                // key as a secret; a ManualServicePrincipal may hold either.
+                let is_certificate = value.contains("-----BEGIN CERTIFICATE-----");
+                if spec.type_ == IdentityType::ServicePrincipalCertificate && !is_certificate {
+                    return Err(CredentialError::invalid(format!(
+                        "{what} is a ServicePrincipalCertificate, and Secret {id_ns}/{secret_name}'s {IDENTITY_SECRET_KEY} holds no PEM certificate (a CERTIFICATE block and its RSA PRIVATE KEY)"
+                    )));
+                }
+                if is_certificate {
+                    credential.client_certificate = Some(value);
+                } else {
+                    credential.client_secret = Some(value);
+                }
             }
             IdentityType::WorkloadIdentity => {
                 let Some(file) = self.token_file() else {
@@ -481,11 +500,10 @@ impl Credentials {
                 };
                 credential.federated_token_file = Some(file.clone());
             }
-            other @ (IdentityType::ServicePrincipalCertificate
-            | IdentityType::UserAssignedMSI
+            other @ (IdentityType::UserAssignedMSI
             | IdentityType::UserAssignedIdentityCredential) => {
                 return Err(CredentialError::invalid(format!(
-                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ManualServicePrincipal or WorkloadIdentity)"
+                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ServicePrincipalCertificate, ManualServicePrincipal or WorkloadIdentity)"
                 )));
             }
         }
@@ -514,32 +532,60 @@ impl Credentials {
             return Ok(azure.clone());
         }
         let invalid = |e: azure_core::Error| CredentialError::invalid(e.to_string());
-        let token: Arc<dyn TokenCredential> =
-            match (&credential.client_secret, &credential.federated_token_file) {
-                (Some(secret), _) => ClientSecretCredential::new(
-                    &credential.tenant,
-                    credential.client_id.clone(),
-                    SdkSecret::new(secret.clone()),
-                    Some(ClientSecretCredentialOptions {
-                        client_options: self.identity_options(),
-                    }),
-                )
-                .map_err(invalid)?,
-                (None, Some(file)) => ClientAssertionCredential::new(
+        let token: Arc<dyn TokenCredential> = match (
+            &credential.client_secret,
+            &credential.client_certificate,
+            &credential.federated_token_file,
+        ) {
+            (Some(secret), _, _) => ClientSecretCredential::new(
+                &credential.tenant,
+                credential.client_id.clone(),
+                SdkSecret::new(secret.clone()),
+                Some(ClientSecretCredentialOptions {
+                    client_options: self.identity_options(),
+                }),
+            )
+            .map_err(invalid)?,
+            (None, Some(pem), _) => {
+                let audience = format!(
+                    "{}/{}/oauth2/v2.0/token",
+                    self.authority.as_str().trim_end_matches('/'),
+                    credential.tenant
+                );
+                let assertion =
+                    CertificateAssertion::from_pem(pem, &credential.client_id, &audience).map_err(
+                        |e| {
+                            CredentialError::invalid(format!(
+                                "the certificate of client {}: {e}",
+                                credential.client_id
+                            ))
+                        },
+                    )?;
+                ClientAssertionCredential::new(
                     credential.tenant.clone(),
                     credential.client_id.clone(),
-                    TokenFile(file.clone()),
+                    assertion,
                     Some(ClientAssertionCredentialOptions {
                         client_options: self.identity_options(),
                     }),
                 )
-                .map_err(invalid)?,
-                (None, None) => {
-                    return Err(CredentialError::invalid(
-                        "the credential has neither a client secret nor a token file",
-                    ));
-                }
-            };
+                .map_err(invalid)?
+            }
+            (None, None, Some(file)) => ClientAssertionCredential::new(
+                credential.tenant.clone(),
+                credential.client_id.clone(),
+                TokenFile(file.clone()),
+                Some(ClientAssertionCredentialOptions {
+                    client_options: self.identity_options(),
+                }),
+            )
+            .map_err(invalid)?,
+            (None, None, None) => {
+                return Err(CredentialError::invalid(
+                    "the credential has no client secret, certificate or token file",
+                ));
+            }
+        };
         let arm = clients(
             token,
             Setup {

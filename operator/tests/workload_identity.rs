@@ -137,6 +137,7 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
             tenant: "tenant".into(),
             client_id: "operator".into(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: Some(token_file),
         });
     });

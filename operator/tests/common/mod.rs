@@ -63,6 +63,7 @@ pub fn settings(sim: &Server, namespace: &str) -> Settings {
             tenant: "tenant".into(),
             client_id: "operator".into(),
             client_secret: Some("operator-secret".into()),
+            client_certificate: None,
             federated_token_file: None,
         }),
         // Granted explicitly: the secure default grants the operator's credential nowhere.
