@@ -1051,8 +1051,7 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
 /// clock scaled to the emulator's (sync period 1 h, operation polls every 5 s, backoff 1 s → 5
 /// min, throttled retry 10 s), so that both runs see the same simulated world.
 pub fn operator_settings(
-    arm_url: &str,
-    ca_pem: &str,
+    arm: crate::Arm<'_>,
     token_file: &Path,
     namespace: &str,
     time_scale: f64,
@@ -1060,8 +1059,7 @@ pub fn operator_settings(
     baseline: bool,
     health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
-    let mut settings =
-        crate::operator_settings(arm_url, ca_pem, token_file, Some(namespace), time_scale);
+    let mut settings = crate::operator_settings(arm, token_file, Some(namespace), time_scale);
     settings.service.health_addr = health_addr;
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {

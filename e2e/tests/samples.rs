@@ -100,8 +100,7 @@ async fn samples_azure_converge_unchanged_on_a_random_subscription() {
     let token_file = dir.join("operator.token");
     std::fs::write(&token_file, "a-projected-service-account-token").unwrap();
     let mut settings = operator_settings(
-        &sim.https_url,
-        &sim.ca_pem,
+        strata_e2e::Arm::of(&sim),
         &token_file,
         Some(&ns),
         TIME_SCALE,

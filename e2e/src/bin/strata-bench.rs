@@ -98,9 +98,12 @@ fn main() -> ExitCode {
         }) => runtime.block_on(async {
             let ca_pem = std::fs::read_to_string(ca_file)
                 .with_context(|| format!("reading {}", ca_file.display()))?;
+            let arm = strata_e2e::Arm {
+                url: arm_url,
+                ca_pem: &ca_pem,
+            };
             let settings = bench::operator_settings(
-                arm_url,
-                &ca_pem,
+                arm,
                 token_file,
                 namespace,
                 time_scale,

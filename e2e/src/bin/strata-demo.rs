@@ -148,8 +148,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         translator,
     )));
     let mut settings = operator_settings(
-        &sim.https_url,
-        &sim.ca_pem,
+        strata_e2e::Arm::of(&sim),
         &token_file,
         None,
         args.time_scale,
