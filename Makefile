@@ -40,9 +40,10 @@ demo-tools:
 crds:
 	$(CARGO) run --locked -p strata-crds --bin crdgen -- crds/generated
 
-## Formatting and lints, as CI would want them.
+## Formatting and lints, as CI would want them, and no retired dependency back in Cargo.lock.
 lint:
 	$(CARGO) fmt --all -- --check
+	bash e2e/check-dependencies.sh
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 fmt:

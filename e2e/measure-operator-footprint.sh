@@ -7,9 +7,9 @@ N=${1:-20}
 d=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf $d' EXIT
 target/debug/strata-envtest serve --kubeconfig $d/kc --crds crds/generated --no-gc > $d/env.out 2>&1 &
-target/debug/strata-armsim --time-scale 0.01 > $d/sim.out 2>&1 &
+target/debug/strata-armsim --time-scale 0.01 --ca-file $d/ca.pem > $d/sim.out 2>&1 &
 for i in $(seq 50); do grep -q ready $d/env.out && grep -qi "http" $d/sim.out && break; sleep 0.2; done
-sim=$(grep -o 'http://127.0.0.1:[0-9]*' $d/sim.out | head -1)
+sim=$(grep -o 'https://127.0.0.1:[0-9]*' $d/sim.out | head -1)
 export KUBECONFIG=$d/kc
 for i in $(seq $N); do
   kubectl create ns m$i >/dev/null
@@ -18,7 +18,7 @@ for i in $(seq $N); do
   done
 done
 start=$(date +%s.%N)
-AZURE_RESOURCE_MANAGER_ENDPOINT=$sim AZURE_AUTHORITY_HOST=$sim AZURE_TENANT_ID=t AZURE_CLIENT_ID=c AZURE_CLIENT_SECRET=s AZURE_SUBSCRIPTION_ID=00000000-0000-0000-0000-000000000000 \
+AZURE_RESOURCE_MANAGER_ENDPOINT=$sim AZURE_AUTHORITY_HOST=$sim STRATA_EXTRA_CA_FILE=$d/ca.pem AZURE_TENANT_ID=t AZURE_CLIENT_ID=c AZURE_CLIENT_SECRET=s AZURE_SUBSCRIPTION_ID=00000000-0000-0000-0000-000000000000 \
   target/debug/strata-operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --arm-time-scale 0.01 --poll-interval 100ms > $d/op.log 2>&1 &
 op=$!
 kubectl wait --for=condition=Ready -A --all azure --timeout=120s >/dev/null || kubectl get azure -A | grep -v True | head -5

@@ -252,11 +252,15 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     .await?;
     let token_file = config.log_dir.join(format!("{ns}.token"));
     std::fs::write(&token_file, "a-projected-service-account-token")?;
+    let ca_file = config.log_dir.join(format!("{ns}-arm-ca.pem"));
+    std::fs::write(&ca_file, &sim.ca_pem)?;
     let log = std::fs::File::create(config.log_dir.join(format!("{ns}-operator.log")))?;
     let health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let mut operator = tokio::process::Command::new(&config.operator_exe)
         .arg("operator")
-        .args(["--arm-url", &sim.url, "--namespace", &ns])
+        .args(["--arm-url", &sim.https_url, "--namespace", &ns])
+        .arg("--ca-file")
+        .arg(&ca_file)
         .args(["--time-scale", &config.time_scale.to_string()])
         .args(["--sync-period-s", &config.sync_period_s.to_string()])
         .arg("--token-file")
@@ -1047,7 +1051,7 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
 /// clock scaled to the emulator's (sync period 1 h, operation polls every 5 s, backoff 1 s → 5
 /// min, throttled retry 10 s), so that both runs see the same simulated world.
 pub fn operator_settings(
-    arm_url: &str,
+    arm: crate::Arm<'_>,
     token_file: &Path,
     namespace: &str,
     time_scale: f64,
@@ -1055,7 +1059,7 @@ pub fn operator_settings(
     baseline: bool,
     health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
-    let mut settings = crate::operator_settings(arm_url, token_file, Some(namespace), time_scale);
+    let mut settings = crate::operator_settings(arm, token_file, Some(namespace), time_scale);
     settings.service.health_addr = health_addr;
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {

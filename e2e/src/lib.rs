@@ -56,25 +56,45 @@ pub const SUB: &str = "00000000-0000-0000-0000-000000000000";
 /// The emulator's clock: a 60 s VM creation takes 0.6 s.
 pub const TIME_SCALE: f64 = 0.01;
 
-/// The operator's settings against an emulator at `arm_url` on the clock `time_scale`, with the
-/// global workload-identity credential of `token_file`. The one place the e2e tests and the demo
-/// build `strata_operator::Settings`.
+/// Where the operator reaches the ARM emulator: its `https` URL (the SDK sends tokens over TLS
+/// only) and the certificate to trust for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Arm<'a> {
+    pub url: &'a str,
+    pub ca_pem: &'a str,
+}
+
+impl<'a> Arm<'a> {
+    pub fn of(sim: &'a Server) -> Arm<'a> {
+        Arm {
+            url: &sim.https_url,
+            ca_pem: &sim.ca_pem,
+        }
+    }
+}
+
+/// The operator's settings against an emulator at `arm_url` (its `https` URL, whose certificate
+/// is `ca_pem`) on the clock `time_scale`, with the global workload-identity credential of
+/// `token_file`. The one place the e2e tests and the demo build `strata_operator::Settings`.
 pub fn operator_settings(
-    arm_url: &str,
+    arm: Arm<'_>,
     token_file: &Path,
     namespace: Option<&str>,
     time_scale: f64,
 ) -> Settings {
     // The emulator's own URL: a parse failure is a bug of the caller, not an input error.
-    let url = azure_core::Url::parse(arm_url).expect("the emulator's URL");
+    let url = azure_core::http::Url::parse(arm.url).expect("the emulator's URL");
     Settings {
         endpoint: url.clone(),
         authority: url,
+        extra_ca: Some(arm.ca_pem.to_owned()),
+        api_versions: Default::default(),
         global: Some(Credential {
             subscription: SUB.into(),
             tenant: "tenant".into(),
             client_id: "strata-operator".into(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: Some(token_file.to_path_buf()),
         }),
         // Granted explicitly, to the namespace the operator watches (none when it watches all):
@@ -241,7 +261,7 @@ impl Stack {
     /// `edit` — a global-credential grant, say; a restart ([`Stack::kill_operators`]) keeps them.
     pub fn start_operator_with(&mut self, watch: Option<&str>, edit: impl FnOnce(&mut Settings)) {
         let mut settings = operator_settings(
-            &self.sim.url,
+            Arm::of(&self.sim),
             &self.token_file,
             watch,
             self.options.time_scale,

@@ -421,7 +421,9 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
     .await;
     stack.start_standin();
     // First rule that fires wins: 5 % 500, then 5 % 503 and 5 % 429 of all requests, and latency
-    // on a third of the rest.
+    // on a third of the rest. A 429's Retry-After is a second on the emulator's clock: the
+    // operator holds the whole subscription's bucket for it, as ARM asks.
+    let retry_after = CHAOS_TIME_SCALE;
     stack
         .inspector()
         .post(
@@ -429,7 +431,7 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
             &json!([
                 {"path": "^/subscriptions/", "probability": 0.05, "status": 500, "code": "InternalServerError"},
                 {"path": "^/subscriptions/", "probability": 0.05 / 0.95, "status": 503, "code": "ServiceUnavailable"},
-                {"path": "^/subscriptions/", "probability": 0.05 / 0.90, "status": 429, "code": "TooManyRequests", "retryAfter": 1},
+                {"path": "^/subscriptions/", "probability": 0.05 / 0.90, "status": 429, "code": "TooManyRequests", "retryAfter": retry_after},
                 {"path": "^/subscriptions/", "probability": 0.33, "latencyMs": 15}
             ]),
         )

@@ -99,7 +99,12 @@ async fn samples_azure_converge_unchanged_on_a_random_subscription() {
     std::fs::create_dir_all(&dir).unwrap();
     let token_file = dir.join("operator.token");
     std::fs::write(&token_file, "a-projected-service-account-token").unwrap();
-    let mut settings = operator_settings(&sim.url, &token_file, Some(&ns), TIME_SCALE);
+    let mut settings = operator_settings(
+        strata_e2e::Arm::of(&sim),
+        &token_file,
+        Some(&ns),
+        TIME_SCALE,
+    );
     let global = settings.global.as_mut().unwrap();
     global.subscription = subscription.clone();
     // The operator's principal may use its own subscription and no other, as in Azure: a sample

@@ -1,23 +1,36 @@
-//! The one module that talks to Azure: the Azure SDK 0.21 clients (`azure_mgmt_resources`,
-//! `azure_mgmt_network`, `azure_mgmt_compute`) behind three generic calls on JSON bodies —
-//! GET, PUT and DELETE of an ARM ID. A later SDK swap changes this file only.
+//! The one module that talks to Azure: GET, PUT and DELETE of an ARM ID with a JSON body,
+//! through the maintained Azure SDK core (`azure_core` 1.x): its pipeline adds the bearer token
+//! (from an `azure_identity` credential), the user agent and a client request ID. The SDK's
+//! retries are off: the loop classifies every error and decides when to try again (backoff,
+//! ARM's `Retry-After`, or not until the spec changes), so that a failing resource costs a
+//! bounded number of calls.
 //!
-//! Every call uses `.send()`, never the SDK's long-running futures (they re-send PUTs or do not
-//! poll, see docs/testing.md): the loop follows an operation by GETting the resource until its
-//! `provisioningState` is terminal. Each call waits for the subscription's token bucket first.
+//! The loop follows an operation by GETting the resource until its `provisioningState` is
+//! terminal, never through the SDK's pollers. ARM's answer drives the waits: each call takes a
+//! token from the subscription's bucket first; a 429's `Retry-After` holds that bucket for every
+//! CR that shares it; `x-ms-ratelimit-remaining-subscription-…` lowers it; a `201`/`202`'s
+//! `Retry-After` paces the polling of that operation ([`ArmClient::poll_after`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
-use azure_core::error::ErrorKind;
+use azure_core::credentials::TokenCredential;
+use azure_core::http::headers::{HeaderName, Headers};
+use azure_core::http::policies::Policy;
+use azure_core::http::policies::auth::BearerTokenAuthorizationPolicy;
+use azure_core::http::{
+    ClientOptions, Context, Method, Pipeline, PipelineSendOptions, RawResponse, Request,
+    RetryOptions, Url,
+};
 use serde_json::Value;
 
-use azure_mgmt_compute::models as compute;
-use azure_mgmt_network::models as network;
-
+use crate::api_versions::ApiVersions;
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
 use crate::metrics::Metrics;
-use crate::throttle::{Class, Throttle};
+use crate::throttle::{Class, Held, Throttle};
+use crate::transport::Transport;
 
 /// An ARM call that failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -28,200 +41,373 @@ pub enum ArmError {
         status: u16,
         code: String,
         message: String,
+        /// ARM's `Retry-After` (a 429 carries one).
+        retry_after: Option<Duration>,
+    },
+    /// Not sent: an earlier 429's `Retry-After` still holds the subscription's bucket.
+    #[error(
+        "TooManyRequests: ARM throttled this subscription's {class}; the next one goes out in {:.1} s (its Retry-After)",
+        .remaining.as_secs_f64()
+    )]
+    Held {
+        class: &'static str,
+        remaining: Duration,
     },
     /// No answer (connection, timeout, token endpoint).
     #[error("{0}")]
     Transport(String),
-    /// The body could not be mapped to the SDK's model (a bug in an adapter).
-    #[error("the request body does not fit the Azure SDK model: {0}")]
-    Body(String),
 }
 
 impl ArmError {
-    fn from_sdk(e: azure_core::Error) -> ArmError {
-        if let Some(http) = e.as_http_error() {
-            return ArmError::Http {
-                status: u16::from(http.status()),
-                code: http.error_code().unwrap_or("Unknown").to_owned(),
-                message: http.error_message().unwrap_or_default().to_owned(),
-            };
-        }
-        if let ErrorKind::HttpResponse { status, error_code } = e.kind() {
-            return ArmError::Http {
-                status: u16::from(*status),
-                code: error_code.clone().unwrap_or_else(|| "Unknown".to_owned()),
-                message: e.to_string(),
-            };
-        }
-        ArmError::Transport(e.to_string())
-    }
-
     pub fn status(&self) -> Option<u16> {
         match self {
             ArmError::Http { status, .. } => Some(*status),
             _ => None,
         }
     }
-}
 
-/// Clients for one credential and subscription.
-pub struct ArmClient {
-    resources: azure_mgmt_resources::Client,
-    network: azure_mgmt_network::Client,
-    compute: azure_mgmt_compute::Client,
-    throttle: Arc<Throttle>,
-    metrics: Arc<Metrics>,
-}
-
-/// Builds the three SDK clients for a credential against an ARM endpoint. SDK retries are off: the
-/// loop classifies every error and decides when to try again (backoff, `Retry-After`, or not
-/// until the spec changes), so that a failing resource costs a bounded number of calls.
-pub fn clients(
-    credential: Arc<dyn azure_core::auth::TokenCredential>,
-    endpoint: &azure_core::Url,
-    throttle: Arc<Throttle>,
-    metrics: Arc<Metrics>,
-) -> Result<ArmClient, ArmError> {
-    let none = azure_core::RetryOptions::none;
-    let sdk = |e: azure_core::Error| ArmError::Transport(e.to_string());
-    Ok(ArmClient {
-        resources: azure_mgmt_resources::Client::builder(credential.clone())
-            .endpoint(endpoint.clone())
-            .retry(none())
-            .build()
-            .map_err(sdk)?,
-        network: azure_mgmt_network::Client::builder(credential.clone())
-            .endpoint(endpoint.clone())
-            .retry(none())
-            .build()
-            .map_err(sdk)?,
-        compute: azure_mgmt_compute::Client::builder(credential)
-            .endpoint(endpoint.clone())
-            .retry(none())
-            .build()
-            .map_err(sdk)?,
-        throttle,
-        metrics,
-    })
-}
-
-async fn json_of(response: azure_core::Response) -> Result<Value, ArmError> {
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(ArmError::from_sdk)?;
-    if bytes.is_empty() {
-        return Ok(Value::Null);
+    /// How long ARM asked us to wait before the next request of this kind.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ArmError::Http { retry_after, .. } => *retry_after,
+            ArmError::Held { remaining, .. } => Some(*remaining),
+            ArmError::Transport(_) => None,
+        }
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ArmError::Transport(format!("ARM answered with a body that is not JSON: {e}")))
 }
 
-fn model<T: serde::de::DeserializeOwned>(body: &Value) -> Result<T, ArmError> {
-    serde_json::from_value(body.clone()).map_err(|e| ArmError::Body(e.to_string()))
-}
-
-/// The one table of the eleven kinds' SDK clients: for `kind`, invokes the verb macro `$verb` with
-/// the kind's client, the path arguments before the resource's parameters (resource group, parent
-/// and name as the kind needs them), the subscription and the SDK model type. The typed clients
-/// differ only in these, so each verb is written once (`sdk_get!`, `sdk_put!`, `sdk_delete!`).
-macro_rules! for_kind {
-    ($self:ident, $kind:expr, $id:expr, $verb:ident $(, $body:expr)?) => {{
-        let (sub, rg, name) = ($id.subscription.clone(), $id.resource_group.clone(), $id.name().to_owned());
-        let parent = $id.parent_name().unwrap_or_default().to_owned();
-        let (n, c) = (&$self.network, &$self.compute);
-        match $kind {
-            Kind::ResourceGroup => $verb!($self.resources.resource_groups_client(), [rg], sub, azure_mgmt_resources::models::ResourceGroup $(, $body)?),
-            Kind::VirtualNetwork => $verb!(n.virtual_networks_client(), [rg, name], sub, network::VirtualNetwork $(, $body)?),
-            Kind::Subnet => $verb!(n.subnets_client(), [rg, parent, name], sub, network::Subnet $(, $body)?),
-            Kind::NetworkSecurityGroup => $verb!(n.network_security_groups_client(), [rg, name], sub, network::NetworkSecurityGroup $(, $body)?),
-            Kind::RouteTable => $verb!(n.route_tables_client(), [rg, name], sub, network::RouteTable $(, $body)?),
-            Kind::NatGateway => $verb!(n.nat_gateways_client(), [rg, name], sub, network::NatGateway $(, $body)?),
-            Kind::PublicIPAddress => $verb!(n.public_ip_addresses_client(), [rg, name], sub, network::PublicIpAddress $(, $body)?),
-            Kind::LoadBalancer => $verb!(n.load_balancers_client(), [rg, name], sub, network::LoadBalancer $(, $body)?),
-            Kind::NetworkInterface => $verb!(n.network_interfaces_client(), [rg, name], sub, network::NetworkInterface $(, $body)?),
-            Kind::AvailabilitySet => $verb!(c.availability_sets_client(), [rg, name], sub, compute::AvailabilitySet $(, $body)?),
-            Kind::VirtualMachine => $verb!(c.virtual_machines_client(), [rg, name], sub, compute::VirtualMachine $(, $body)?),
+/// The text of an SDK error with its causes (the pipeline wraps the transport's and the
+/// credential's errors).
+fn error_text(e: &azure_core::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text = format!("{text}: {s_text}");
         }
-    }};
+        source = s.source();
+    }
+    text
 }
 
-macro_rules! sdk_get {
-    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty) => {
-        $client.get($($arg,)* $sub).send().await.map(|r| r.into_raw_response())
+/// The ARM client of one credential.
+pub struct ArmClient {
+    pipeline: Pipeline,
+    endpoint: Url,
+    versions: Arc<ApiVersions>,
+    throttle: Arc<Throttle>,
+    metrics: Arc<Metrics>,
+    /// Per resource (lower-case ID): the `Retry-After` of the last write ARM accepted with one.
+    paces: Mutex<HashMap<String, Duration>>,
+}
+
+/// What the SDK pipeline is built from besides the credential.
+pub struct Setup<'a> {
+    pub endpoint: &'a Url,
+    pub transport: &'a Transport,
+    pub versions: Arc<ApiVersions>,
+    pub throttle: Arc<Throttle>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The ARM client for a credential.
+pub fn clients(credential: Arc<dyn TokenCredential>, setup: Setup<'_>) -> ArmClient {
+    // The audience is the endpoint itself: `https://management.azure.com/.default` on Azure.
+    let scope = format!("{}/.default", setup.endpoint.as_str().trim_end_matches('/'));
+    let auth: Arc<dyn Policy> = Arc::new(BearerTokenAuthorizationPolicy::new(credential, [scope]));
+    let options = ClientOptions {
+        transport: Some(setup.transport.sdk()),
+        retry: RetryOptions::none(),
+        ..ClientOptions::default()
     };
+    let pipeline = Pipeline::new(
+        Some("strata-operator"),
+        Some(env!("CARGO_PKG_VERSION")),
+        options,
+        Vec::new(),
+        vec![auth],
+        None,
+    );
+    ArmClient {
+        pipeline,
+        endpoint: setup.endpoint.clone(),
+        versions: setup.versions,
+        throttle: setup.throttle,
+        metrics: setup.metrics,
+        paces: Mutex::new(HashMap::new()),
+    }
 }
 
-macro_rules! sdk_put {
-    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty, $body:expr) => {
-        match model::<$model>($body) {
-            Ok(m) => $client.create_or_update($($arg,)* m, $sub).send().await.map(|r| r.into_raw_response()),
-            Err(e) => return Err(e),
+/// ARM's `Retry-After`: the SDKs' millisecond headers first, then `Retry-After` in seconds or as
+/// an HTTP date.
+pub fn retry_after(headers: &Headers, now: SystemTime) -> Option<Duration> {
+    let get = |name: &'static str| headers.get_optional_str(&HeaderName::from_static(name));
+    for ms in ["retry-after-ms", "x-ms-retry-after-ms"] {
+        if let Some(ms) = get(ms).and_then(|v| v.trim().parse::<u64>().ok()) {
+            return Some(Duration::from_millis(ms));
         }
-    };
+    }
+    let value = get("retry-after")?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-macro_rules! sdk_delete {
-    ($client:expr, [$($arg:expr),*], $sub:expr, $model:ty) => {
-        $client.delete($($arg,)* $sub).send().await.map(|r| r.into_raw_response())
+/// ARM's count of requests left in this class's bucket.
+fn remaining(headers: &Headers, class: Class) -> Option<u64> {
+    let name = match class {
+        Class::Read => "x-ms-ratelimit-remaining-subscription-reads",
+        Class::Write => "x-ms-ratelimit-remaining-subscription-writes",
+        Class::Delete => "x-ms-ratelimit-remaining-subscription-deletes",
     };
+    headers
+        .get_optional_str(&HeaderName::from_static(name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn class_name(class: Class) -> &'static str {
+    match class {
+        Class::Read => "reads",
+        Class::Write => "writes",
+        Class::Delete => "deletes",
+    }
+}
+
+/// An ARM error from a response that is not a success.
+fn http_error(response: &RawResponse, retry_after: Option<Duration>) -> ArmError {
+    let status = u16::from(response.status());
+    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap_or(Value::Null);
+    let error = body.get("error").unwrap_or(&body);
+    let text = |k: &str| error.get(k).and_then(Value::as_str).map(str::to_owned);
+    let code = text("code")
+        .or_else(|| {
+            response
+                .headers()
+                .get_optional_string(&HeaderName::from_static("x-ms-error-code"))
+        })
+        .unwrap_or_else(|| "Unknown".to_owned());
+    ArmError::Http {
+        status,
+        code,
+        message: text("message").unwrap_or_default(),
+        retry_after,
+    }
 }
 
 impl ArmClient {
-    /// Counts an ARM request by method and status code (0: no answer).
-    fn count(&self, method: &str, sent: &azure_core::Result<azure_core::Response>) {
-        let code = match sent {
-            Ok(r) => u16::from(r.status()),
-            Err(e) => e.as_http_error().map_or(0, |h| u16::from(h.status())),
+    fn url(&self, kind: Kind, id: &ArmId, expand: Option<&str>) -> Url {
+        let mut url = self.endpoint.clone();
+        let base = self.endpoint.path().trim_end_matches('/');
+        url.set_path(&format!("{base}{id}"));
+        url.set_query(None);
+        url.query_pairs_mut()
+            .append_pair("api-version", self.versions.get(kind));
+        if let Some(expand) = expand {
+            url.query_pairs_mut().append_pair("$expand", expand);
+        }
+        url
+    }
+
+    /// Sends one request after a token from the subscription's bucket; learns from ARM's
+    /// throttling headers. `Ok` is any answer below 400 and 404.
+    async fn send(
+        &self,
+        method: Method,
+        class: Class,
+        kind: Kind,
+        id: &ArmId,
+        body: Option<&Value>,
+    ) -> Result<(RawResponse, Option<Duration>), ArmError> {
+        if let Err(Held(remaining)) = self.throttle.acquire(&id.subscription, class).await {
+            return Err(ArmError::Held {
+                class: class_name(class),
+                remaining,
+            });
+        }
+        let expand =
+            (kind == Kind::VirtualMachine && method == Method::Get).then_some("instanceView");
+        let mut request = Request::new(self.url(kind, id, expand), method);
+        request.insert_header("accept", "application/json");
+        if let Some(body) = body {
+            request.insert_header("content-type", "application/json");
+            let bytes = serde_json::to_vec(body)
+                .map_err(|e| ArmError::Transport(format!("encoding the request body: {e}")))?;
+            request.set_body(bytes);
+        }
+        let options = PipelineSendOptions {
+            skip_checks: true,
+            ..PipelineSendOptions::default()
         };
-        self.metrics.arm_request(method, code);
+        let sent = self
+            .pipeline
+            .send(&Context::new(), &mut request, Some(options))
+            .await;
+        let verb = match method {
+            Method::Get => "GET",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            _ => "OTHER",
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                self.metrics.arm_request(verb, 0);
+                return Err(ArmError::Transport(error_text(&e)));
+            }
+        };
+        let status = u16::from(response.status());
+        self.metrics.arm_request(verb, status);
+        if let Some(left) = remaining(response.headers(), class) {
+            self.throttle
+                .observe_remaining(&id.subscription, class, left);
+        }
+        let wait = retry_after(response.headers(), SystemTime::now());
+        if status == 429 {
+            if let Some(wait) = wait {
+                tracing::info!(
+                    subscription = %id.subscription,
+                    class = class_name(class),
+                    retry_after_s = wait.as_secs_f64(),
+                    "ARM throttled the subscription: holding its bucket"
+                );
+                self.throttle.hold(&id.subscription, class, wait);
+            }
+            return Err(http_error(&response, wait));
+        }
+        if status >= 400 && status != 404 {
+            return Err(http_error(&response, wait));
+        }
+        Ok((response, wait))
+    }
+
+    /// Records (or forgets) how ARM asked the operation a write started to be polled.
+    fn pace(&self, id: &ArmId, status: u16, wait: Option<Duration>) {
+        let mut paces = self
+            .paces
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = id.to_string().to_ascii_lowercase();
+        match wait.filter(|_| matches!(status, 201 | 202)) {
+            Some(wait) => paces.insert(key, wait),
+            None => paces.remove(&key),
+        };
+    }
+
+    /// The `Retry-After` of the operation last started on `id`, if ARM gave one: the loop
+    /// polls that operation no sooner.
+    pub fn poll_after(&self, id: &ArmId) -> Option<Duration> {
+        self.paces
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id.to_string().to_ascii_lowercase())
+            .copied()
     }
 
     /// GET; `None` when ARM answers 404. A VM is read with its instance view (the power state).
     pub async fn get(&self, kind: Kind, id: &ArmId) -> Result<Option<Value>, ArmError> {
-        self.throttle.acquire(&id.subscription, Class::Read).await;
-        let sent = if kind == Kind::VirtualMachine {
-            let vms = self.compute.virtual_machines_client();
-            let get = vms.get(
-                id.resource_group.clone(),
-                id.name().to_owned(),
-                id.subscription.clone(),
-            );
-            get.expand("instanceView")
-                .send()
-                .await
-                .map(|r| r.into_raw_response())
-        } else {
-            for_kind!(self, kind, id, sdk_get)
-        };
-        self.count("GET", &sent);
-        match sent.map_err(ArmError::from_sdk) {
-            Ok(response) => json_of(response).await.map(Some),
-            Err(e) if e.status() == Some(404) => Ok(None),
-            Err(e) => Err(e),
+        let (response, _) = self.send(Method::Get, Class::Read, kind, id, None).await?;
+        if u16::from(response.status()) == 404 {
+            return Ok(None);
         }
+        json_of(&response).map(Some)
     }
 
     /// PUT (create or update); answers the body ARM returned (its `provisioningState` says
     /// whether an operation now runs).
     pub async fn put(&self, kind: Kind, id: &ArmId, body: &Value) -> Result<Value, ArmError> {
-        self.throttle.acquire(&id.subscription, Class::Write).await;
-        let sent = for_kind!(self, kind, id, sdk_put, body);
-        self.count("PUT", &sent);
-        json_of(sent.map_err(ArmError::from_sdk)?).await
+        let (response, wait) = self
+            .send(Method::Put, Class::Write, kind, id, Some(body))
+            .await?;
+        let status = u16::from(response.status());
+        if status == 404 {
+            return Err(http_error(&response, wait));
+        }
+        self.pace(id, status, wait);
+        json_of(&response)
     }
 
     /// DELETE; `Ok` once ARM accepted it (202) or found nothing (204, 404). The loop then GETs
     /// until the resource is gone.
     pub async fn delete(&self, kind: Kind, id: &ArmId) -> Result<(), ArmError> {
-        self.throttle.acquire(&id.subscription, Class::Delete).await;
-        let sent = for_kind!(self, kind, id, sdk_delete);
-        self.count("DELETE", &sent);
-        match sent.map_err(ArmError::from_sdk) {
-            Ok(_) => Ok(()),
-            Err(e) if e.status() == Some(404) => Ok(()),
-            Err(e) => Err(e),
+        let (response, wait) = self
+            .send(Method::Delete, Class::Delete, kind, id, None)
+            .await?;
+        self.pace(id, u16::from(response.status()), wait);
+        Ok(())
+    }
+}
+
+fn json_of(response: &RawResponse) -> Result<Value, ArmError> {
+    let bytes = response.body().as_ref();
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ArmError::Transport(format!("ARM answered with a body that is not JSON: {e}")))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> Headers {
+        let mut h = Headers::new();
+        for (k, v) in pairs {
+            h.insert(*k, (*v).to_owned());
         }
+        h
+    }
+
+    #[test]
+    fn retry_after_in_milliseconds_seconds_or_an_http_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        let at = |pairs| retry_after(&headers(pairs), now);
+        assert_eq!(at(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
+        assert_eq!(
+            at(&[("retry-after", "7"), ("retry-after-ms", "6500")]),
+            Some(Duration::from_millis(6500)),
+            "the exact header wins"
+        );
+        assert_eq!(
+            at(&[("x-ms-retry-after-ms", "250")]),
+            Some(Duration::from_millis(250))
+        );
+        // 2015-10-21 07:28:00 GMT is `now`; 07:28:12 is 12 s later.
+        assert_eq!(
+            at(&[("retry-after", "Wed, 21 Oct 2015 07:28:12 GMT")]),
+            Some(Duration::from_secs(12))
+        );
+        assert_eq!(
+            at(&[("retry-after", "Wed, 21 Oct 2015 07:27:00 GMT")]),
+            Some(Duration::ZERO),
+            "a date in the past: go now"
+        );
+        assert_eq!(at(&[("retry-after", "soon")]), None);
+        assert_eq!(at(&[]), None);
+    }
+
+    #[test]
+    fn an_error_body_or_header_gives_the_code_and_message() {
+        let r = RawResponse::from_bytes(
+            azure_core::http::StatusCode::BadRequest,
+            headers(&[]),
+            r#"{"error":{"code":"InvalidApiVersionParameter","message":"The api-version '2099-01-01' is invalid."}}"#,
+        );
+        assert_eq!(
+            http_error(&r, None).to_string(),
+            "InvalidApiVersionParameter: The api-version '2099-01-01' is invalid. (HTTP 400)"
+        );
+        let r = RawResponse::from_bytes(
+            azure_core::http::StatusCode::from(503),
+            headers(&[("x-ms-error-code", "ServerBusy")]),
+            "",
+        );
+        assert!(
+            matches!(http_error(&r, None), ArmError::Http { code, .. } if code == "ServerBusy")
+        );
     }
 }

@@ -12,15 +12,21 @@
 //! A namespace's own Secret must carry its client secret: the operator never lends its
 //! federated service-account token to a client ID a tenant names (workload identity is only
 //! reachable through an administrator's identity). The ARM endpoint and the authority host are
-//! global settings only: a namespace can never redirect the operator. One set of SDK clients (and
-//! so one token cache) per distinct credential, not per reconcile.
+//! global settings only: a namespace can never redirect the operator. One ARM client (and so one
+//! token cache) per distinct credential, not per reconcile.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use azure_core::auth::{AccessToken, TokenCredential};
+use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
+use azure_core::credentials::{Secret as SdkSecret, TokenCredential};
+use azure_core::http::{ClientMethodOptions, ClientOptions, RetryOptions, Url};
+use azure_identity::{
+    ClientAssertion, ClientAssertionCredential, ClientAssertionCredentialOptions,
+    ClientSecretCredential, ClientSecretCredentialOptions,
+};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
@@ -28,9 +34,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::annotations::{CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, identity_ref};
 use strata_crds::capz::{AzureClusterIdentity, IdentityType, is_guid, selector_matches};
 
-use crate::arm::{ArmClient, clients};
+use crate::api_versions::ApiVersions;
+use crate::arm::{ArmClient, Setup, clients};
+use crate::certificate::CertificateAssertion;
 use crate::metrics::Metrics;
 use crate::throttle::Throttle;
+use crate::transport::Transport;
 
 /// The per-namespace credential Secret.
 pub const NAMESPACE_SECRET: &str = "strata-credential";
@@ -47,6 +56,8 @@ pub struct Credential {
     pub client_id: String,
     /// A client secret, or …
     pub client_secret: Option<String>,
+    /// … a certificate with its RSA key (PEM), or …
+    pub client_certificate: Option<String>,
     /// … a workload-identity token file: the operator's own (its environment's), re-read on
     /// every token request because the kubelet rotates it.
     pub federated_token_file: Option<PathBuf>,
@@ -178,6 +189,7 @@ impl Credential {
             tenant,
             client_id,
             client_secret,
+            client_certificate: None,
             federated_token_file,
         }))
     }
@@ -202,6 +214,7 @@ impl Credential {
             tenant: get("AZURE_TENANT_ID")?,
             client_id: get("AZURE_CLIENT_ID")?,
             client_secret: Some(client_secret),
+            client_certificate: None,
             federated_token_file: None,
         };
         check_ids(&source, &credential.tenant, &credential.client_id)?;
@@ -217,13 +230,27 @@ pub struct Azure {
 
 /// Resolves and caches credentials.
 pub struct Credentials {
-    endpoint: azure_core::Url,
-    authority: azure_core::Url,
+    endpoint: Url,
+    authority: Url,
+    transport: Transport,
+    versions: Arc<ApiVersions>,
     global: Option<Credential>,
     grant: GlobalGrant,
     throttle: Arc<Throttle>,
     metrics: Arc<Metrics>,
     cache: Mutex<HashMap<Credential, Arc<Azure>>>,
+}
+
+/// Where and how the operator reaches Azure: global settings only.
+pub struct Endpoints {
+    /// The ARM endpoint.
+    pub endpoint: Url,
+    /// The Entra ID (Azure AD) authority host.
+    pub authority: Url,
+    /// The HTTP client both are reached through.
+    pub transport: Transport,
+    /// The API version of each kind.
+    pub versions: Arc<ApiVersions>,
 }
 
 /// What a CR's credential is resolved from.
@@ -239,16 +266,17 @@ pub struct Lookup<'a> {
 
 impl Credentials {
     pub fn new(
-        endpoint: azure_core::Url,
-        authority: azure_core::Url,
+        endpoints: Endpoints,
         global: Option<Credential>,
         grant: GlobalGrant,
         throttle: Arc<Throttle>,
         metrics: Arc<Metrics>,
     ) -> Credentials {
         Credentials {
-            endpoint,
-            authority,
+            endpoint: endpoints.endpoint,
+            authority: endpoints.authority,
+            transport: endpoints.transport,
+            versions: endpoints.versions,
             global,
             grant,
             throttle,
@@ -407,10 +435,13 @@ impl Credentials {
             tenant: tenant.to_owned(),
             client_id: client_id.to_owned(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: None,
         };
         match spec.type_ {
-            IdentityType::ServicePrincipal | IdentityType::ManualServicePrincipal => {
+            IdentityType::ServicePrincipal
+            | IdentityType::ManualServicePrincipal
+            | IdentityType::ServicePrincipalCertificate => {
                 let Some(r) = &spec.client_secret else {
                     return Err(CredentialError::invalid(format!(
                         "{what} is a {:?} without clientSecret",
@@ -442,13 +473,24 @@ impl Credentials {
                             "{what}: its clientSecret Secret {id_ns}/{secret_name} does not exist"
                         ))
                     })?;
-                credential.client_secret = Some(
-                    secret_value(&secret, IDENTITY_SECRET_KEY).ok_or_else(|| {
-                        CredentialError::invalid(format!(
-                            "{what}: Secret {id_ns}/{secret_name} has no {IDENTITY_SECRET_KEY} (or it is empty)"
-                        ))
-                    })?,
-                );
+                let value = secret_value(&secret, IDENTITY_SECRET_KEY).ok_or_else(|| {
+                    CredentialError::invalid(format!(
+                        "{what}: Secret {id_ns}/{secret_name} has no {IDENTITY_SECRET_KEY} (or it is empty)"
+                    ))
+                })?;
+                // CAPZ keeps a certificate (PEM: the certificate and its key) under the same
+                // key as a secret; a ManualServicePrincipal may hold either.
+                let is_certificate = value.contains("-----BEGIN CERTIFICATE-----");
+                if spec.type_ == IdentityType::ServicePrincipalCertificate && !is_certificate {
+                    return Err(CredentialError::invalid(format!(
+                        "{what} is a ServicePrincipalCertificate, and Secret {id_ns}/{secret_name}'s {IDENTITY_SECRET_KEY} holds no PEM certificate (a CERTIFICATE block and its RSA PRIVATE KEY)"
+                    )));
+                }
+                if is_certificate {
+                    credential.client_certificate = Some(value);
+                } else {
+                    credential.client_secret = Some(value);
+                }
             }
             IdentityType::WorkloadIdentity => {
                 let Some(file) = self.token_file() else {
@@ -458,15 +500,27 @@ impl Credentials {
                 };
                 credential.federated_token_file = Some(file.clone());
             }
-            other @ (IdentityType::ServicePrincipalCertificate
-            | IdentityType::UserAssignedMSI
+            other @ (IdentityType::UserAssignedMSI
             | IdentityType::UserAssignedIdentityCredential) => {
                 return Err(CredentialError::invalid(format!(
-                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ManualServicePrincipal or WorkloadIdentity)"
+                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ServicePrincipalCertificate, ManualServicePrincipal or WorkloadIdentity)"
                 )));
             }
         }
         Ok(credential)
+    }
+
+    /// The SDK options of a credential's token requests: the global authority host, our
+    /// transport, and no SDK retries (the loop backs off).
+    fn identity_options(&self) -> ClientOptions {
+        let mut cloud = CustomConfiguration::default();
+        cloud.authority_host = self.authority.to_string();
+        ClientOptions {
+            transport: Some(self.transport.sdk()),
+            retry: RetryOptions::none(),
+            cloud: Some(Arc::new(CloudConfiguration::Custom(cloud))),
+            ..ClientOptions::default()
+        }
     }
 
     fn clients(&self, credential: Credential) -> Result<Arc<Azure>, CredentialError> {
@@ -477,36 +531,71 @@ impl Credentials {
         if let Some(azure) = cache.get(&credential) {
             return Ok(azure.clone());
         }
-        let http = azure_core::new_http_client();
-        let token: Arc<dyn TokenCredential> =
-            match (&credential.client_secret, &credential.federated_token_file) {
-                (Some(secret), _) => Arc::new(azure_identity::ClientSecretCredential::new(
-                    http,
-                    self.authority.clone(),
+        let invalid = |e: azure_core::Error| CredentialError::invalid(e.to_string());
+        let token: Arc<dyn TokenCredential> = match (
+            &credential.client_secret,
+            &credential.client_certificate,
+            &credential.federated_token_file,
+        ) {
+            (Some(secret), _, _) => ClientSecretCredential::new(
+                &credential.tenant,
+                credential.client_id.clone(),
+                SdkSecret::new(secret.clone()),
+                Some(ClientSecretCredentialOptions {
+                    client_options: self.identity_options(),
+                }),
+            )
+            .map_err(invalid)?,
+            (None, Some(pem), _) => {
+                let audience = format!(
+                    "{}/{}/oauth2/v2.0/token",
+                    self.authority.as_str().trim_end_matches('/'),
+                    credential.tenant
+                );
+                let assertion =
+                    CertificateAssertion::from_pem(pem, &credential.client_id, &audience).map_err(
+                        |e| {
+                            CredentialError::invalid(format!(
+                                "the certificate of client {}: {e}",
+                                credential.client_id
+                            ))
+                        },
+                    )?;
+                ClientAssertionCredential::new(
                     credential.tenant.clone(),
                     credential.client_id.clone(),
-                    secret.clone(),
-                )),
-                (None, Some(file)) => Arc::new(RotatingWorkloadIdentity {
-                    file: file.clone(),
-                    authority: self.authority.clone(),
-                    tenant: credential.tenant.clone(),
-                    client_id: credential.client_id.clone(),
-                    current: Mutex::new(None),
+                    assertion,
+                    Some(ClientAssertionCredentialOptions {
+                        client_options: self.identity_options(),
+                    }),
+                )
+                .map_err(invalid)?
+            }
+            (None, None, Some(file)) => ClientAssertionCredential::new(
+                credential.tenant.clone(),
+                credential.client_id.clone(),
+                TokenFile(file.clone()),
+                Some(ClientAssertionCredentialOptions {
+                    client_options: self.identity_options(),
                 }),
-                (None, None) => {
-                    return Err(CredentialError::invalid(
-                        "the credential has neither a client secret nor a token file",
-                    ));
-                }
-            };
+            )
+            .map_err(invalid)?,
+            (None, None, None) => {
+                return Err(CredentialError::invalid(
+                    "the credential has no client secret, certificate or token file",
+                ));
+            }
+        };
         let arm = clients(
             token,
-            &self.endpoint,
-            self.throttle.clone(),
-            self.metrics.clone(),
-        )
-        .map_err(|e| CredentialError::invalid(e.to_string()))?;
+            Setup {
+                endpoint: &self.endpoint,
+                transport: &self.transport,
+                versions: self.versions.clone(),
+                throttle: self.throttle.clone(),
+                metrics: self.metrics.clone(),
+            },
+        );
         let azure = Arc::new(Azure {
             subscription: credential.subscription.clone(),
             arm,
@@ -530,65 +619,33 @@ async fn namespace_labels(
         .unwrap_or_default())
 }
 
-/// Workload identity that survives token-file rotation: azure_identity 0.21 reads
-/// `AZURE_FEDERATED_TOKEN_FILE` once, so a long-running operator would keep presenting an expired
-/// assertion. This re-reads the file for every token request and starts a fresh SDK credential
-/// (with its own cache) whenever the file's content changed.
-struct RotatingWorkloadIdentity {
-    file: PathBuf,
-    authority: azure_core::Url,
-    tenant: String,
-    client_id: String,
-    current: Mutex<Option<(String, Arc<azure_identity::WorkloadIdentityCredential>)>>,
-}
-
-impl fmt::Debug for RotatingWorkloadIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RotatingWorkloadIdentity")
-            .field("file", &self.file)
-            .finish_non_exhaustive()
-    }
-}
+/// Workload identity that survives token-file rotation: the kubelet rotates the projected
+/// service-account token, and `azure_identity`'s `WorkloadIdentityCredential` re-reads the file
+/// only every ten minutes. This assertion reads it for every token request (the SDK's token
+/// cache makes those rare: one per token lifetime).
+#[derive(Debug)]
+struct TokenFile(PathBuf);
 
 #[async_trait::async_trait]
-impl TokenCredential for RotatingWorkloadIdentity {
-    async fn get_token(&self, scopes: &[&str]) -> azure_core::Result<AccessToken> {
-        let assertion = tokio::fs::read_to_string(&self.file).await.map_err(|e| {
-            azure_core::Error::message(
-                azure_core::error::ErrorKind::Credential,
-                format!("reading {}: {e}", self.file.display()),
-            )
-        })?;
-        let assertion = assertion.trim().to_owned();
-        let inner = {
-            let mut current = self
-                .current
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match &*current {
-                Some((seen, cred)) if *seen == assertion => cred.clone(),
-                _ => {
-                    let cred = Arc::new(azure_identity::WorkloadIdentityCredential::new(
-                        azure_core::new_http_client(),
-                        self.authority.clone(),
-                        self.tenant.clone(),
-                        self.client_id.clone(),
-                        assertion.clone(),
-                    ));
-                    *current = Some((assertion, cred.clone()));
-                    cred
-                }
+impl ClientAssertion for TokenFile {
+    async fn secret(&self, _: Option<ClientMethodOptions<'_>>) -> azure_core::Result<String> {
+        let path = self.0.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(&path)).await;
+        let assertion = match read {
+            Ok(Ok(text)) => text,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                    Ok(Ok(_)) => String::new(),
+                };
+                return Err(azure_core::Error::with_message(
+                    azure_core::error::ErrorKind::Credential,
+                    format!("reading {}: {why}", self.0.display()),
+                ));
             }
         };
-        inner.get_token(scopes).await
-    }
-
-    async fn clear_cache(&self) -> azure_core::Result<()> {
-        *self
-            .current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-        Ok(())
+        Ok(assertion.trim().to_owned())
     }
 }
 

@@ -80,7 +80,7 @@ const RETRYABLE: &[&str] = &[
 pub fn classify(e: &ArmError) -> ErrorClass {
     match e {
         ArmError::Transport(_) => ErrorClass::Transient,
-        ArmError::Body(_) => ErrorClass::Fatal,
+        ArmError::Held { .. } => ErrorClass::Throttled,
         ArmError::Http { status, code, .. } => {
             if IN_USE.iter().any(|c| c.eq_ignore_ascii_case(code)) {
                 ErrorClass::InUse
@@ -107,6 +107,7 @@ mod tests {
             status,
             code: code.into(),
             message: String::new(),
+            retry_after: None,
         }
     }
 

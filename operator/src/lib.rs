@@ -5,7 +5,8 @@
 //! - [`decide`]: the pure decision it takes, tested table-driven;
 //! - [`drift`]: the pure comparison of the desired body with what ARM returns;
 //! - [`adapters`]: per kind, the desired ARM body, references and status outputs;
-//! - [`arm`]: the only module that uses the Azure SDK;
+//! - [`arm`]: the only module that talks to ARM (through the Azure SDK core), with
+//!   [`transport`] under it and [`api_versions`] saying which version each kind speaks;
 //! - [`credentials`], [`throttle`], [`index`]: credentials per namespace, ARM-rate token buckets,
 //!   and the readiness index that wakes waiting CRs;
 //! - [`reported`]: the `Ready` decision last reported per object, to put right a status written
@@ -13,8 +14,10 @@
 //! - [`controller`]: one kube-runtime controller per kind.
 
 pub mod adapters;
+pub mod api_versions;
 pub mod arm;
 pub mod arm_id;
+pub mod certificate;
 pub mod controller;
 pub mod credentials;
 pub mod decide;
@@ -28,6 +31,7 @@ pub mod reason;
 pub mod reconcile;
 pub mod reported;
 pub mod throttle;
+pub mod transport;
 
 use std::sync::Arc;
 
@@ -39,9 +43,14 @@ pub use strata_runtime::http::Bound;
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// ARM endpoint (`AZURE_RESOURCE_MANAGER_ENDPOINT`).
-    pub endpoint: azure_core::Url,
+    pub endpoint: azure_core::http::Url,
     /// Azure AD authority host (`AZURE_AUTHORITY_HOST`).
-    pub authority: azure_core::Url,
+    pub authority: azure_core::http::Url,
+    /// PEM certificates trusted for both besides the bundled roots (`STRATA_EXTRA_CA_FILE`'s
+    /// content): a private cloud's CA, or the ARM emulator's in tests.
+    pub extra_ca: Option<String>,
+    /// The ARM API version of each kind (`--api-version`).
+    pub api_versions: api_versions::ApiVersions,
     /// The global credential (the operator's environment), if any.
     pub global: Option<credentials::Credential>,
     /// The namespaces the global credential may be used in (none by default).
@@ -70,9 +79,15 @@ pub async fn run_with(
         settings.limits,
         metrics.throttle_waits.clone(),
     ));
+    let transport =
+        transport::Transport::new(settings.extra_ca.as_deref()).map_err(std::io::Error::other)?;
     let credentials = Arc::new(credentials::Credentials::new(
-        settings.endpoint,
-        settings.authority,
+        credentials::Endpoints {
+            endpoint: settings.endpoint,
+            authority: settings.authority,
+            transport,
+            versions: Arc::new(settings.api_versions),
+        },
         settings.global,
         settings.grant,
         throttle,

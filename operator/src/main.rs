@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use strata_operator::api_versions::{ApiVersions, Override};
 use strata_operator::credentials::{Credential, GlobalGrant};
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
@@ -18,8 +19,10 @@ use strata_runtime::cli::OPERATOR_ADDRS;
 /// Resource Manager until every one is Ready.
 ///
 /// Environment: AZURE_RESOURCE_MANAGER_ENDPOINT and AZURE_AUTHORITY_HOST (default: Azure's
-/// public cloud), and optionally a global credential (AZURE_TENANT_ID, AZURE_CLIENT_ID,
-/// AZURE_CLIENT_SECRET or AZURE_FEDERATED_TOKEN_FILE, AZURE_SUBSCRIPTION_ID).
+/// public cloud; both https), STRATA_EXTRA_CA_FILE (PEM certificates trusted for them besides
+/// the bundled roots, e.g. a private cloud's CA), and optionally a global credential
+/// (AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET or AZURE_FEDERATED_TOKEN_FILE,
+/// AZURE_SUBSCRIPTION_ID).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -51,6 +54,10 @@ struct Args {
     /// --time-scale); 1 for Azure.
     #[arg(long, default_value_t = 1.0)]
     arm_time_scale: f64,
+    /// The ARM API version of a kind, for a cloud that lags behind Azure's (sovereign clouds,
+    /// Azure Stack Hub): `Kind=version`, repeatable, e.g. `VirtualMachine=2024-07-01`.
+    #[arg(long = "api-version", value_name = "KIND=VERSION")]
+    api_versions: Vec<Override>,
 }
 
 fn main() -> ExitCode {
@@ -99,9 +106,19 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
     if !(args.arm_time_scale.is_finite() && args.arm_time_scale > 0.0) {
         anyhow::bail!("--arm-time-scale must be a positive number");
     }
-    let url = |var: &str, default: &str| -> anyhow::Result<azure_core::Url> {
+    let url = |var: &str, default: &str| -> anyhow::Result<azure_core::http::Url> {
         let value = std::env::var(var).unwrap_or_else(|_| default.to_owned());
-        azure_core::Url::parse(&value).with_context(|| format!("{var}={value} is not a URL"))
+        azure_core::http::Url::parse(&value).with_context(|| format!("{var}={value} is not a URL"))
+    };
+    let extra_ca = match std::env::var_os("STRATA_EXTRA_CA_FILE") {
+        Some(path) => {
+            let pem = std::fs::read_to_string(&path)
+                .with_context(|| format!("STRATA_EXTRA_CA_FILE={}", path.display()))?;
+            strata_operator::transport::Transport::new(Some(&pem))
+                .with_context(|| format!("STRATA_EXTRA_CA_FILE={}", path.display()))?;
+            Some(pem)
+        }
+        None => None,
     };
     Ok(Settings {
         endpoint: url(
@@ -109,6 +126,8 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
             "https://management.azure.com",
         )?,
         authority: url("AZURE_AUTHORITY_HOST", "https://login.microsoftonline.com")?,
+        extra_ca,
+        api_versions: ApiVersions::new(args.api_versions.iter().cloned()),
         global: Credential::from_env()?,
         grant: GlobalGrant {
             namespaces: args

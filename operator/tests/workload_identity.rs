@@ -2,7 +2,9 @@
 //! `AZURE_FEDERATED_TOKEN_FILE` once"). The kubelet replaces the projected service-account token
 //! before it expires; Azure AD refuses an expired assertion (AADSTS700024, as the emulator does
 //! for a JWT past its `exp`). An operator that kept the first token would fail its first token
-//! refresh after that; this one re-reads the file (`credentials::RotatingWorkloadIdentity`).
+//! refresh after that; this one re-reads the file for every token request (`credentials::TokenFile`,
+//! the assertion of an `azure_identity` 1.x `ClientAssertionCredential`; the SDK's own
+//! `WorkloadIdentityCredential` would re-read it only every 10 minutes).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -109,8 +111,8 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
         true,
     )
     .await;
-    // Access tokens of 22 s: the SDK refreshes a token 20 s before it expires, so each serves
-    // about 2 s and every later call needs a fresh one, from whatever assertion the operator holds.
+    // Access tokens of 22 s: the SDK refreshes a token 5 minutes before it expires, so every call
+    // needs a fresh one, from whatever assertion the operator holds.
     w.sim_post("/_sim/tokens", json!({"lifetimeSeconds": 22}))
         .await;
     let tenant_ns = w.namespace("tenant").await;
@@ -135,6 +137,7 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
             tenant: "tenant".into(),
             client_id: "operator".into(),
             client_secret: None,
+            client_certificate: None,
             federated_token_file: Some(token_file),
         });
     });

@@ -73,6 +73,6 @@ impl CloudObject for AvailabilitySet {
     const KIND: CloudKind = CloudKind::AvailabilitySet;
     const ARM_PROVIDER: &'static str = "Microsoft.Compute";
     const ARM_TYPE: &'static str = "availabilitySets";
-    const API_VERSION: &'static str = "2024-07-01";
+    const API_VERSION: &'static str = "2025-04-01";
     common_accessors!(status: plain);
 }

@@ -260,7 +260,7 @@ impl CloudObject for LoadBalancer {
     const KIND: CloudKind = CloudKind::LoadBalancer;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "loadBalancers";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: plain);
 
     fn references(&self) -> Vec<Reference<'_>> {

@@ -56,7 +56,7 @@ impl CloudObject for NatGateway {
     const KIND: CloudKind = CloudKind::NatGateway;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "natGateways";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: plain);
 
     fn references(&self) -> Vec<Reference<'_>> {

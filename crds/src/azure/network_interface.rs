@@ -129,7 +129,7 @@ impl CloudObject for NetworkInterface {
     const KIND: CloudKind = CloudKind::NetworkInterface;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "networkInterfaces";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: flattened);
 
     fn references(&self) -> Vec<Reference<'_>> {

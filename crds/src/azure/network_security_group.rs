@@ -129,6 +129,6 @@ impl CloudObject for NetworkSecurityGroup {
     const KIND: CloudKind = CloudKind::NetworkSecurityGroup;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "networkSecurityGroups";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: plain);
 }

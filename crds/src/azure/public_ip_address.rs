@@ -110,6 +110,6 @@ impl CloudObject for PublicIPAddress {
     const KIND: CloudKind = CloudKind::PublicIPAddress;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "publicIPAddresses";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: flattened);
 }

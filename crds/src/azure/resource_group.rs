@@ -38,7 +38,7 @@ impl CloudObject for ResourceGroup {
     const OWNER: Option<CloudKind> = None;
     const ARM_PROVIDER: &'static str = "Microsoft.Resources";
     const ARM_TYPE: &'static str = "resourceGroups";
-    const API_VERSION: &'static str = "2021-04-01";
+    const API_VERSION: &'static str = "2025-04-01";
 
     fn azure_name(&self) -> Option<&str> {
         self.spec.azure_name.as_deref()

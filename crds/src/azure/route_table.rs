@@ -85,6 +85,6 @@ impl CloudObject for RouteTable {
     const KIND: CloudKind = CloudKind::RouteTable;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "routeTables";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: plain);
 }

@@ -64,7 +64,7 @@ impl CloudObject for Subnet {
     const CARRIES_TAGS: bool = false;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "subnets";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     fn azure_name(&self) -> Option<&str> {
         self.spec.azure_name.as_deref()
     }

@@ -283,7 +283,7 @@ impl CloudObject for VirtualMachine {
     const KIND: CloudKind = CloudKind::VirtualMachine;
     const ARM_PROVIDER: &'static str = "Microsoft.Compute";
     const ARM_TYPE: &'static str = "virtualMachines";
-    const API_VERSION: &'static str = "2024-07-01";
+    const API_VERSION: &'static str = "2025-04-01";
     common_accessors!(status: flattened);
 
     fn references(&self) -> Vec<Reference<'_>> {

@@ -53,6 +53,6 @@ impl CloudObject for VirtualNetwork {
     const KIND: CloudKind = CloudKind::VirtualNetwork;
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "virtualNetworks";
-    const API_VERSION: &'static str = "2024-03-01";
+    const API_VERSION: &'static str = "2025-05-01";
     common_accessors!(status: plain);
 }

@@ -29,6 +29,8 @@ pub struct ArmError {
     pub details: Vec<ArmError>,
     /// Seconds for a `Retry-After` header (429 and fault rules).
     pub retry_after: Option<f64>,
+    /// `Retry-After` as an HTTP date, without the millisecond headers.
+    pub retry_after_date: bool,
 }
 
 impl ArmError {
@@ -39,6 +41,7 @@ impl ArmError {
             message: message.into(),
             details: Vec::new(),
             retry_after: None,
+            retry_after_date: false,
         }
     }
     pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
@@ -72,8 +75,16 @@ impl IntoResponse for ArmError {
         if let Ok(code) = HeaderValue::from_str(&self.code) {
             headers.insert("x-ms-error-code", code);
         }
-        if let Some(seconds) = self.retry_after {
-            crate::lro::insert_retry_after(headers, seconds);
+        match self.retry_after {
+            Some(seconds) if self.retry_after_date => {
+                let at = std::time::SystemTime::now()
+                    + std::time::Duration::from_secs_f64(seconds.max(0.0));
+                if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(at)) {
+                    headers.insert("retry-after", v);
+                }
+            }
+            Some(seconds) => crate::lro::insert_retry_after(headers, seconds),
+            None => {}
         }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(

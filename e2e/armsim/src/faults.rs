@@ -44,6 +44,10 @@ pub struct FaultRule {
     /// `Retry-After` seconds on the error response.
     #[serde(default)]
     pub retry_after: Option<f64>,
+    /// Send `retry_after` as ARM may: only `Retry-After`, as an HTTP date (whole seconds), without
+    /// the millisecond headers.
+    #[serde(default)]
+    pub retry_after_date: bool,
     /// Instead of failing the request, accept it and let its long-running operation end `Failed`
     /// with `code` (PUT/DELETE only; `path` is matched against the resource ID).
     #[serde(default)]
@@ -133,6 +137,7 @@ impl Faults {
                     .unwrap_or_else(|| format!("Injected fault ({code})."));
                 let mut e = ArmError::new(status, code, message);
                 e.retry_after = rule.retry_after;
+                e.retry_after_date = rule.retry_after_date;
                 e
             });
             return Effect {

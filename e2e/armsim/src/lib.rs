@@ -18,6 +18,7 @@ pub mod rest;
 pub mod sim;
 pub mod store;
 pub mod throttle;
+pub mod tls;
 pub mod types;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -42,8 +43,13 @@ pub fn router(app: App) -> Router {
 
 /// A running emulator. Dropping it stops the server.
 pub struct Server {
-    /// `http://127.0.0.1:<port>`: both the ARM endpoint and the authority host.
+    /// `http://127.0.0.1:<port>`: the inspection API and raw HTTP clients.
     pub url: String,
+    /// `https://127.0.0.1:<port>`, the same port: the ARM endpoint and the authority host for
+    /// the Azure SDK, which sends tokens over TLS only. Trust [`Server::ca_pem`] for it.
+    pub https_url: String,
+    /// The emulator's self-signed certificate (PEM), new for each server.
+    pub ca_pem: String,
     pub addr: SocketAddr,
     pub app: App,
     task: JoinHandle<()>,
@@ -64,13 +70,12 @@ impl Server {
         let addr = listener.local_addr()?;
         let app = App::new(options);
         let router = router(app.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::error!(error = %e, "armsim server stopped");
-            }
-        });
+        let identity = tls::Identity::generate()?;
+        let task = tokio::spawn(tls::serve(listener, router, identity.acceptor()));
         Ok(Server {
             url: format!("http://{addr}"),
+            https_url: format!("https://{addr}"),
+            ca_pem: identity.ca_pem,
             addr,
             app,
             task,

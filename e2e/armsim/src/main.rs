@@ -14,6 +14,9 @@ struct Args {
     /// Seed for fault injection.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Write the emulator's TLS certificate (PEM) here, for clients of its https URL to trust.
+    #[arg(long)]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -32,7 +35,11 @@ async fn main() -> anyhow::Result<()> {
         .validate()
         .map_err(|e| anyhow::anyhow!("--time-scale: {e}"))?;
     let server = Server::start(options, args.port).await?;
-    println!("ready {}", server.url);
+    if let Some(path) = &args.ca_file {
+        std::fs::write(path, &server.ca_pem)?;
+    }
+    // Both schemes on one port: http for curl and the inspection API, https for the Azure SDK.
+    println!("ready {} {}", server.url, server.https_url);
     tokio::select! {
         r = server.wait() => r?,
         r = tokio::signal::ctrl_c() => r?,

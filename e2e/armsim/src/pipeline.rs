@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -23,11 +24,14 @@ struct Seen {
     subscription: Option<String>,
     principal: Option<String>,
     remaining: Option<(Class, u64)>,
+    /// It came over TLS: operation URLs keep that scheme.
+    tls: bool,
 }
 
 /// The axum fallback handler: every path that is not the token endpoint or `/_sim/`.
 pub async fn handle(
     State(app): State<App>,
+    tls: Option<Extension<crate::tls::Tls>>,
     method: Method,
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,
@@ -35,7 +39,10 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let started = Instant::now();
-    let mut seen = Seen::default();
+    let mut seen = Seen {
+        tls: tls.is_some(),
+        ..Seen::default()
+    };
     let result = run(
         &app,
         &method,
@@ -160,7 +167,9 @@ async fn run(
         .get("host")
         .and_then(|h| h.to_str().ok())
         .unwrap_or("127.0.0.1");
-    let base_url = format!("http://{host}");
+    // Operation URLs in the scheme the caller used: an SDK over TLS polls over TLS.
+    let scheme = if seen.tls { "https" } else { "http" };
+    let base_url = format!("{scheme}://{host}");
     let answer = {
         let mut sim = app.lock();
         sim.advance();

@@ -1126,9 +1126,12 @@ impl Drop for KillOnDrop {
 #[tokio::test]
 async fn the_binary_prints_ready_and_serves() {
     use std::io::BufRead;
+    let ca_file = std::env::temp_dir().join(format!("armsim-ca-{}.pem", std::process::id()));
     let mut child = KillOnDrop(
         std::process::Command::new(env!("CARGO_BIN_EXE_strata-armsim"))
             .args(["--port", "0", "--time-scale", "0.01", "--seed", "3"])
+            .arg("--ca-file")
+            .arg(&ca_file)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
@@ -1145,8 +1148,32 @@ async fn the_binary_prints_ready_and_serves() {
         .await
         .unwrap()
         .unwrap();
-    let url = line.trim().strip_prefix("ready ").unwrap().to_string();
+    let urls: Vec<&str> = line
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .split(' ')
+        .collect();
+    let (url, https_url) = (urls[0].to_owned(), urls[1].to_owned());
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(
+        https_url,
+        url.replace("http://", "https://"),
+        "one port, both schemes"
+    );
+    // The certificate it wrote is what a TLS client trusts.
+    let ca = std::fs::read(&ca_file).unwrap();
+    let _ = std::fs::remove_file(&ca_file);
+    let tls = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .build()
+        .unwrap();
+    let r = tls
+        .get(format!("{https_url}/_sim/resources"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
     let http = reqwest::Client::new();
     let token = get_token(&http, &url, "t", "c", "s").await.unwrap();
     let r = http

@@ -50,6 +50,9 @@ enum Command {
     Operator {
         #[arg(long)]
         arm_url: String,
+        /// The emulator's certificate (PEM).
+        #[arg(long)]
+        ca_file: PathBuf,
         #[arg(long)]
         namespace: String,
         #[arg(long)]
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
     let result = match args.command {
         Some(Command::Operator {
             ref arm_url,
+            ref ca_file,
             ref namespace,
             time_scale,
             sync_period_s,
@@ -92,8 +96,14 @@ fn main() -> ExitCode {
             baseline,
             health_addr,
         }) => runtime.block_on(async {
+            let ca_pem = std::fs::read_to_string(ca_file)
+                .with_context(|| format!("reading {}", ca_file.display()))?;
+            let arm = strata_e2e::Arm {
+                url: arm_url,
+                ca_pem: &ca_pem,
+            };
             let settings = bench::operator_settings(
-                arm_url,
+                arm,
                 token_file,
                 namespace,
                 time_scale,

@@ -147,7 +147,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         client.clone(),
         translator,
     )));
-    let mut settings = operator_settings(&sim.url, &token_file, None, args.time_scale);
+    let mut settings = operator_settings(
+        strata_e2e::Arm::of(&sim),
+        &token_file,
+        None,
+        args.time_scale,
+    );
     // The demo's hand-written cloud CRs (`kubectl apply -f samples/azure/`) name no credential:
     // the operator's own is granted to the namespace they land in, explicitly, as an
     // administrator would (the secure default grants it nowhere; docs/security.md).

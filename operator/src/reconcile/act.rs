@@ -16,6 +16,7 @@ use super::report::{Report, report};
 use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
+use crate::credentials::Azure;
 use crate::decide::{self, Dependencies, Ownership, Step};
 use crate::drift;
 use crate::error::Error;
@@ -208,8 +209,19 @@ pub(super) async fn delete<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> O
     }
     End::report(
         Report::new(Reason::Deleting, "deleting in Azure").observed(&own, None),
-        Requeue::After(ctx.timing.poll_interval),
+        Requeue::After(poll_pace(ctx, &client, &own)),
     )
+}
+
+/// When to look at a running operation again: the poll interval, or later when ARM's answer to
+/// the write asked for that (its `Retry-After`).
+pub(super) fn poll_pace(ctx: &Context, client: &Azure, id: &ArmId) -> Duration {
+    client
+        .arm
+        .poll_after(id)
+        .map_or(ctx.timing.poll_interval, |after| {
+            after.max(ctx.timing.poll_interval)
+        })
 }
 
 /// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation).

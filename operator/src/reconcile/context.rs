@@ -55,7 +55,7 @@ pub struct Timing {
     pub sync_period: Duration,
     /// How often a running operation is checked.
     pub poll_interval: Duration,
-    /// Delay before retrying after a 429 (the SDK does not expose `Retry-After` on errors).
+    /// Delay before retrying after a 429 that carried no `Retry-After`.
     pub throttled_retry: Duration,
     /// Bounds of the jittered exponential backoff after transient errors.
     pub backoff_min: Duration,

@@ -28,11 +28,6 @@ pub(super) fn arm_failure<K: AzureResource>(
         ErrorClass::Fatal => {
             warn!(error = %message, "Azure refused the request");
             ctx.hold(&a.key, a.generation);
-            let reason = if matches!(e, ArmError::Body(_)) {
-                Reason::InvalidSpec
-            } else {
-                Reason::AzureError
-            };
             End::with_event(
                 EventNote {
                     warning: true,
@@ -40,7 +35,7 @@ pub(super) fn arm_failure<K: AzureResource>(
                     action: "Put",
                     note: message.clone(),
                 },
-                Report::new(reason, message).observed(id, None),
+                Report::new(Reason::AzureError, message).observed(id, None),
                 Requeue::After(ctx.timing.sync_period),
             )
         }
@@ -54,10 +49,18 @@ pub(super) fn arm_failure<K: AzureResource>(
                 Requeue::After(ctx.backoff(&a.key).max(Duration::from_secs(30))),
             )
         }
-        ErrorClass::Throttled => End::report(
-            Report::new(Reason::Throttled, message).observed(id, None),
-            Requeue::After(ctx.jittered(ctx.timing.throttled_retry)),
-        ),
+        ErrorClass::Throttled => {
+            // ARM's Retry-After when it gave one (the bucket stays held until then for every CR
+            // that shares it); never sooner, so the jitter only adds.
+            let wait = match e.retry_after() {
+                Some(hold) => hold + ctx.jittered(hold / 10),
+                None => ctx.jittered(ctx.timing.throttled_retry),
+            };
+            End::report(
+                Report::new(Reason::Throttled, message).observed(id, None),
+                Requeue::After(wait),
+            )
+        }
         ErrorClass::InUse | ErrorClass::Transient => {
             let reason = if deleting {
                 Reason::Deleting

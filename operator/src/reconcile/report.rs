@@ -203,7 +203,11 @@ pub(super) fn in_progress<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> Ou
     if let Some(own) = &a.id {
         r = r.observed(own, a.observed.as_ref());
     }
-    End::report(r, Requeue::After(ctx.timing.poll_interval))
+    let pace = match (&a.azure, &a.id) {
+        (Some(client), Some(own)) => super::act::poll_pace(ctx, client, own),
+        _ => ctx.timing.poll_interval,
+    };
+    End::report(r, Requeue::After(pace))
 }
 
 /// Ready (`Succeeded`, or `UsingExisting`): the outputs, and the next drift check after the

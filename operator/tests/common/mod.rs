@@ -50,16 +50,20 @@ impl Drop for World {
     }
 }
 
-pub fn settings(sim_url: &str, namespace: &str) -> Settings {
-    let url = azure_core::Url::parse(sim_url).unwrap();
+/// The operator's settings against `sim` (through TLS, as the SDK requires), watching `namespace`.
+pub fn settings(sim: &Server, namespace: &str) -> Settings {
+    let url = azure_core::http::Url::parse(&sim.https_url).unwrap();
     Settings {
         endpoint: url.clone(),
         authority: url,
+        extra_ca: Some(sim.ca_pem.clone()),
+        api_versions: Default::default(),
         global: Some(Credential {
             subscription: SUB.into(),
             tenant: "tenant".into(),
             client_id: "operator".into(),
             client_secret: Some("operator-secret".into()),
+            client_certificate: None,
             federated_token_file: None,
         }),
         // Granted explicitly: the secure default grants the operator's credential nowhere.
@@ -146,7 +150,7 @@ impl World {
     /// credential).
     pub fn start_operator_with(&mut self, change: impl FnOnce(&mut Settings)) {
         self.stop_operator();
-        let mut settings = settings(&self.sim.url, &self.ns);
+        let mut settings = settings(&self.sim, &self.ns);
         settings.limits = self.limits.scaled(TIME_SCALE);
         if self.all_namespaces {
             // Every namespace, but only this test's objects: a shared API server
@@ -561,6 +565,8 @@ impl World {
         let dir = repo_root().join("target/test-logs");
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join(format!("{}-{name}.log", self.ns));
+        let ca = dir.join(format!("{}-arm-ca.pem", self.ns));
+        std::fs::write(&ca, &self.sim.ca_pem).unwrap();
         let out = std::fs::File::create(&log).unwrap();
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_strata-operator"))
             .args(["--namespace", &self.ns])
@@ -572,8 +578,9 @@ impl World {
             .args(["--global-credential-namespaces", &self.ns])
             .args(args)
             .env("KUBECONFIG", kubeconfig)
-            .env("AZURE_RESOURCE_MANAGER_ENDPOINT", &self.sim.url)
-            .env("AZURE_AUTHORITY_HOST", &self.sim.url)
+            .env("AZURE_RESOURCE_MANAGER_ENDPOINT", &self.sim.https_url)
+            .env("AZURE_AUTHORITY_HOST", &self.sim.https_url)
+            .env("STRATA_EXTRA_CA_FILE", &ca)
             .env("AZURE_TENANT_ID", "tenant")
             .env("AZURE_CLIENT_ID", name)
             .env("AZURE_CLIENT_SECRET", "replica-secret")

@@ -26,12 +26,17 @@ mod virtual_network;
 
 pub use defaults::{Fill, When, fill, fill_if, fill_unless, fill_when};
 
-// API versions accepted per provider, newest first: the newest stable version of the provider's
-// REST specification, the version the Azure SDK 0.21 crates send (`azure_mgmt_network` 2024-03-01,
-// `azure_mgmt_compute` 2024-07-01 and for disks 2024-03-02, `azure_mgmt_resources` 2021-04-01),
-// and those `az` 2.6x/2.7x sends. Any other is refused with `InvalidApiVersionParameter`.
+// API versions accepted per provider, newest first: the stable versions of the provider's REST
+// specification from 2025 (the registry's defaults, `CloudKind::api_version`: Network
+// 2025-05-01, Compute and Resources 2025-04-01), the versions the retired Azure SDK 0.21 crates sent (`azure_mgmt_network`
+// 2024-03-01, `azure_mgmt_compute` 2024-07-01 and for disks 2024-03-02, `azure_mgmt_resources`
+// 2021-04-01, still what a lagging cloud may serve), and those `az` 2.6x/2.7x sends. The bodies
+// of the kinds Strata uses are the same in all of them. Any other version is refused with
+// `InvalidApiVersionParameter` and the supported list, as ARM does.
 pub const NETWORK_API_VERSIONS: &[&str] = &[
+    "2025-07-01",
     "2025-05-01",
+    "2025-03-01",
     "2025-01-01",
     "2024-07-01",
     "2024-05-01",
