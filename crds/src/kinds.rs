@@ -80,6 +80,9 @@ pub trait CloudObject:
     const ARM_TYPE: &'static str;
     /// The ARM API version Strata sends for this kind unless the operator is told otherwise.
     const API_VERSION: &'static str;
+    /// `$expand` of a GET, when the kind's status needs more than the resource body (a VM's
+    /// power state is in its instance view).
+    const READ_EXPAND: Option<&'static str> = None;
 
     /// `spec.azureName`.
     fn azure_name(&self) -> Option<&str>;
@@ -210,6 +213,13 @@ macro_rules! define_cloud_kind {
             pub fn api_version(self) -> &'static str {
                 match self {
                     $(CloudKind::$kind => <azure::$kind as CloudObject>::API_VERSION),+
+                }
+            }
+
+            /// `$expand` of a GET of this kind, if any.
+            pub fn read_expand(self) -> Option<&'static str> {
+                match self {
+                    $(CloudKind::$kind => <azure::$kind as CloudObject>::READ_EXPAND),+
                 }
             }
 

@@ -227,8 +227,7 @@ impl ArmClient {
                 remaining,
             });
         }
-        let expand =
-            (kind == Kind::VirtualMachine && method == Method::Get).then_some("instanceView");
+        let expand = kind.read_expand().filter(|_| method == Method::Get);
         let mut request = Request::new(self.url(kind, id, expand), method);
         request.insert_header("accept", "application/json");
         if let Some(body) = body {

@@ -284,6 +284,7 @@ impl CloudObject for VirtualMachine {
     const ARM_PROVIDER: &'static str = "Microsoft.Compute";
     const ARM_TYPE: &'static str = "virtualMachines";
     const API_VERSION: &'static str = "2025-04-01";
+    const READ_EXPAND: Option<&'static str> = Some("instanceView");
     common_accessors!(status: flattened);
 
     fn references(&self) -> Vec<Reference<'_>> {
