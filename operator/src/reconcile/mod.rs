@@ -23,23 +23,19 @@ mod failure;
 mod observe;
 mod report;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
-use serde_json::Value;
 use tracing::{Instrument, info_span};
 
 use crate::adapters::AzureResource;
-use crate::arm_id::ArmId;
-use crate::credentials::Azure;
-use crate::decide::{self, Observation, Step};
+use crate::decide::{self, Step};
 use crate::error::Error;
 use crate::kind::Kind;
 use crate::reason::Reason;
-use observe::Resolution;
+use observe::Attempt;
 use report::Report;
 
 pub use context::{Behaviour, Context, Timing};
@@ -61,42 +57,6 @@ pub fn object_key<K: AzureResource>(obj: &K) -> String {
         K::KIND,
         obj.name_any()
     )
-}
-
-/// One reconcile of one CR: what it started from and what its steps learnt so far.
-pub(crate) struct Attempt<K> {
-    /// The CR as the reconcile started.
-    obj: Arc<K>,
-    /// The CR as the server holds it after this reconcile's own status writes.
-    current: Arc<K>,
-    api: Api<K>,
-    key: String,
-    namespace: String,
-    annotations: BTreeMap<String, String>,
-    generation: i64,
-    deps: Resolution,
-    /// What `decide` looks at.
-    obs: Observation,
-    /// Strata's record that it creates (or created) the resource at this ARM ID.
-    recorded_id: Option<String>,
-    // Filled by the Observe step.
-    azure: Option<Arc<Azure>>,
-    id: Option<ArmId>,
-    observed: Option<Value>,
-    desired: Option<Value>,
-    /// A PUT was sent in this reconcile (one write per reconcile).
-    wrote: bool,
-    /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
-    missing_tag: Option<String>,
-}
-
-impl<K> Attempt<K> {
-    /// Whether the CR records that Strata creates (or created) the resource at `id`.
-    fn recorded(&self, id: &ArmId) -> bool {
-        self.recorded_id
-            .as_deref()
-            .is_some_and(|r| r.eq_ignore_ascii_case(&id.to_string()))
-    }
 }
 
 /// What a step decided.

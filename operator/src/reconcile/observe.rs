@@ -2,6 +2,7 @@
 //! readiness index, holds — no API call), and the Observe step: the credential, one GET of the
 //! Azure resource, the desired body, and Azure's state as `decide` needs it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,17 +15,53 @@ use strata_crds::common::ResourceRef;
 use super::act::read_custom_data;
 use super::failure::arm_failure;
 use super::report::{Report, provisioning_state};
-use super::{ADOPT, ADOPT_REQUIRES_TAG, Attempt, Context, End, EventNote, OWNER_TAG, Outcome};
+use super::{ADOPT, ADOPT_REQUIRES_TAG, Context, End, EventNote, OWNER_TAG, Outcome};
 use super::{FINALIZER, PAUSED, POLICY, Requeue, object_key};
 use crate::adapters::{AzureResource, Resolved};
 use crate::arm_id::ArmId;
-use crate::credentials::Lookup;
+use crate::credentials::{Azure, Lookup};
 use crate::decide::{self, Dependencies, Observation, Ownership, Policy};
 use crate::drift;
 use crate::error::Error;
 use crate::index::Index;
 use crate::kind::Kind;
 use crate::reason::Reason;
+
+/// One reconcile of one CR: what it started from and what its steps learnt so far.
+pub(super) struct Attempt<K> {
+    /// The CR as the reconcile started.
+    pub(super) obj: Arc<K>,
+    /// The CR as the server holds it after this reconcile's own status writes.
+    pub(super) current: Arc<K>,
+    pub(super) api: Api<K>,
+    pub(super) key: String,
+    pub(super) namespace: String,
+    pub(super) annotations: BTreeMap<String, String>,
+    pub(super) generation: i64,
+    pub(super) deps: Resolution,
+    /// What `decide` looks at.
+    pub(super) obs: Observation,
+    /// Strata's record that it creates (or created) the resource at this ARM ID.
+    pub(super) recorded_id: Option<String>,
+    // Filled by the Observe step.
+    pub(super) azure: Option<Arc<Azure>>,
+    pub(super) id: Option<ArmId>,
+    pub(super) observed: Option<Value>,
+    pub(super) desired: Option<Value>,
+    /// A PUT was sent in this reconcile (one write per reconcile).
+    pub(super) wrote: bool,
+    /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
+    pub(super) missing_tag: Option<String>,
+}
+
+impl<K> Attempt<K> {
+    /// Whether the CR records that Strata creates (or created) the resource at `id`.
+    pub(super) fn recorded(&self, id: &ArmId) -> bool {
+        self.recorded_id
+            .as_deref()
+            .is_some_and(|r| r.eq_ignore_ascii_case(&id.to_string()))
+    }
+}
 
 /// The first look at a CR: everything `decide` needs that costs no API call. An annotation that
 /// does not parse ends the reconcile at once.
