@@ -185,8 +185,21 @@ fn resource_paths(rt: &ResourceType, group: &str, version: &str) -> (String, Str
 fn document(store: &Store, group: &str, version: &str) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    for (name, def) in crd::meta_definitions() {
-        schemas.insert((*name).to_string(), def.clone());
+    let custom = store
+        .types
+        .values()
+        .any(|t| t.group == group && !t.builtin && t.version(version).is_some());
+    if custom {
+        for (name, def) in crd::meta_definitions() {
+            schemas.insert((*name).to_string(), def.clone());
+        }
+    } else {
+        // Built-in kinds' schemas lack kube-apiserver's patch-merge extensions, so kubectl's
+        // three-way merge would see changes where there are none if it could read ObjectMeta.
+        schemas.insert(
+            crd::OBJECT_META.into(),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        );
     }
     schemas.insert(
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
@@ -473,7 +486,7 @@ fn proto_schema(s: &Value) -> Vec<u8> {
     out
 }
 
-/// A CRD schema as kube-apiserver publishes it in OpenAPI v2: what v2 cannot say is dropped
+/// A built-in kind's schema reduced for OpenAPI v2 (custom resources: `crd.rs`): what v2 cannot say is dropped
 /// (`nullable`, `anyOf`/`oneOf`/`allOf`/`not`, CEL rules, defaults), and nodes that accept anything
 /// (`x-kubernetes-preserve-unknown-fields`, `x-kubernetes-int-or-string`, nullable ones) lose
 /// their type and fields, so that client-side validation never refuses what the server accepts.
@@ -677,9 +690,6 @@ fn v2_parts<'a>(
 ) {
     for rt in types {
         for v in &rt.versions {
-            let schema = v.schema.as_deref().cloned().unwrap_or_else(
-                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-            );
             let name = schema_name(rt, &v.name);
             if !rt.builtin {
                 definitions.insert(name.clone(), crd::definition(rt, &v.name, true));
@@ -690,7 +700,15 @@ fn v2_parts<'a>(
                 v2_paths(rt, &v.name, paths);
                 continue;
             }
-            definitions.insert(name.clone(), v2_definition(rt, &v.name, &schema));
+            // A built-in kind without a schema (CustomResourceDefinition) is a bare object, as
+            // a CRD that keeps unknown fields: listing only apiVersion, kind and metadata would
+            // make kubectl 1.20 refuse every other field.
+            let definition = match v.schema.as_deref() {
+                Some(schema) => v2_definition(rt, &v.name, schema),
+                None => json!({"type": "object", "x-kubernetes-group-version-kind":
+                    [{"group": rt.group, "kind": rt.kind, "version": v.name}]}),
+            };
+            definitions.insert(name.clone(), definition);
             definitions.insert(
                 format!("{name}List"),
                 json!({"type": "object", "required": ["items"],
