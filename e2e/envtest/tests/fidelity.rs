@@ -1833,3 +1833,171 @@ async fn apply_yaml_with_a_repeated_key_is_refused_with_its_line() {
         )
     );
 }
+
+/// A CRD whose schema starts by accepting anything at the root, as the upstream
+/// `CRDValidationRatcheting` specs' test CRD does.
+fn ratchet_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("ratchets.{GROUP}")},
+        "spec": {"group": GROUP, "scope": "Namespaced",
+            "names": {"kind": "Ratchet", "plural": "ratchets", "singular": "ratchet", "listKind": "RatchetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+// The upstream `CRDValidationRatcheting` specs on unchanged uncorrelatable fields (kube-apiserver
+// ≥ 1.30): the items of an atomic list and of a set have no old value of their own, so their
+// errors ratchet only while the whole list is unchanged: an update that leaves the lists as they
+// were passes, one that adds a (valid) item fails on the old invalid items, with
+// kube-apiserver's messages for an enum, a CEL rule and a type error.
+#[tokio::test]
+async fn ratcheting_does_not_correlate_items_of_sets_and_atomic_lists() {
+    let env = TestEnv::builder().crd(ratchet_crd()).start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let base = format!("/apis/{GROUP}/v1/namespaces/{ns}/ratchets");
+    let object = |name: &str, fields: Value| {
+        let mut o = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Ratchet", "metadata": {"name": name}});
+        o.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        o
+    };
+    let lists = |extra: Option<Value>| {
+        let mut items = vec![json!("foo"), json!("bar")];
+        items.extend(extra);
+        Value::Array(items)
+    };
+    for (name, fields) in [
+        (
+            "enum",
+            json!({"atomicArray": lists(None), "setArray": lists(None)}),
+        ),
+        (
+            "cel",
+            json!({"celAtomic": lists(None), "celSet": lists(None)}),
+        ),
+        ("typed", json!({"typedAtomic": [1, "x"]})),
+    ] {
+        let (code, body) = raw(
+            &c,
+            "POST",
+            &base,
+            "application/json",
+            Some(object(name, fields)),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let string_items = |extra: Value| {
+        let mut items = json!({"type": "string"});
+        items
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        items
+    };
+    let enumerated = string_items(json!({"enum": ["notfoo", "notbar", "notbaz"]}));
+    let rule = string_items(json!({"x-kubernetes-validations": [{"rule": "self != \"foo\""}]}));
+    let schema = json!({"type": "object", "properties": {
+        "atomicArray": {"type": "array", "items": enumerated},
+        "setArray": {"type": "array", "x-kubernetes-list-type": "set", "items": enumerated},
+        "celAtomic": {"type": "array", "items": rule},
+        "celSet": {"type": "array", "x-kubernetes-list-type": "set", "items": rule},
+        "typedAtomic": {"type": "array", "items": {"type": "string"}},
+        "sentinel": {"type": "string", "enum": ["tightened"]}}});
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ratchets.{GROUP}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([{"op": "replace", "path": "/spec/versions/0/schema/openAPIV3Schema", "value": schema}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A real server applies a CRD change asynchronously: wait until a create sees it.
+    let mut n = 0;
+    loop {
+        let probe = object(&format!("p{n}"), json!({"sentinel": "x"}));
+        let (code, _) = raw(&c, "POST", &base, "application/json", Some(probe)).await;
+        if code == 422 {
+            break;
+        }
+        n += 1;
+        assert!(n < 300, "the tightened schema never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let merge = |name: &str, patch: Value| {
+        let (c, path) = (c.clone(), format!("{base}/{name}"));
+        async move {
+            raw(
+                &c,
+                "PATCH",
+                &path,
+                "application/merge-patch+json",
+                Some(patch),
+            )
+            .await
+        }
+    };
+    let label = json!({"metadata": {"labels": {"foo": "bar"}}});
+    for name in ["enum", "cel"] {
+        let (code, body) = merge(name, label.clone()).await;
+        assert_eq!(code, 200, "{name}: {body}");
+    }
+    let causes = |body: &Value| {
+        let mut causes = body["details"]["causes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        causes.sort_by_key(|c| c.to_string());
+        Value::Array(causes)
+    };
+    let unsupported = |field: &str, value: &str| {
+        json!({"reason": "FieldValueNotSupported", "field": field,
+            "message": format!("Unsupported value: \"{value}\": supported values: \"notfoo\", \"notbar\", \"notbaz\"")})
+    };
+    let (code, body) = merge(
+        "enum",
+        json!({"atomicArray": lists(Some(json!("notfoo"))), "setArray": lists(Some(json!("notfoo")))}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let mut want = vec![
+        unsupported("atomicArray[0]", "foo"),
+        unsupported("atomicArray[1]", "bar"),
+        unsupported("setArray[0]", "foo"),
+        unsupported("setArray[1]", "bar"),
+        // The schema has CEL rules, which kube-apiserver skips after a blocking error.
+        json!({"reason": "FieldValueInvalid", "field": "<nil>",
+            "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"}),
+    ];
+    want.sort_by_key(|c| c.to_string());
+    assert_eq!(causes(&body), Value::Array(want), "{body}");
+
+    let (code, body) = merge(
+        "cel",
+        json!({"celAtomic": lists(Some(json!("notfoo"))), "celSet": lists(Some(json!("notfoo")))}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let failed = |field: &str| {
+        json!({"reason": "FieldValueInvalid", "field": field,
+            "message": "Invalid value: \"string\": failed rule: self != \"foo\""})
+    };
+    let mut want = vec![failed("celAtomic[0]"), failed("celSet[0]")];
+    want.sort_by_key(|c| c.to_string());
+    assert_eq!(causes(&body), Value::Array(want), "{body}");
+
+    let (code, body) = merge("typed", json!({"typedAtomic": [1, "x", "y"]})).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        json!([{"reason": "FieldValueInvalid", "field": "<nil>",
+            "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"},
+            {"reason": "FieldValueTypeInvalid", "field": "typedAtomic[0]",
+            "message": "Invalid value: \"integer\": typedAtomic[0] in body must be of type string: \"integer\""}]),
+        "{body}"
+    );
+}
