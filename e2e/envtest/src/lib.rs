@@ -14,6 +14,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod flowcontrol;
 pub mod gc;
 pub mod handlers;
 pub mod lifecycle;

@@ -2001,3 +2001,207 @@ async fn ratcheting_does_not_correlate_items_of_sets_and_atomic_lists() {
         "{body}"
     );
 }
+
+/// The FlowSchema and priority-level UIDs a request is answered with (`None` when absent).
+async fn classified(c: &kube::Client, path: &str, user: Option<&str>) -> (String, String) {
+    let mut req = http::Request::builder().uri(path);
+    if let Some(user) = user {
+        req = req.header("Impersonate-User", user);
+    }
+    let resp = c
+        .send(req.body(kube::client::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    (
+        header("X-Kubernetes-PF-FlowSchema-UID"),
+        header("X-Kubernetes-PF-PriorityLevel-UID"),
+    )
+}
+
+// API Priority and Fairness (the upstream "should ensure that requests can be classified by
+// adding FlowSchema and PriorityLevelConfiguration" spec): kube-apiserver 1.32's default
+// FlowSchemas and priority levels exist; every request carries the UIDs of the FlowSchema and
+// priority level it was classified into: the admin (`system:masters`) → `exempt`, another
+// authenticated user → `global-default`, a user a new FlowSchema names → that schema (the
+// lowest matchingPrecedence first) and its level, until the schema is deleted.
+#[tokio::test]
+async fn requests_are_classified_by_flow_schemas() {
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let api = "/apis/flowcontrol.apiserver.k8s.io/v1";
+    let uids = |list: &Value| -> std::collections::BTreeMap<String, String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                    o["metadata"]["uid"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // kube-apiserver's config producer creates them shortly after start: poll, bounded.
+    let (mut schemas, mut levels) = (Default::default(), Default::default());
+    for _ in 0..100 {
+        schemas = uids(
+            &raw(&c, "GET", &format!("{api}/flowschemas"), "", None)
+                .await
+                .1,
+        );
+        levels = uids(
+            &raw(
+                &c,
+                "GET",
+                &format!("{api}/prioritylevelconfigurations"),
+                "",
+                None,
+            )
+            .await
+            .1,
+        );
+        if schemas.contains_key("catch-all") && levels.contains_key("catch-all") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for name in [
+        "exempt",
+        "probes",
+        "system-leader-election",
+        "endpoint-controller",
+        "workload-leader-election",
+        "system-node-high",
+        "system-nodes",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-system-service-accounts",
+        "service-accounts",
+        "global-default",
+        "catch-all",
+    ] {
+        assert!(schemas.contains_key(name), "FlowSchema {name}: {schemas:?}");
+    }
+    for name in [
+        "exempt",
+        "system",
+        "node-high",
+        "leader-election",
+        "workload-high",
+        "workload-low",
+        "global-default",
+        "catch-all",
+    ] {
+        assert!(
+            levels.contains_key(name),
+            "PriorityLevelConfiguration {name}: {levels:?}"
+        );
+    }
+    let exempt = (schemas["exempt"].clone(), levels["exempt"].clone());
+    assert_eq!(classified(&c, "/version", None).await, exempt);
+    let configmaps = format!("/api/v1/namespaces/{ns}/configmaps");
+    assert_eq!(classified(&c, &configmaps, None).await, exempt);
+    let global = (
+        schemas["global-default"].clone(),
+        levels["global-default"].clone(),
+    );
+    let user = format!("{ns}-user");
+    assert_eq!(classified(&c, &configmaps, Some(&user)).await, global);
+
+    let (code, level) = raw(
+        &c,
+        "POST",
+        &format!("{api}/prioritylevelconfigurations"),
+        "application/json",
+        Some(
+            json!({"metadata": {"name": format!("{ns}-pl")}, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 1, "limitResponse": {"type": "Reject"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{level}");
+    let schema = |name: String, precedence: i32, resources: &str| {
+        json!({"metadata": {"name": name}, "spec": {
+            "priorityLevelConfiguration": {"name": format!("{ns}-pl")},
+            "matchingPrecedence": precedence,
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": [resources],
+                    "clusterScope": true, "namespaces": ["*"]}]}]}})
+    };
+    let mut created = Vec::new();
+    for (suffix, precedence, resources) in [("all", 1000, "*"), ("configmaps", 999, "configmaps")] {
+        let (code, fs) = raw(
+            &c,
+            "POST",
+            &format!("{api}/flowschemas"),
+            "application/json",
+            Some(schema(format!("{ns}-{suffix}"), precedence, resources)),
+        )
+        .await;
+        assert_eq!(code, 201, "{fs}");
+        created.push(fs["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let pl = level["metadata"]["uid"].as_str().unwrap().to_string();
+    let secrets = format!("/api/v1/namespaces/{ns}/secrets");
+    // kube-apiserver applies a new FlowSchema asynchronously: poll, bounded.
+    let until = |path: String, user: String, want: (String, String)| {
+        let c = c.clone();
+        async move {
+            let mut last = Default::default();
+            for _ in 0..100 {
+                last = classified(&c, &path, Some(&user)).await;
+                if last == want {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            last
+        }
+    };
+    let by_configmaps = (created[1].clone(), pl.clone());
+    assert_eq!(
+        until(configmaps.clone(), user.clone(), by_configmaps.clone()).await,
+        by_configmaps
+    );
+    let by_all = (created[0].clone(), pl.clone());
+    assert_eq!(
+        until(secrets.clone(), user.clone(), by_all.clone()).await,
+        by_all
+    );
+    // Another user is not named by them.
+    assert_eq!(
+        classified(&c, &configmaps, Some(&format!("{ns}-other"))).await,
+        global
+    );
+
+    for suffix in ["all", "configmaps"] {
+        let (code, body) = raw(
+            &c,
+            "DELETE",
+            &format!("{api}/flowschemas/{ns}-{suffix}"),
+            "",
+            None,
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    assert_eq!(until(configmaps, user, global.clone()).await, global);
+    let (code, body) = raw(
+        &c,
+        "DELETE",
+        &format!("{api}/prioritylevelconfigurations/{ns}-pl"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+}
