@@ -2205,3 +2205,145 @@ async fn requests_are_classified_by_flow_schemas() {
     .await;
     assert_eq!(code, 200, "{body}");
 }
+
+// ValidatingAdmissionPolicy (the upstream specs "should validate against a Deployment" and
+// "should allow expressions to refer variables"): a policy on apps/v1 Deployments with
+// `variables` (one using another), no `paramKind`, a `matchCondition`, and a `Deny` binding
+// refuses creates and updates whose validation fails, with kube-apiserver's Status: the message
+// (`message`, `messageExpression`, or `failed expression: …`), the code from the `reason`.
+#[tokio::test]
+async fn validating_admission_policy_with_variables_denies_deployments() {
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let api = "/apis/admissionregistration.k8s.io/v1";
+    let policy = format!("{ns}-replicas");
+    let (code, body) = raw(&c, "POST", &format!("{api}/validatingadmissionpolicies"), "application/json",
+        Some(json!({"metadata": {"name": policy}, "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+            // Only this test's namespace, so that the test also runs against a shared cluster.
+            "matchConditions": [{"name": "in-test-namespace", "expression": format!("object.metadata.namespace == '{ns}'")}],
+            "variables": [
+                {"name": "replicas", "expression": "object.spec.replicas"},
+                {"name": "oddReplicas", "expression": "variables.replicas % 2 == 1"}],
+            "validations": [
+                {"expression": "variables.replicas > 1", "message": "at least two replicas"},
+                {"expression": "variables.oddReplicas"},
+                {"expression": "!has(object.metadata.labels) || !('forbidden' in object.metadata.labels)",
+                 "messageExpression": "'label forbidden on ' + object.metadata.name", "reason": "Forbidden"}]}}))).await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("{api}/validatingadmissionpolicybindings"),
+        "application/json",
+        Some(json!({"metadata": {"name": format!("{policy}-binding")},
+            "spec": {"policyName": policy, "validationActions": ["Deny"]}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let deployments = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let deployment = |name: &str, replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    let denial = |code: u16, reason: &str, name: &str, message: &str| {
+        let message = format!(
+            "ValidatingAdmissionPolicy '{policy}' with binding '{policy}-binding' denied request: {message}"
+        );
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("deployments.apps \"{name}\" is forbidden: {message}"),
+            "reason": reason, "code": code,
+            "details": {"name": name, "group": "apps", "kind": "deployments", "causes": [{"message": message}]}})
+    };
+    // kube-apiserver loads a new policy and binding asynchronously: poll, bounded.
+    let mut tries = 0;
+    let (code, body) = loop {
+        let (code, body) = raw(
+            &c,
+            "POST",
+            &deployments,
+            "application/json",
+            Some(deployment("even", 2)),
+        )
+        .await;
+        if code != 201 {
+            break (code, body);
+        }
+        let (code, body) = raw(&c, "DELETE", &format!("{deployments}/even"), "", None).await;
+        assert_eq!(code, 200, "{body}");
+        tries += 1;
+        assert!(tries < 100, "the policy never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (code, &body),
+        (
+            422,
+            &denial(
+                422,
+                "Invalid",
+                "even",
+                "failed expression: variables.oddReplicas"
+            )
+        )
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &deployments,
+        "application/json",
+        Some(deployment("one", 1)),
+    )
+    .await;
+    assert_eq!(
+        (code, &body),
+        (422, &denial(422, "Invalid", "one", "at least two replicas"))
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &deployments,
+        "application/json",
+        Some(deployment("web", 3)),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &format!("{deployments}/web"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"forbidden": "yes"}}})),
+    )
+    .await;
+    assert_eq!(
+        (code, &body),
+        (
+            403,
+            &denial(403, "Forbidden", "web", "label forbidden on web")
+        )
+    );
+    // Another namespace is not matched (matchConditions).
+    let other = test_namespace(&c).await;
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("/apis/apps/v1/namespaces/{other}/deployments"),
+        "application/json",
+        Some(deployment("even", 2)),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    for path in [
+        format!("{api}/validatingadmissionpolicybindings/{policy}-binding"),
+        format!("{api}/validatingadmissionpolicies/{policy}"),
+    ] {
+        let (code, body) = raw(&c, "DELETE", &path, "", None).await;
+        assert_eq!(code, 200, "{body}");
+    }
+}
