@@ -6,7 +6,7 @@ use crate::resources::{PrinterColumn, ResourceType, ScalePaths, Subresource, Ver
 
 /// The OpenAPI schema of a built-in kind, from k8s-openapi (inlined, so it works for pruning,
 /// validation and `/openapi/v3`).
-fn schema_of<T: schemars::JsonSchema>() -> Option<Value> {
+pub fn schema_of<T: schemars::JsonSchema>() -> Option<Value> {
     let generator = schemars::generate::SchemaSettings::openapi3()
         .with(|s| {
             s.inline_subschemas = true;

@@ -69,6 +69,14 @@ pub enum ApiError {
     ApplyConflict(Target, String, Vec<Cause>),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A ValidatingAdmissionPolicy's denial: kube-apiserver names the resource (its plural, in
+    /// `target.kind`) and the validation's `reason` decides the code.
+    #[error("{} \"{}\" is forbidden: {message}", qualified(&.target.kind, &.target.group), .target.name)]
+    Admission {
+        target: Target,
+        message: String,
+        reason: &'static str,
+    },
     /// A server-side apply configuration that does not fit its schema: kube-apiserver answers
     /// 500 with no reason (its field manager's error is not an API status error).
     #[error("{0}")]
@@ -121,6 +129,12 @@ impl ApiError {
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
             ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) | ApiError::TypedPatch(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Admission { reason, .. } => match *reason {
+                "Forbidden" => StatusCode::FORBIDDEN,
+                "Invalid" => StatusCode::UNPROCESSABLE_ENTITY,
+                "RequestEntityTooLarge" => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            },
         }
     }
 
@@ -139,6 +153,7 @@ impl ApiError {
             ApiError::TooLargeResourceVersion(..) => "Timeout",
             ApiError::Internal(_) => "InternalError",
             ApiError::TypedPatch(_) => "",
+            ApiError::Admission { reason, .. } => reason,
         }
     }
 
@@ -164,6 +179,14 @@ impl ApiError {
             | ApiError::Conflict(t, _)
             | ApiError::Forbidden(t, _) => Some(target_details(t, &[])),
             ApiError::Invalid(t, causes) => Some(target_details(t, causes)),
+            // The denial once more as the only cause, with neither reason nor field.
+            ApiError::Admission {
+                target, message, ..
+            } => {
+                let mut d = target_details(target, &[]);
+                d["causes"] = json!([{ "message": message }]);
+                Some(d)
+            }
             // kube-apiserver's apply conflict names no object, only the conflicting fields.
             ApiError::ApplyConflict(_, _, causes) => Some(json!({
                 "causes": causes

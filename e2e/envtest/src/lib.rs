@@ -4,6 +4,7 @@
 //! `kube::Client`, or run the `strata-envtest` binary and point kubectl at its kubeconfig.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission;
 pub mod apply;
 pub mod assets;
 pub mod builtin;
@@ -14,6 +15,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod flowcontrol;
 pub mod gc;
 pub mod handlers;
 pub mod lifecycle;

@@ -589,6 +589,17 @@ pub fn create(
         }
     }
     crate::defaults::apply(store, rt, &mut obj, None);
+    crate::admission::admit(
+        store,
+        &crate::admission::Attributes {
+            rt,
+            version,
+            operation: "CREATE",
+            namespace: namespace.filter(|_| rt.namespaced).unwrap_or(""),
+            object: &obj,
+            old: None,
+        },
+    )?;
     if !opts.managed {
         if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("managedFields");
@@ -758,6 +769,20 @@ pub fn update(
     process_schema(rt, version, &mut obj, Some(&old), opts, &mut warnings)?;
     builtin_hooks(store, rt, &mut obj)?;
     crate::defaults::apply(store, rt, &mut obj, Some(&old));
+    // A policy's rules name the main resource; subresource writes (`status`) are not matched.
+    if scope == Scope::Main {
+        crate::admission::admit(
+            store,
+            &crate::admission::Attributes {
+                rt,
+                version,
+                operation: "UPDATE",
+                namespace,
+                object: &obj,
+                old: Some(&old),
+            },
+        )?;
+    }
     if has_generation(rt) {
         let ignore: &[&str] = if rt.has_status() {
             &["metadata", "status"]

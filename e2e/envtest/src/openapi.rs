@@ -3,6 +3,8 @@
 //! use server-side field validation. `/openapi/v2` (protobuf or JSON) carries the custom resources'
 //! schemas, so older kubectl (1.20) validates manifests client-side as against kube-apiserver.
 
+mod crd;
+
 use std::hash::{Hash, Hasher};
 
 use axum::Json;
@@ -183,10 +185,22 @@ fn resource_paths(rt: &ResourceType, group: &str, version: &str) -> (String, Str
 fn document(store: &Store, group: &str, version: &str) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    schemas.insert(
-        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(),
-        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-    );
+    let custom = store
+        .types
+        .values()
+        .any(|t| t.group == group && !t.builtin && t.version(version).is_some());
+    if custom {
+        for (name, def) in crd::meta_definitions() {
+            schemas.insert((*name).to_string(), def.clone());
+        }
+    } else {
+        // Built-in kinds' schemas lack kube-apiserver's patch-merge extensions, so kubectl's
+        // three-way merge would see changes where there are none if it could read ObjectMeta.
+        schemas.insert(
+            crd::OBJECT_META.into(),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        );
+    }
     schemas.insert(
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
@@ -202,28 +216,35 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
         let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
         let name = schema_name(rt, version);
         let reference = json!({"$ref": format!("#/components/schemas/{name}")});
-        let mut schema = rt
-            .version(version)
-            .and_then(|v| v.schema.as_deref().cloned())
-            .unwrap_or_else(
-                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        if rt.builtin {
+            let mut schema = rt
+                .version(version)
+                .and_then(|v| v.schema.as_deref().cloned())
+                .unwrap_or_else(
+                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                );
+            if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert("apiVersion".into(), json!({"type": "string"}));
+                props.insert("kind".into(), json!({"type": "string"}));
+                props.insert(
+                    "metadata".into(),
+                    json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
+                );
+            }
+            schema["x-kubernetes-group-version-kind"] = json!([gvk]);
+            schemas.insert(name.clone(), schema);
+            schemas.insert(
+                format!("{name}List"),
+                json!({"type": "object", "properties": {"items": {"type": "array", "items": reference}},
+                       "x-kubernetes-group-version-kind": [{"group": rt.group, "version": version, "kind": rt.list_kind}]}),
             );
-        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert("apiVersion".into(), json!({"type": "string"}));
-            props.insert("kind".into(), json!({"type": "string"}));
-            props.insert(
-                "metadata".into(),
-                json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "default": {}}),
+        } else {
+            schemas.insert(name.clone(), crd::definition(rt, version, false));
+            schemas.insert(
+                format!("{name}List"),
+                crd::list_definition(rt, version, &name, false),
             );
         }
-        schema["x-kubernetes-group-version-kind"] = json!([gvk]);
-        schemas.insert(name.clone(), schema);
-        let list_name = format!("{name}List");
-        schemas.insert(
-            list_name.clone(),
-            json!({"type": "object", "properties": {"items": {"type": "array", "items": reference}},
-                   "x-kubernetes-group-version-kind": [{"group": rt.group, "version": version, "kind": rt.list_kind}]}),
-        );
         let body = |types: &[&str]| -> Value {
             let mut content = Map::new();
             for t in types {
@@ -465,7 +486,7 @@ fn proto_schema(s: &Value) -> Vec<u8> {
     out
 }
 
-/// A CRD schema as kube-apiserver publishes it in OpenAPI v2: what v2 cannot say is dropped
+/// A built-in kind's schema reduced for OpenAPI v2 (custom resources: `crd.rs`): what v2 cannot say is dropped
 /// (`nullable`, `anyOf`/`oneOf`/`allOf`/`not`, CEL rules, defaults), and nodes that accept anything
 /// (`x-kubernetes-preserve-unknown-fields`, `x-kubernetes-int-or-string`, nullable ones) lose
 /// their type and fields, so that client-side validation never refuses what the server accepts.
@@ -669,11 +690,25 @@ fn v2_parts<'a>(
 ) {
     for rt in types {
         for v in &rt.versions {
-            let schema = v.schema.as_deref().cloned().unwrap_or_else(
-                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-            );
             let name = schema_name(rt, &v.name);
-            definitions.insert(name.clone(), v2_definition(rt, &v.name, &schema));
+            if !rt.builtin {
+                definitions.insert(name.clone(), crd::definition(rt, &v.name, true));
+                definitions.insert(
+                    format!("{name}List"),
+                    crd::list_definition(rt, &v.name, &name, true),
+                );
+                v2_paths(rt, &v.name, paths);
+                continue;
+            }
+            // A built-in kind without a schema (CustomResourceDefinition) is a bare object, as
+            // a CRD that keeps unknown fields: listing only apiVersion, kind and metadata would
+            // make kubectl 1.20 refuse every other field.
+            let definition = match v.schema.as_deref() {
+                Some(schema) => v2_definition(rt, &v.name, schema),
+                None => json!({"type": "object", "x-kubernetes-group-version-kind":
+                    [{"group": rt.group, "kind": rt.kind, "version": v.name}]}),
+            };
+            definitions.insert(name.clone(), definition);
             definitions.insert(
                 format!("{name}List"),
                 json!({"type": "object", "required": ["items"],
@@ -697,6 +732,9 @@ fn v2_builtin() -> &'static (Map<String, Value>, Map<String, Value>) {
             "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
             json!({"type": "object", "x-kubernetes-group-version-kind": [{"group": "", "kind": "Status", "version": "v1"}]}),
         );
+        for (name, def) in crd::meta_definitions() {
+            definitions.insert((*name).to_string(), def.clone());
+        }
         let types = crate::builtin::hydrated_types();
         v2_parts(types.iter(), &mut definitions, &mut paths);
         (definitions, paths)

@@ -126,23 +126,60 @@ pub async fn record(State(state): State<AppState>, req: Request, next: Next) -> 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    // kube-apiserver's request-deadline filter runs here rather than in a layer of its own, so
-    // that requests pay no extra middleware (and its 400s are recorded as the audit log does).
-    let response = match crate::handlers::invalid_timeout(&uri) {
-        Some(error) => axum::response::IntoResponse::into_response(error),
-        None => next.run(req).await,
-    };
-    let Some(path) = parse_path(uri.path()) else {
-        return response;
-    };
-    let Some(resource) = path.plural.clone() else {
-        return response;
-    };
+    let path = parse_path(uri.path());
     let watch_param = uri
         .query()
         .unwrap_or("")
         .split('&')
         .any(|kv| kv == "watch=true" || kv == "watch=1");
+    // API Priority and Fairness classifies every request (kube-apiserver's filter runs on
+    // resource and non-resource requests alike, watches included).
+    let resource_verb = path
+        .as_ref()
+        .map(|p| verb(&method, p.name.is_some(), watch_param));
+    let method_verb = method.as_str().to_ascii_lowercase();
+    let classified = {
+        let (user, groups) = crate::flowcontrol::user(req.headers());
+        state.classify(&crate::flowcontrol::Request {
+            user,
+            groups,
+            verb: resource_verb.unwrap_or(&method_verb),
+            resource: path.as_ref().and_then(|p| {
+                Some(crate::flowcontrol::ResourceAttributes {
+                    group: &p.group,
+                    resource: p.plural.as_deref()?,
+                    subresource: p.subresource.as_deref().unwrap_or(""),
+                    namespace: p.namespace.as_deref().unwrap_or(""),
+                })
+            }),
+            path: uri.path(),
+        })
+    };
+    // kube-apiserver's request-deadline filter runs here rather than in a layer of its own, so
+    // that requests pay no extra middleware (and its 400s are recorded as the audit log does).
+    let mut response = match crate::handlers::invalid_timeout(&uri) {
+        Some(error) => axum::response::IntoResponse::into_response(error),
+        None => next.run(req).await,
+    };
+    if let Some((flow_schema, priority_level)) = classified {
+        for (name, uid) in [
+            (crate::flowcontrol::FLOW_SCHEMA_HEADER, flow_schema),
+            (crate::flowcontrol::PRIORITY_LEVEL_HEADER, priority_level),
+        ] {
+            if let Ok(value) = axum::http::HeaderValue::from_str(&uid) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+    }
+    let Some(path) = path else {
+        return response;
+    };
+    if path.group == crate::flowcontrol::GROUP && !matches!(method, Method::GET | Method::HEAD) {
+        state.flowcontrol_changed();
+    }
+    let Some(resource) = path.plural.clone() else {
+        return response;
+    };
     state.requests().push(RequestRecord {
         verb: verb(&method, path.name.is_some(), watch_param).to_owned(),
         group: path.group,

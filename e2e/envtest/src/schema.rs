@@ -923,10 +923,12 @@ fn walk_cel(
 }
 
 /// Evaluate every `x-kubernetes-validations` rule (with `oldSelf` on updates).
-/// Whether the value at a dotted error path (`spec.ports[1].name`) is the same in `old` as in
-/// `new`, as validation ratcheting correlates them: through object fields, map entries, and the
-/// items of `x-kubernetes-list-type` map (by key) and set (by value) lists. Items of other lists
-/// cannot be correlated, so an error under them never ratchets.
+/// Whether an error at a dotted path (`spec.ports[1].name`) ratchets: kube-apiserver drops an
+/// error when the value at its path, or at any ancestor, equals the old value correlated with
+/// it. Values are correlated through object fields, map entries and the items of
+/// `x-kubernetes-list-type: map` lists (by key); the items of sets and atomic lists are not
+/// (kube-apiserver's `CorrelatedObject.Index` gives them no old value), so an error under such a
+/// list ratchets only when the whole list is unchanged.
 pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> bool {
     let mut node = Some(schema);
     let (mut n, mut o) = (Some(new), Some(old));
@@ -946,6 +948,9 @@ pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> b
             .filter(|i| !i.is_empty())
             .map(str::parse::<usize>)
         {
+            if n.is_some() && n == o {
+                return true;
+            }
             let Ok(index) = index else { return false };
             let list_type = node
                 .and_then(|s| s.get("x-kubernetes-list-type"))
@@ -960,17 +965,17 @@ pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> b
                             .find(|c| keys.iter().all(|k| c.get(k) == item.get(k)))
                     })
                 }
-                (Some("set"), Some(item)) => o
-                    .and_then(Value::as_array)
-                    .and_then(|items| items.iter().find(|c| *c == item)),
                 _ => return false,
             };
             node = node.and_then(|s| s.get("items"));
             n = item;
             o = old_item;
         }
+        if n.is_some() && n == o {
+            return true;
+        }
     }
-    n == o
+    n.is_some() && n == o
 }
 
 /// The `type` of the schema node at a kube-cel error path (`spec.m.k1`, `spec.l[2]`): through

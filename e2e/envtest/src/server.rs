@@ -40,6 +40,8 @@ pub struct Shared {
     store: Mutex<Store>,
     pub config: Config,
     requests: RequestLog,
+    /// The FlowSchemas in matching order, rebuilt after a flowcontrol object changes.
+    classifier: Mutex<Option<Arc<crate::flowcontrol::Classifier>>>,
 }
 
 impl AppState {
@@ -54,6 +56,7 @@ impl AppState {
             store: Mutex::new(store),
             config,
             requests: RequestLog::default(),
+            classifier: Mutex::new(None),
         }));
         {
             let mut store = state.store();
@@ -75,6 +78,7 @@ impl AppState {
                     tracing::error!(%e, "could not create namespace {ns}");
                 }
             }
+            crate::flowcontrol::install_defaults(&mut store);
             // kube-apiserver's own Service, read by Go test frameworks before any test; its
             // targetPort becomes the serving port once the server listens (`serve_port`).
             if let Some(mut svc_type) = store.find_type("", "v1", "services").cloned() {
@@ -135,6 +139,33 @@ impl AppState {
     /// The log of resource requests (verb, group, resource, user agent, code).
     pub fn requests(&self) -> &RequestLog {
         &self.0.requests
+    }
+
+    /// The UIDs of the FlowSchema and priority level a request is classified into.
+    pub fn classify(&self, req: &crate::flowcontrol::Request) -> Option<(String, String)> {
+        // Built under the classifier's lock, so that an invalidation after a write cannot be
+        // overtaken by a build from before it.
+        let mut cached = self
+            .0
+            .classifier
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let classifier = cached
+            .get_or_insert_with(|| crate::flowcontrol::classifier(&self.store()))
+            .clone();
+        drop(cached);
+        classifier
+            .classify(req)
+            .map(|(fs, pl)| (fs.to_owned(), pl.to_owned()))
+    }
+
+    /// A FlowSchema or PriorityLevelConfiguration was written: classify from the store again.
+    pub fn flowcontrol_changed(&self) {
+        *self
+            .0
+            .classifier
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 
     /// Drop the watch history and end every open watch with `410 Expired` (to test relisting).

@@ -1833,3 +1833,517 @@ async fn apply_yaml_with_a_repeated_key_is_refused_with_its_line() {
         )
     );
 }
+
+/// A CRD whose schema starts by accepting anything at the root, as the upstream
+/// `CRDValidationRatcheting` specs' test CRD does.
+fn ratchet_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("ratchets.{GROUP}")},
+        "spec": {"group": GROUP, "scope": "Namespaced",
+            "names": {"kind": "Ratchet", "plural": "ratchets", "singular": "ratchet", "listKind": "RatchetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+// The upstream `CRDValidationRatcheting` specs on unchanged uncorrelatable fields (kube-apiserver
+// ≥ 1.30): the items of an atomic list and of a set have no old value of their own, so their
+// errors ratchet only while the whole list is unchanged: an update that leaves the lists as they
+// were passes, one that adds a (valid) item fails on the old invalid items, with
+// kube-apiserver's messages for an enum, a CEL rule and a type error.
+#[tokio::test]
+async fn ratcheting_does_not_correlate_items_of_sets_and_atomic_lists() {
+    let env = TestEnv::builder().crd(ratchet_crd()).start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let base = format!("/apis/{GROUP}/v1/namespaces/{ns}/ratchets");
+    let object = |name: &str, fields: Value| {
+        let mut o = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Ratchet", "metadata": {"name": name}});
+        o.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        o
+    };
+    let lists = |extra: Option<Value>| {
+        let mut items = vec![json!("foo"), json!("bar")];
+        items.extend(extra);
+        Value::Array(items)
+    };
+    for (name, fields) in [
+        (
+            "enum",
+            json!({"atomicArray": lists(None), "setArray": lists(None)}),
+        ),
+        (
+            "cel",
+            json!({"celAtomic": lists(None), "celSet": lists(None)}),
+        ),
+        ("typed", json!({"typedAtomic": [1, "x"]})),
+    ] {
+        let (code, body) = raw(
+            &c,
+            "POST",
+            &base,
+            "application/json",
+            Some(object(name, fields)),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let string_items = |extra: Value| {
+        let mut items = json!({"type": "string"});
+        items
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        items
+    };
+    let enumerated = string_items(json!({"enum": ["notfoo", "notbar", "notbaz"]}));
+    let rule = string_items(json!({"x-kubernetes-validations": [{"rule": "self != \"foo\""}]}));
+    let schema = json!({"type": "object", "properties": {
+        "atomicArray": {"type": "array", "items": enumerated},
+        "setArray": {"type": "array", "x-kubernetes-list-type": "set", "items": enumerated},
+        "celAtomic": {"type": "array", "items": rule},
+        "celSet": {"type": "array", "x-kubernetes-list-type": "set", "items": rule},
+        "typedAtomic": {"type": "array", "items": {"type": "string"}},
+        "sentinel": {"type": "string", "enum": ["tightened"]}}});
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ratchets.{GROUP}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([{"op": "replace", "path": "/spec/versions/0/schema/openAPIV3Schema", "value": schema}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A real server applies a CRD change asynchronously: wait until a create sees it.
+    let mut n = 0;
+    loop {
+        let probe = object(&format!("p{n}"), json!({"sentinel": "x"}));
+        let (code, _) = raw(&c, "POST", &base, "application/json", Some(probe)).await;
+        if code == 422 {
+            break;
+        }
+        n += 1;
+        assert!(n < 300, "the tightened schema never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let merge = |name: &str, patch: Value| {
+        let (c, path) = (c.clone(), format!("{base}/{name}"));
+        async move {
+            raw(
+                &c,
+                "PATCH",
+                &path,
+                "application/merge-patch+json",
+                Some(patch),
+            )
+            .await
+        }
+    };
+    let label = json!({"metadata": {"labels": {"foo": "bar"}}});
+    for name in ["enum", "cel"] {
+        let (code, body) = merge(name, label.clone()).await;
+        assert_eq!(code, 200, "{name}: {body}");
+    }
+    let causes = |body: &Value| {
+        let mut causes = body["details"]["causes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        causes.sort_by_key(|c| c.to_string());
+        Value::Array(causes)
+    };
+    let unsupported = |field: &str, value: &str| {
+        json!({"reason": "FieldValueNotSupported", "field": field,
+            "message": format!("Unsupported value: \"{value}\": supported values: \"notfoo\", \"notbar\", \"notbaz\"")})
+    };
+    let (code, body) = merge(
+        "enum",
+        json!({"atomicArray": lists(Some(json!("notfoo"))), "setArray": lists(Some(json!("notfoo")))}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let mut want = vec![
+        unsupported("atomicArray[0]", "foo"),
+        unsupported("atomicArray[1]", "bar"),
+        unsupported("setArray[0]", "foo"),
+        unsupported("setArray[1]", "bar"),
+        // The schema has CEL rules, which kube-apiserver skips after a blocking error.
+        json!({"reason": "FieldValueInvalid", "field": "<nil>",
+            "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"}),
+    ];
+    want.sort_by_key(|c| c.to_string());
+    assert_eq!(causes(&body), Value::Array(want), "{body}");
+
+    let (code, body) = merge(
+        "cel",
+        json!({"celAtomic": lists(Some(json!("notfoo"))), "celSet": lists(Some(json!("notfoo")))}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let failed = |field: &str| {
+        json!({"reason": "FieldValueInvalid", "field": field,
+            "message": "Invalid value: \"string\": failed rule: self != \"foo\""})
+    };
+    let mut want = vec![failed("celAtomic[0]"), failed("celSet[0]")];
+    want.sort_by_key(|c| c.to_string());
+    assert_eq!(causes(&body), Value::Array(want), "{body}");
+
+    let (code, body) = merge("typed", json!({"typedAtomic": [1, "x", "y"]})).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        causes(&body),
+        json!([{"reason": "FieldValueInvalid", "field": "<nil>",
+            "message": "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"},
+            {"reason": "FieldValueTypeInvalid", "field": "typedAtomic[0]",
+            "message": "Invalid value: \"integer\": typedAtomic[0] in body must be of type string: \"integer\""}]),
+        "{body}"
+    );
+}
+
+/// The FlowSchema and priority-level UIDs a request is answered with (`None` when absent).
+async fn classified(c: &kube::Client, path: &str, user: Option<&str>) -> (String, String) {
+    let mut req = http::Request::builder().uri(path);
+    if let Some(user) = user {
+        req = req.header("Impersonate-User", user);
+    }
+    let resp = c
+        .send(req.body(kube::client::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    (
+        header("X-Kubernetes-PF-FlowSchema-UID"),
+        header("X-Kubernetes-PF-PriorityLevel-UID"),
+    )
+}
+
+// API Priority and Fairness (the upstream "should ensure that requests can be classified by
+// adding FlowSchema and PriorityLevelConfiguration" spec): kube-apiserver 1.32's default
+// FlowSchemas and priority levels exist; every request carries the UIDs of the FlowSchema and
+// priority level it was classified into: the admin (`system:masters`) → `exempt`, another
+// authenticated user → `global-default`, a user a new FlowSchema names → that schema (the
+// lowest matchingPrecedence first) and its level, until the schema is deleted.
+#[tokio::test]
+async fn requests_are_classified_by_flow_schemas() {
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let api = "/apis/flowcontrol.apiserver.k8s.io/v1";
+    let uids = |list: &Value| -> std::collections::BTreeMap<String, String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                    o["metadata"]["uid"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // kube-apiserver's config producer creates them shortly after start: poll, bounded.
+    let (mut schemas, mut levels) = (Default::default(), Default::default());
+    for _ in 0..100 {
+        schemas = uids(
+            &raw(&c, "GET", &format!("{api}/flowschemas"), "", None)
+                .await
+                .1,
+        );
+        levels = uids(
+            &raw(
+                &c,
+                "GET",
+                &format!("{api}/prioritylevelconfigurations"),
+                "",
+                None,
+            )
+            .await
+            .1,
+        );
+        if schemas.contains_key("catch-all") && levels.contains_key("catch-all") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for name in [
+        "exempt",
+        "probes",
+        "system-leader-election",
+        "endpoint-controller",
+        "workload-leader-election",
+        "system-node-high",
+        "system-nodes",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-system-service-accounts",
+        "service-accounts",
+        "global-default",
+        "catch-all",
+    ] {
+        assert!(schemas.contains_key(name), "FlowSchema {name}: {schemas:?}");
+    }
+    for name in [
+        "exempt",
+        "system",
+        "node-high",
+        "leader-election",
+        "workload-high",
+        "workload-low",
+        "global-default",
+        "catch-all",
+    ] {
+        assert!(
+            levels.contains_key(name),
+            "PriorityLevelConfiguration {name}: {levels:?}"
+        );
+    }
+    let exempt = (schemas["exempt"].clone(), levels["exempt"].clone());
+    assert_eq!(classified(&c, "/version", None).await, exempt);
+    let configmaps = format!("/api/v1/namespaces/{ns}/configmaps");
+    assert_eq!(classified(&c, &configmaps, None).await, exempt);
+    let global = (
+        schemas["global-default"].clone(),
+        levels["global-default"].clone(),
+    );
+    let user = format!("{ns}-user");
+    assert_eq!(classified(&c, &configmaps, Some(&user)).await, global);
+
+    let (code, level) = raw(
+        &c,
+        "POST",
+        &format!("{api}/prioritylevelconfigurations"),
+        "application/json",
+        Some(
+            json!({"metadata": {"name": format!("{ns}-pl")}, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 1, "limitResponse": {"type": "Reject"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{level}");
+    let schema = |name: String, precedence: i32, resources: &str| {
+        json!({"metadata": {"name": name}, "spec": {
+            "priorityLevelConfiguration": {"name": format!("{ns}-pl")},
+            "matchingPrecedence": precedence,
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": [resources],
+                    "clusterScope": true, "namespaces": ["*"]}]}]}})
+    };
+    let mut created = Vec::new();
+    for (suffix, precedence, resources) in [("all", 1000, "*"), ("configmaps", 999, "configmaps")] {
+        let (code, fs) = raw(
+            &c,
+            "POST",
+            &format!("{api}/flowschemas"),
+            "application/json",
+            Some(schema(format!("{ns}-{suffix}"), precedence, resources)),
+        )
+        .await;
+        assert_eq!(code, 201, "{fs}");
+        created.push(fs["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let pl = level["metadata"]["uid"].as_str().unwrap().to_string();
+    let secrets = format!("/api/v1/namespaces/{ns}/secrets");
+    // kube-apiserver applies a new FlowSchema asynchronously: poll, bounded.
+    let until = |path: String, user: String, want: (String, String)| {
+        let c = c.clone();
+        async move {
+            let mut last = Default::default();
+            for _ in 0..100 {
+                last = classified(&c, &path, Some(&user)).await;
+                if last == want {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            last
+        }
+    };
+    let by_configmaps = (created[1].clone(), pl.clone());
+    assert_eq!(
+        until(configmaps.clone(), user.clone(), by_configmaps.clone()).await,
+        by_configmaps
+    );
+    let by_all = (created[0].clone(), pl.clone());
+    assert_eq!(
+        until(secrets.clone(), user.clone(), by_all.clone()).await,
+        by_all
+    );
+    // Another user is not named by them.
+    assert_eq!(
+        classified(&c, &configmaps, Some(&format!("{ns}-other"))).await,
+        global
+    );
+
+    for suffix in ["all", "configmaps"] {
+        let (code, body) = raw(
+            &c,
+            "DELETE",
+            &format!("{api}/flowschemas/{ns}-{suffix}"),
+            "",
+            None,
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    assert_eq!(until(configmaps, user, global.clone()).await, global);
+    let (code, body) = raw(
+        &c,
+        "DELETE",
+        &format!("{api}/prioritylevelconfigurations/{ns}-pl"),
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+}
+
+// ValidatingAdmissionPolicy (the upstream specs "should validate against a Deployment" and
+// "should allow expressions to refer variables"): a policy on apps/v1 Deployments with
+// `variables` (one using another), no `paramKind`, a `matchCondition`, and a `Deny` binding
+// refuses creates and updates whose validation fails, with kube-apiserver's Status: the message
+// (`message`, `messageExpression`, or `failed expression: …`), the code from the `reason`.
+#[tokio::test]
+async fn validating_admission_policy_with_variables_denies_deployments() {
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let api = "/apis/admissionregistration.k8s.io/v1";
+    let policy = format!("{ns}-replicas");
+    let (code, body) = raw(&c, "POST", &format!("{api}/validatingadmissionpolicies"), "application/json",
+        Some(json!({"metadata": {"name": policy}, "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+            // Only this test's namespace, so that the test also runs against a shared cluster.
+            "matchConditions": [{"name": "in-test-namespace", "expression": format!("object.metadata.namespace == '{ns}'")}],
+            "variables": [
+                {"name": "replicas", "expression": "object.spec.replicas"},
+                {"name": "oddReplicas", "expression": "variables.replicas % 2 == 1"}],
+            "validations": [
+                {"expression": "variables.replicas > 1", "message": "at least two replicas"},
+                {"expression": "variables.oddReplicas"},
+                {"expression": "!has(object.metadata.labels) || !('forbidden' in object.metadata.labels)",
+                 "messageExpression": "'label forbidden on ' + object.metadata.name", "reason": "Forbidden"}]}}))).await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("{api}/validatingadmissionpolicybindings"),
+        "application/json",
+        Some(json!({"metadata": {"name": format!("{policy}-binding")},
+            "spec": {"policyName": policy, "validationActions": ["Deny"]}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let deployments = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let deployment = |name: &str, replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    let denial = |code: u16, reason: &str, name: &str, message: &str| {
+        let message = format!(
+            "ValidatingAdmissionPolicy '{policy}' with binding '{policy}-binding' denied request: {message}"
+        );
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("deployments.apps \"{name}\" is forbidden: {message}"),
+            "reason": reason, "code": code,
+            "details": {"name": name, "group": "apps", "kind": "deployments", "causes": [{"message": message}]}})
+    };
+    // kube-apiserver loads a new policy and binding asynchronously: poll, bounded.
+    let mut tries = 0;
+    let (code, body) = loop {
+        let (code, body) = raw(
+            &c,
+            "POST",
+            &deployments,
+            "application/json",
+            Some(deployment("even", 2)),
+        )
+        .await;
+        if code != 201 {
+            break (code, body);
+        }
+        let (code, body) = raw(&c, "DELETE", &format!("{deployments}/even"), "", None).await;
+        assert_eq!(code, 200, "{body}");
+        tries += 1;
+        assert!(tries < 100, "the policy never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (code, &body),
+        (
+            422,
+            &denial(
+                422,
+                "Invalid",
+                "even",
+                "failed expression: variables.oddReplicas"
+            )
+        )
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &deployments,
+        "application/json",
+        Some(deployment("one", 1)),
+    )
+    .await;
+    assert_eq!(
+        (code, &body),
+        (422, &denial(422, "Invalid", "one", "at least two replicas"))
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &deployments,
+        "application/json",
+        Some(deployment("web", 3)),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &format!("{deployments}/web"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"forbidden": "yes"}}})),
+    )
+    .await;
+    assert_eq!(
+        (code, &body),
+        (
+            403,
+            &denial(403, "Forbidden", "web", "label forbidden on web")
+        )
+    );
+    // Another namespace is not matched (matchConditions).
+    let other = test_namespace(&c).await;
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("/apis/apps/v1/namespaces/{other}/deployments"),
+        "application/json",
+        Some(deployment("even", 2)),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    for path in [
+        format!("{api}/validatingadmissionpolicybindings/{policy}-binding"),
+        format!("{api}/validatingadmissionpolicies/{policy}"),
+    ] {
+        let (code, body) = raw(&c, "DELETE", &path, "", None).await;
+        assert_eq!(code, 200, "{body}");
+    }
+}

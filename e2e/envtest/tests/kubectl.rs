@@ -781,3 +781,119 @@ async fn kubectl_built_in_kinds_apply_get_scale_delete_with(k: Kubectl) {
         .await;
     assert!(left.trim().is_empty(), "{left}");
 }
+
+/// The upstream `CustomResourcePublishOpenAPI` spec's CRD: descriptions at every level, a list
+/// of objects with a required field and a pattern.
+const FOO_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foos.GROUP
+spec:
+  group: GROUP
+  scope: Namespaced
+  names: {kind: Foo, plural: foos, singular: foo, listKind: FooList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        description: Foo CRD for Testing
+        type: object
+        properties:
+          spec:
+            type: object
+            description: Specification of Foo
+            properties:
+              bars:
+                description: List of Bars and their specs.
+                type: array
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {description: Name of Bar., type: string}
+                    age: {description: Age of Bar., type: string}
+                    bazs: {description: List of Bazs., items: {type: string}, type: array}
+          status:
+            description: Status of Foo
+            type: object
+            properties:
+              quxType: {description: Indicates to external qux type., pattern: in-tree|out-of-tree, type: string}
+"#;
+
+/// `kubectl explain` of a CRD created while the server runs (as the upstream
+/// `CustomResourcePublishOpenAPI` spec checks it): the kind's and nested fields' descriptions,
+/// `metadata` from ObjectMeta, and an error for a field the schema lacks. kubectl 1.32 reads
+/// `/openapi/v3`, kubectl 1.20 `/openapi/v2`.
+#[tokio::test]
+async fn kubectl_explain_sees_a_new_crd() {
+    kubectl_explain_sees_a_new_crd_with(Kubectl::new().await).await;
+}
+
+#[tokio::test]
+async fn legacy_kubectl_explain_sees_a_new_crd() {
+    kubectl_explain_sees_a_new_crd_with(Kubectl::legacy().await).await;
+}
+
+async fn kubectl_explain_sees_a_new_crd_with(k: Kubectl) {
+    // A group of this test's own, so that the test also runs against a shared cluster.
+    let group = format!("{}.explain.strata.dev", k.ns);
+    let api_version = format!("--api-version={group}/v1");
+    let explain = |what: &'static str| ["explain", what, api_version.as_str()];
+    k.ok(
+        &["apply", "-f", "-"],
+        Some(&FOO_CRD.replace("GROUP", &group)),
+    )
+    .await;
+    // kube-apiserver publishes a new CRD's schema asynchronously (and kubectl caches
+    // discovery): poll, bounded.
+    let mut out = String::new();
+    for _ in 0..100 {
+        let (ok, stdout, err) = k.run(&explain("foos"), None).await;
+        out = format!("{stdout}{err}");
+        if ok && stdout.contains("Foo CRD for Testing") {
+            break;
+        }
+        let _ = std::fs::remove_dir_all(&k.cache);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let matches = |pattern: &str, text: &str| regex::Regex::new(pattern).unwrap().is_match(text);
+    assert!(
+        matches(
+            r"(?s)DESCRIPTION:.*Foo CRD for Testing.*FIELDS:.*apiVersion.*<string>.*APIVersion defines.*spec.*<Object>.*Specification of Foo",
+            &out
+        ),
+        "{out}"
+    );
+    let out = k.ok(&explain("foos.metadata"), None).await;
+    assert!(
+        matches(
+            r"(?s)DESCRIPTION:.*Standard object's metadata.*FIELDS:.*creationTimestamp.*<string>.*CreationTimestamp is a timestamp",
+            &out
+        ),
+        "{out}"
+    );
+    let out = k.ok(&explain("foos.spec"), None).await;
+    assert!(
+        matches(
+            r"(?s)DESCRIPTION:.*Specification of Foo.*FIELDS:.*bars.*<\[\]Object>.*List of Bars and their specs",
+            &out
+        ),
+        "{out}"
+    );
+    let out = k.ok(&explain("foos.spec.bars"), None).await;
+    assert!(
+        matches(
+            r"(?s)(RESOURCE|FIELD):.*bars.*<\[\]Object>.*DESCRIPTION:.*List of Bars and their specs.*FIELDS:.*bazs.*<\[\]string>.*List of Bazs.*name.*<string>.*Name of Bar",
+            &out
+        ),
+        "{out}"
+    );
+    let (ok, _, err) = k.run(&explain("foos.spec.bars2"), None).await;
+    assert!(!ok);
+    assert!(err.contains(r#"field "bars2" does not exist"#), "{err}");
+    k.ok(&["delete", "crd", &format!("foos.{group}")], None)
+        .await;
+}

@@ -297,3 +297,237 @@ async fn a_crd_version_no_longer_served_disappears_from_openapi() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(wait_for((true, false, true)).await, (true, false, true));
 }
+
+const CRD_OPENAPI: &str = include_str!("fixtures/kube-apiserver-1.32-crd-openapi.json");
+const PUBLISH_GROUP: &str = "publish.strata.dev";
+
+/// The schema `tests/fixtures/kube-apiserver-1.32-crd-openapi.json` was published from: the
+/// upstream `CustomResourcePublishOpenAPI` spec's `Foo` and a node of each kind that
+/// kube-apiserver publishes differently in v2 and v3 (keeps unknown fields, int-or-string,
+/// nullable, default, embedded resource, `oneOf`, list and map extensions, CEL rules).
+fn publish_schema() -> Value {
+    json!({"description": "Foo CRD for Testing", "type": "object", "properties": {
+        "spec": {"type": "object", "description": "Specification of Foo", "properties": {
+            "bars": {"description": "List of Bars and their specs.", "type": "array", "items": {
+                "type": "object", "required": ["name"], "properties": {
+                    "name": {"description": "Name of Bar.", "type": "string"},
+                    "age": {"description": "Age of Bar.", "type": "string"},
+                    "feeling": {"description": "Whether Bar is feeling great.", "type": "boolean"},
+                    "bazs": {"description": "List of Bazs.", "items": {"type": "string"}, "type": "array"}}}},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "free", "properties": {"a": {"type": "string"}}},
+            "ios": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": "^x", "description": "ios"},
+            "nul": {"type": "string", "nullable": true, "description": "nullable", "maxLength": 3},
+            "num": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5, "format": "int32", "exclusiveMinimum": false, "multipleOf": 1},
+            "en": {"type": "string", "enum": ["a", "b"], "x-kubernetes-validations": [{"rule": "self != 'c'"}]},
+            "lm": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "minItems": 1, "maxItems": 4, "uniqueItems": false, "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string", "minLength": 1}}}},
+            "mp": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 3, "x-kubernetes-map-type": "granular"},
+            "emb": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true},
+            "emb2": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {"spec": {"type": "string"}}},
+            "dt": {"type": "string", "format": "date-time"},
+            "wf": {"type": "string", "format": "weird"},
+            "one": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}},
+        "status": {"description": "Status of Foo", "type": "object", "properties": {
+            "quxType": {"description": "Indicates to external qux type.", "pattern": "in-tree|out-of-tree", "type": "string"}}}}})
+}
+
+fn publish_crd(plural: &str, kind: &str, schema: Value, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"name": v, "served": true, "storage": i == 0, "schema": {"openAPIV3Schema": schema}}))
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{PUBLISH_GROUP}")},
+        "spec": {"group": PUBLISH_GROUP, "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "versions": versions}})
+}
+
+/// A fixture definition for another version: the name and the group-version-kinds change.
+fn for_version(def: &Value, from: &str, to: &str) -> Value {
+    let text = def
+        .to_string()
+        .replace(&format!("publish.{from}."), &format!("publish.{to}."))
+        .replace(
+            &format!("\"version\":\"{from}\""),
+            &format!("\"version\":\"{to}\""),
+        );
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Poll `/openapi/v2` until `check` holds (kube-apiserver publishes CRD changes
+/// asynchronously), bounded; returns the last document for the failure message.
+async fn v2_until(client: &kube::Client, check: impl Fn(&Value) -> bool) -> (bool, Value) {
+    let mut doc = Value::Null;
+    for _ in 0..150 {
+        doc = get(client, "/openapi/v2").await;
+        if check(&doc["definitions"]) {
+            return (true, doc);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (false, doc)
+}
+
+/// What the upstream `CustomResourcePublishOpenAPI` specs check: each served version of a CRD
+/// created while the server runs appears in `/openapi/v2` under kube-apiserver's definition
+/// name with its content (the schema as kube-apiserver reduces it for v2, `apiVersion`, `kind`
+/// and a `metadata` referring to ObjectMeta), and in its `/openapi/v3` document; a renamed
+/// version replaces the old name, a version no longer served and a deleted CRD disappear, the
+/// other version staying as it was. The expected definitions are kube-apiserver 1.32's.
+#[tokio::test]
+async fn crd_versions_are_published_as_kube_apiserver_publishes_them() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let fx: Value = serde_json::from_str(CRD_OPENAPI).unwrap();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    for crd in [
+        publish_crd("foos", "Foo", publish_schema(), &["v2", "v3"]),
+        publish_crd(
+            "empties",
+            "Empty",
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            &["v1"],
+        ),
+    ] {
+        let (code, body) = raw(&client, "POST", crds, "application/json", Some(crd)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let foo = |v: &str| format!("dev.strata.publish.{v}.Foo");
+    let expected = |doc: &str, name: &str, v: &str| {
+        let fixture = fx[doc][name.replace(&format!(".{v}."), ".v2.")].clone();
+        for_version(&fixture, "v2", v)
+    };
+    let published = |defs: &Value, v: &str| {
+        [foo(v), format!("{}List", foo(v))]
+            .iter()
+            .all(|name| defs.get(name) == Some(&expected("v2", name, v)))
+    };
+    let (ok, doc) = v2_until(&client, |defs| {
+        published(defs, "v2")
+            && published(defs, "v3")
+            && ["Empty", "EmptyList"].iter().all(|k| {
+                let name = format!("dev.strata.publish.v1.{k}");
+                defs.get(&name) == Some(&fx["v2"][&name])
+            })
+    })
+    .await;
+    assert!(
+        ok,
+        "expected {}\nserved {}",
+        fx["v2"][foo("v2")],
+        doc["definitions"][foo("v2")]
+    );
+    // What the definitions refer to is defined, with what `kubectl explain` shows.
+    let meta = &doc["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"];
+    assert!(
+        meta["properties"]["creationTimestamp"]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("CreationTimestamp is a timestamp"))
+    );
+    assert!(
+        doc["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"]["properties"]
+            .get("resourceVersion")
+            .is_some()
+    );
+
+    // `/openapi/v3/apis/<group>/<version>`: the schema unreduced (defaults, nullable, oneOf).
+    for (v, kind) in [("v2", "Foo"), ("v3", "Foo"), ("v1", "Empty")] {
+        let name = format!("dev.strata.publish.{v}.{kind}");
+        let fixture_name = name.replace(
+            &format!(".{v}."),
+            if kind == "Foo" { ".v2." } else { ".v1." },
+        );
+        let want = for_version(
+            &fx["v3"][&fixture_name],
+            if kind == "Foo" { "v2" } else { "v1" },
+            v,
+        );
+        let want_list = for_version(
+            &fx["v3"][format!("{fixture_name}List")],
+            if kind == "Foo" { "v2" } else { "v1" },
+            v,
+        );
+        let mut last = Value::Null;
+        for _ in 0..150 {
+            let (code, text) = raw_text(
+                &client,
+                "GET",
+                &format!("/openapi/v3/apis/{PUBLISH_GROUP}/{v}"),
+                "",
+                &[("accept", "application/json")],
+                None,
+            )
+            .await;
+            if code == 200 {
+                last = serde_json::from_str(&text).unwrap();
+                let schemas = &last["components"]["schemas"];
+                if schemas.get(&name) == Some(&want)
+                    && schemas.get(format!("{name}List")) == Some(&want_list)
+                {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let schemas = &last["components"]["schemas"];
+        assert_eq!(schemas.get(&name), Some(&want), "{name} in /openapi/v3");
+        assert_eq!(schemas.get(format!("{name}List")), Some(&want_list));
+        assert!(
+            schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]
+                .get("creationTimestamp")
+                .is_some()
+        );
+    }
+
+    // Rename v3 to v4, as the upstream spec does (a JSON patch with a test).
+    let path = format!("{crds}/foos.{PUBLISH_GROUP}");
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &path,
+        "application/json-patch+json",
+        Some(json!([
+            {"op": "test", "path": "/spec/versions/1/name", "value": "v3"},
+            {"op": "replace", "path": "/spec/versions/1/name", "value": "v4"}
+        ])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (ok, doc) = v2_until(&client, |defs| {
+        published(defs, "v4") && published(defs, "v2") && defs.get(foo("v3")).is_none()
+    })
+    .await;
+    assert!(ok, "after the rename: {:?}", defined(&doc));
+
+    // v4 no longer served: gone, v2 unchanged.
+    let (_, mut crd) = raw(&client, "GET", &path, "", None).await;
+    crd["spec"]["versions"][1]["served"] = json!(false);
+    let (code, body) = raw(&client, "PUT", &path, "application/json", Some(crd)).await;
+    assert_eq!(code, 200, "{body}");
+    let (ok, doc) = v2_until(&client, |defs| {
+        published(defs, "v2") && defs.get(foo("v4")).is_none()
+    })
+    .await;
+    assert!(ok, "after v4 stopped being served: {:?}", defined(&doc));
+
+    // Deleted: every definition of the CRD goes.
+    let (code, body) = raw(&client, "DELETE", &path, "", None).await;
+    assert_eq!(code, 200, "{body}");
+    let (ok, doc) = v2_until(&client, |defs| {
+        defs.get(foo("v2")).is_none() && defs.get(format!("{}List", foo("v2"))).is_none()
+    })
+    .await;
+    assert!(ok, "after the CRD was deleted: {:?}", defined(&doc));
+}
+
+/// The test group's definition names in a `/openapi/v2` document.
+fn defined(doc: &Value) -> Vec<String> {
+    doc["definitions"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.clone())
+        .filter(|k| k.starts_with("dev.strata.publish."))
+        .collect()
+}
