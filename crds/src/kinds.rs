@@ -19,25 +19,27 @@ use serde::de::DeserializeOwned;
 use crate::azure;
 use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
 
-/// Calls `$callback! { ResourceGroup, VirtualNetwork, … }` with every cloud kind, in dependency
-/// order: owners and referenced kinds before the kinds that need them (the order the translator
-/// lists its output in, so that `kubectl apply -f` of a render creates parents first; the
-/// reconciler itself needs no order). This is the one list of kinds.
+/// Calls `$callback! { ResourceGroup in resource_group, … }` with every cloud kind and the name
+/// of its files (`crds/src/azure/<file>.rs`, `operator/src/adapters/<file>.rs`, which this list
+/// declares as modules), in dependency order: owners and referenced kinds before the kinds that
+/// need them (the order the translator lists its output in, so that `kubectl apply -f` of a
+/// render creates parents first; the reconciler itself needs no order). This is the one list of
+/// kinds.
 #[macro_export]
 macro_rules! with_cloud_kinds {
     ($callback:ident) => {
         $callback! {
-            ResourceGroup,
-            VirtualNetwork,
-            NetworkSecurityGroup,
-            RouteTable,
-            PublicIPAddress,
-            NatGateway,
-            Subnet,
-            LoadBalancer,
-            AvailabilitySet,
-            NetworkInterface,
-            VirtualMachine,
+            ResourceGroup in resource_group,
+            VirtualNetwork in virtual_network,
+            NetworkSecurityGroup in network_security_group,
+            RouteTable in route_table,
+            PublicIPAddress in public_ip_address,
+            NatGateway in nat_gateway,
+            Subnet in subnet,
+            LoadBalancer in load_balancer,
+            AvailabilitySet in availability_set,
+            NetworkInterface in network_interface,
+            VirtualMachine in virtual_machine,
         }
     };
 }
@@ -159,7 +161,7 @@ impl<'a> References<'a> {
 }
 
 macro_rules! define_cloud_kind {
-    ($($kind:ident),+ $(,)?) => {
+    ($($kind:ident in $file:ident),+ $(,)?) => {
         /// A cloud CR kind of `azure.strata.dev/v1alpha1`. Variants are declared in dependency
         /// order, so `Ord` sorts parents first.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -20,4 +20,4 @@ mod registry;
 pub mod rules;
 
 pub use kinds::{CloudKind, CloudObject};
-pub use registry::{CrdFile, WriteError, crds, render, write_all};
+pub use registry::{CrdFile, WriteError, crds, kustomization, render, write_all};

@@ -28,6 +28,12 @@ fn checked_in_crds_are_fresh() {
         present, wanted,
         "stray files in crds/generated: run `make crds`"
     );
+    let kustomization = std::fs::read_to_string(support::repo().join("crds/kustomization.yaml"))
+        .unwrap_or_default();
+    assert!(
+        kustomization == strata_crds::kustomization(),
+        "crds/kustomization.yaml is stale: run `make crds`"
+    );
 }
 
 #[test]

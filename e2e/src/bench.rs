@@ -741,7 +741,7 @@ async fn nodes_of<K: AzureResource>(
 async fn cloud_graph(client: &kube::Client, ns: &str) -> Result<Vec<Node>, Error> {
     let mut out = Vec::new();
     macro_rules! nodes_of_every_kind {
-        ($($kind:ident),+ $(,)?) => {
+        ($($kind:ident in $file:ident),+ $(,)?) => {
             $(nodes_of::<$kind>(client, ns, &mut out).await?;)+
         };
     }

@@ -45,7 +45,7 @@ pub async fn run(
     identities: reflector::store::Writer<AzureClusterIdentity>,
 ) {
     macro_rules! controllers {
-        ($($kind:ident),+ $(,)?) => {
+        ($($kind:ident in $file:ident),+ $(,)?) => {
             [$(controller::<$kind>(ctx.clone(), scope.clone()).boxed()),+]
         };
     }

@@ -7,7 +7,7 @@ use strata_crds::azure::*;
 use strata_crds::{CloudKind, CloudObject};
 
 macro_rules! cloud_resources {
-    ($($kind:ident),+ $(,)?) => {
+    ($($kind:ident in $file:ident),+ $(,)?) => {
         /// A desired cloud CR (`azure.strata.dev/v1alpha1`).
         // A translation holds tens of CRs; boxing them would buy nothing measurable.
         #[allow(clippy::large_enum_variant)]

@@ -5,29 +5,17 @@
 //! field: Azure's naming rules as patterns, CIDRs/IPs and cross-field rules as CEL, immutable
 //! fields as CEL transition rules.
 
-mod availability_set;
-mod load_balancer;
-mod nat_gateway;
-mod network_interface;
-mod network_security_group;
-mod public_ip_address;
-mod resource_group;
-mod route_table;
-mod subnet;
-mod virtual_machine;
-mod virtual_network;
-
-pub use availability_set::*;
-pub use load_balancer::*;
-pub use nat_gateway::*;
-pub use network_interface::*;
-pub use network_security_group::*;
-pub use public_ip_address::*;
-pub use resource_group::*;
-pub use route_table::*;
-pub use subnet::*;
-pub use virtual_machine::*;
-pub use virtual_network::*;
+/// One module per kind, declared from the registry's list (`crate::kinds`), so that a new kind is
+/// its file and its line in that list.
+macro_rules! kind_modules {
+    ($($kind:ident in $file:ident),+ $(,)?) => {
+        $(
+            mod $file;
+            pub use $file::*;
+        )+
+    };
+}
+crate::with_cloud_kinds!(kind_modules);
 
 /// API group of the cloud CRs.
 pub const GROUP: &str = "azure.strata.dev";

@@ -1,19 +1,17 @@
 //! Per-kind adapters: the only code that knows a kind's ARM body. Each one builds the desired
-//! body from the spec and the resolved references, names its references, and maps an observed
-//! body to status outputs. Everything else (finalizer, ownership tag, adoption, policies,
-//! credentials, operations, throttling, status) lives in the generic loop (`reconcile/`).
+//! body from the spec and the resolved references, and maps an observed body to status outputs
+//! (the references themselves are the kind's `CloudObject` facts, in strata-crds). Everything
+//! else (finalizer, ownership tag, adoption, policies, credentials, operations, throttling,
+//! status) lives in the generic loop (`reconcile/`).
 
-mod availability_set;
-mod load_balancer;
-mod nat_gateway;
-mod network_interface;
-mod network_security_group;
-mod public_ip_address;
-mod resource_group;
-mod route_table;
-mod subnet;
-mod virtual_machine;
-mod virtual_network;
+// One adapter per kind, declared from the registry's list: a kind without its adapter file does
+// not compile.
+macro_rules! adapter_modules {
+    ($($kind:ident in $file:ident),+ $(,)?) => {
+        $(mod $file;)+
+    };
+}
+strata_crds::with_cloud_kinds!(adapter_modules);
 
 use std::collections::BTreeMap;
 
