@@ -31,6 +31,7 @@ macro_rules! with_cloud_kinds {
         $callback! {
             ResourceGroup in resource_group,
             VirtualNetwork in virtual_network,
+            VirtualNetworkPeering in virtual_network_peering,
             NetworkSecurityGroup in network_security_group,
             RouteTable in route_table,
             PublicIPAddress in public_ip_address,

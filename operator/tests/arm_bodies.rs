@@ -123,20 +123,17 @@ fn desired_of<K: AzureResource + DeserializeOwned>(doc: &Value) -> (Kind, Value)
 }
 
 fn desired(doc: &Value) -> Option<(Kind, Value)> {
-    Some(match doc["kind"].as_str()? {
-        "ResourceGroup" => desired_of::<azure::ResourceGroup>(doc),
-        "VirtualNetwork" => desired_of::<azure::VirtualNetwork>(doc),
-        "Subnet" => desired_of::<azure::Subnet>(doc),
-        "NetworkSecurityGroup" => desired_of::<azure::NetworkSecurityGroup>(doc),
-        "RouteTable" => desired_of::<azure::RouteTable>(doc),
-        "NatGateway" => desired_of::<azure::NatGateway>(doc),
-        "PublicIPAddress" => desired_of::<azure::PublicIPAddress>(doc),
-        "LoadBalancer" => desired_of::<azure::LoadBalancer>(doc),
-        "NetworkInterface" => desired_of::<azure::NetworkInterface>(doc),
-        "AvailabilitySet" => desired_of::<azure::AvailabilitySet>(doc),
-        "VirtualMachine" => desired_of::<azure::VirtualMachine>(doc),
-        _ => return None,
-    })
+    let kind = doc["kind"].as_str()?;
+    // Every cloud kind of the registry, so that a new kind needs no line here.
+    macro_rules! cloud_kinds {
+        ($($k:ident in $file:ident),+ $(,)?) => {
+            $(if kind == stringify!($k) {
+                return Some(desired_of::<azure::$k>(doc));
+            })+
+        };
+    }
+    strata_crds::with_cloud_kinds!(cloud_kinds);
+    None
 }
 
 /// Every cloud CR in the samples and the translator's golden outputs.

@@ -23,6 +23,7 @@ mod resource_group;
 mod route_table;
 mod virtual_machine;
 mod virtual_network;
+mod virtual_network_peering;
 
 pub use defaults::{Fill, When, fill, fill_if, fill_unless, fill_when};
 
@@ -308,6 +309,7 @@ static SPECS: &[&Spec] = &[
     &resource_group::SPEC,
     &virtual_network::SPEC,
     &virtual_network::SUBNET,
+    &virtual_network_peering::SPEC,
     &network_security_group::SPEC,
     &network_security_group::RULE,
     &route_table::SPEC,
