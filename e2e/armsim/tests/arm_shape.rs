@@ -62,6 +62,8 @@ const SOMETIMES: &[&str] = &[
     "ProbePropertiesFormat.loadBalancingRules",
     "InboundNatRulePropertiesFormat.backendIPConfiguration",
     "NetworkInterfacePropertiesFormat.virtualMachine",
+    // Present only when the VNets use encryption.
+    "VirtualNetworkPeeringPropertiesFormat.remoteVirtualNetworkEncryption",
     // Features the emulator does not offer (flow logs, private endpoints, DSCP, BareMetal).
     "VirtualNetworkPropertiesFormat.flowLogs",
     "NetworkSecurityGroupPropertiesFormat.flowLogs",
@@ -314,6 +316,18 @@ fn fleet(g: &str) -> Vec<(&'static str, String, &'static str, Value)> {
                     "networkProfile": { "networkInterfaces": [ { "id": net(g, "networkInterfaces/nic") } ] }
                 }
             }),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks",
+            net(g, "virtualNetworks/hub"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "addressSpace": { "addressPrefixes": ["10.100.0.0/16"] } } }),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks/virtualNetworkPeerings",
+            net(g, "virtualNetworks/vnet/virtualNetworkPeerings/to-hub"),
+            NET,
+            json!({ "properties": { "remoteVirtualNetwork": { "id": net(g, "virtualNetworks/hub") } } }),
         ),
     ]
 }
