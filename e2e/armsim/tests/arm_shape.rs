@@ -1247,3 +1247,56 @@ async fn api_versions_follow_the_providers() {
         .await;
     assert_eq!(r.code(), "InvalidApiVersionParameter");
 }
+
+#[tokio::test]
+async fn a_peering_is_initiated_until_the_remote_vnet_peers_back_then_both_are_connected() {
+    let sim = Sim::start().await;
+    let g = "peering";
+    sim.group(g).await;
+    let vnet = |name: &str, prefix: &str| {
+        (
+            net(g, &format!("virtualNetworks/{name}")),
+            json!({ "location": "westeurope", "properties": { "addressSpace": { "addressPrefixes": [prefix] } } }),
+        )
+    };
+    let (a, a_body) = vnet("a", "10.0.0.0/16");
+    let (b, b_body) = vnet("b", "10.1.0.0/16");
+    sim.create(&a, NET, a_body).await;
+    sim.create(&b, NET, b_body).await;
+    let a_to_b = format!("{a}/virtualNetworkPeerings/a-to-b");
+    let b_to_a = format!("{b}/virtualNetworkPeerings/b-to-a");
+
+    let first = sim
+        .create(
+            &a_to_b,
+            NET,
+            json!({ "properties": { "remoteVirtualNetwork": { "id": b } } }),
+        )
+        .await;
+    assert_eq!(first["properties"]["peeringState"], "Initiated");
+    assert_eq!(
+        first["properties"]["remoteAddressSpace"]["addressPrefixes"],
+        json!(["10.1.0.0/16"])
+    );
+
+    let second = sim
+        .create(
+            &b_to_a,
+            NET,
+            json!({ "properties": { "remoteVirtualNetwork": { "id": a } } }),
+        )
+        .await;
+    assert_eq!(second["properties"]["peeringState"], "Connected");
+    let first = sim.get(&a_to_b, NET).await.body;
+    assert_eq!(first["properties"]["peeringState"], "Connected");
+    assert_eq!(first["properties"]["peeringSyncLevel"], "FullyInSync");
+
+    let moved = sim
+        .put(
+            &a_to_b,
+            NET,
+            json!({ "properties": { "remoteVirtualNetwork": { "id": a } } }),
+        )
+        .await;
+    assert_eq!(moved.status, StatusCode::BAD_REQUEST, "{}", moved.body);
+}

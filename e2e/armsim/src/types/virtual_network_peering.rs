@@ -1,11 +1,10 @@
 //! `Microsoft.Network/virtualNetworks/virtualNetworkPeerings`: a child of the local VNet naming
-//! the remote one. ARM reports `Connected` once the remote VNet peers back and `Initiated` until
-//! then; the emulator decides that when a side is written (the side written first keeps
-//! `Initiated` until it is written again — a simplification of ARM, which updates both).
+//! the remote one. ARM reports `Initiated` until the remote VNet peers back, then `Connected` on
+//! both sides: the PUT that completes the pair also rewrites the other side's state.
 
 use serde_json::json;
 
-use super::{Fill, Put, Spec, fill, str_at};
+use super::{Fill, Put, Spec, fill, set_pointer, str_at};
 use crate::error::ArmError;
 use crate::id::ResourceId;
 
@@ -62,19 +61,34 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         .as_ref()
         .and_then(|id| put.store.get(id))
         .and_then(|r| r.body.pointer("/properties/addressSpace").cloned());
-    // Connected when the remote VNet (kept in this emulator) has a peering back to this one.
-    let peered_back = match (&remote_id, &local) {
+    // The remote VNet's peering back to this one, if the emulator holds it.
+    let back = match (&remote_id, &local) {
         (Some(remote_id), Some(local)) => {
             let local = local.to_string();
             put.store
                 .children(remote_id, "virtualNetworkPeerings")
-                .any(|p| {
+                .find(|p| {
                     str_at(&p.body, "/properties/remoteVirtualNetwork/id")
                         .is_some_and(|id| id.eq_ignore_ascii_case(&local))
                 })
+                .map(|p| (p.id.clone(), p.body.clone()))
         }
-        _ => false,
+        _ => None,
     };
+    let peered_back = back.is_some();
+    if let Some((back_id, mut back_body)) = back {
+        set_pointer(
+            &mut back_body,
+            "/properties/peeringState",
+            json!("Connected"),
+        );
+        set_pointer(
+            &mut back_body,
+            "/properties/peeringSyncLevel",
+            json!("FullyInSync"),
+        );
+        put.implicit.push((back_id, back_body));
+    }
     let state = if peered_back {
         "Connected"
     } else {
