@@ -86,5 +86,14 @@ fn the_operator_role_grants_exactly_the_registered_kinds() {
 fn the_translator_role_grants_exactly_the_registered_kinds() {
     let rules = granted("translator/deploy/rbac.yaml", "strata-translator");
     let all: BTreeSet<String> = rules.into_iter().flat_map(|(r, _)| r).collect();
-    assert_eq!(all, plurals(""), "translator: the cloud CRs it writes");
+    // The role is least privilege (translator/tests/controller.rs fails on a grant the
+    // translator never uses), so a kind no translation builds yet is not in it.
+    let mut writes = plurals("");
+    for kind in NOT_TRANSLATED {
+        writes.remove(*kind);
+    }
+    assert_eq!(all, writes, "translator: the cloud CRs it writes");
 }
+
+/// Registered kinds no translation builds yet (issue 25: `spec.networkSpec.vnet.peerings`).
+const NOT_TRANSLATED: &[&str] = &["virtualnetworkpeerings"];
