@@ -473,6 +473,27 @@ pub(super) fn unusable_ssh_key(namespace: &str, machine: &str) -> String {
 /// translation makes, so an over-long cluster or machine name is the input's error, not an
 /// invalid CR.
 pub(crate) fn check_names(object: &str, resources: &[CloudResource]) -> Result<(), InputError> {
+    // Two Azure names that only differ where Kubernetes names cannot (`nsg_a` and `nsg__a`)
+    // would become one CR, and one resource would silently be lost: refuse, naming both.
+    for (i, a) in resources.iter().enumerate() {
+        if let Some(b) = resources[..i].iter().find(|b| {
+            b.cloud_kind() == a.cloud_kind()
+                && b.name() == a.name()
+                && !b.azure_name().eq_ignore_ascii_case(a.azure_name())
+        }) {
+            return Err(InputError {
+                object: object.to_owned(),
+                field: "spec".to_owned(),
+                message: format!(
+                    "the {} names {:?} and {:?} both become the Kubernetes name {:?}: rename one",
+                    a.kind(),
+                    b.azure_name(),
+                    a.azure_name(),
+                    a.name()
+                ),
+            });
+        }
+    }
     for r in resources {
         let name = r.azure_name();
         let max = match r.kind() {
@@ -512,6 +533,30 @@ pub(crate) fn check_names(object: &str, resources: &[CloudResource]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_azure_names_that_become_one_cr_name_are_refused() {
+        let nsg = |azure: &str| -> CloudResource {
+            NetworkSecurityGroup::new(
+                "c-j",
+                NetworkSecurityGroupSpec {
+                    azure_name: Some(azure.to_owned()),
+                    ..Default::default()
+                },
+            )
+            .into()
+        };
+        let err = check_names("AzureCluster ns/c", &[nsg("J_"), nsg("J__")]).unwrap_err();
+        assert_eq!(err.field, "spec");
+        assert!(
+            err.message.contains("\"J_\" and \"J__\""),
+            "{}",
+            err.message
+        );
+        // The same resource twice (an NSG shared by two subnets), or names differing in case
+        // only (Azure names are case-insensitive), are one resource: no refusal.
+        assert!(check_names("AzureCluster ns/c", &[nsg("J_"), nsg("j_")]).is_ok());
+    }
 
     #[test]
     fn unusable_key_is_a_stable_well_formed_rsa_key() {
