@@ -531,6 +531,7 @@ pub(crate) fn check_names(object: &str, resources: &[CloudResource]) -> Result<(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
