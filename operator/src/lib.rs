@@ -1,4 +1,4 @@
-//! strata-operator: the convergent reconciler. It watches the eleven cloud CR kinds of
+//! strata-operator: the convergent reconciler. It watches the cloud CR kinds (the registry's) of
 //! `azure.strata.dev` and makes Azure match them, in any order, until every one is Ready.
 //!
 //! - [`reconcile`]: the one generic loop (observe → decide → act → report);

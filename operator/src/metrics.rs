@@ -1,6 +1,6 @@
 //! The operator's metrics: the controller metrics every Strata binary exports
 //! ([`strata_runtime::metrics`], prefix `strata_operator_`) plus ARM requests by method and
-//! status code and ARM throttle waits. Labels are bounded: kind (eleven values), result, Ready
+//! status code and ARM throttle waits. Labels are bounded: kind (one per registered kind), result, Ready
 //! reason, HTTP method and status code — never a name or namespace.
 
 use std::sync::Arc;
