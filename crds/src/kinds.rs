@@ -121,15 +121,28 @@ macro_rules! common_accessors {
             self.status.as_ref().map(|s| &s.resource)
         }
     };
+    // A child resource without tags of its own (a subnet, a peering).
+    (status: plain, tags: none) => {
+        common_accessors!(@names);
+        fn tags(&self) -> Option<&$crate::common::Tags> {
+            None
+        }
+        fn base_status(&self) -> Option<&$crate::common::AzureStatus> {
+            self.status.as_ref()
+        }
+    };
     (@spec) => {
+        common_accessors!(@names);
+        fn tags(&self) -> Option<&$crate::common::Tags> {
+            Some(&self.spec.tags)
+        }
+    };
+    (@names) => {
         fn azure_name(&self) -> Option<&str> {
             self.spec.azure_name.as_deref()
         }
         fn owner(&self) -> Option<&$crate::common::ResourceRef> {
             Some(&self.spec.owner)
-        }
-        fn tags(&self) -> Option<&$crate::common::Tags> {
-            Some(&self.spec.tags)
         }
     };
 }

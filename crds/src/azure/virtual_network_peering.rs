@@ -1,5 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef};
-use crate::kinds::{CloudKind, CloudObject, Reference, References};
+use crate::kinds::{CloudKind, CloudObject, common_accessors, Reference, References};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -58,18 +58,7 @@ impl CloudObject for VirtualNetworkPeering {
     const ARM_PROVIDER: &'static str = "Microsoft.Network";
     const ARM_TYPE: &'static str = "virtualNetworkPeerings";
     const API_VERSION: &'static str = "2025-05-01";
-    fn azure_name(&self) -> Option<&str> {
-        self.spec.azure_name.as_deref()
-    }
-    fn owner(&self) -> Option<&ResourceRef> {
-        Some(&self.spec.owner)
-    }
-    fn tags(&self) -> Option<&crate::common::Tags> {
-        None
-    }
-    fn base_status(&self) -> Option<&AzureStatus> {
-        self.status.as_ref()
-    }
+    common_accessors!(status: plain, tags: none);
 
     fn references(&self) -> Vec<Reference<'_>> {
         let mut refs = References::default();
