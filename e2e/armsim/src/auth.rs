@@ -1,11 +1,12 @@
-//! Azure AD stand-in: the client-credentials token endpoint, bearer-token checks, and the
-//! registry of subscriptions and principals (empty registry: everyone may do everything).
+//! Azure AD stand-in: the client-credentials token endpoint, the managed-identity endpoint of
+//! the host the operator runs on, bearer-token checks, and the registry of subscriptions and
+//! principals (empty registry: everyone may do everything).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -17,16 +18,29 @@ use crate::sim::App;
 
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3599);
 
+/// The value the managed-identity endpoint requires in `X-IDENTITY-HEADER`. App Service and
+/// Container Apps put a per-host secret in the host's `IDENTITY_HEADER` variable so that only
+/// processes on the host (not a forwarded request) get its tokens; the emulator's is fixed.
+pub const IDENTITY_HEADER: &str = "armsim-identity-header";
+/// The managed-identity endpoint's path: `IDENTITY_ENDPOINT` is `<emulator>` + this.
+pub const MANAGED_IDENTITY_PATH: &str = "/msi/token";
+
 /// A principal registered with `POST /_sim/principals`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Principal {
     pub tenant_id: String,
     pub client_id: String,
+    /// Empty for a managed identity.
+    #[serde(default)]
     pub client_secret: String,
     /// Subscriptions it may use.
     #[serde(default)]
     pub subscriptions: Vec<String>,
+    /// A user-assigned managed identity assigned to the host the operator runs on: the
+    /// managed-identity endpoint issues its tokens (it has no secret).
+    #[serde(default)]
+    pub managed_identity: bool,
 }
 
 /// Who made a request.
@@ -217,6 +231,17 @@ impl Registry {
                     ),
                 ));
             };
+            // A managed identity has no credential of its own to present: only its host's
+            // endpoint issues its tokens.
+            if p.managed_identity && !assertion {
+                return Err(aad(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_client",
+                    format!(
+                        "AADSTS7000215: Invalid client secret provided: '{client_id}' is a managed identity, which gets its tokens from its host's endpoint."
+                    ),
+                ));
+            }
             if !assertion && p.client_secret != secret {
                 return Err(aad(
                     StatusCode::UNAUTHORIZED,
@@ -227,6 +252,11 @@ impl Registry {
                 ));
             }
         }
+        Ok(self.mint(tenant, client_id, (!assertion).then_some(secret)))
+    }
+
+    /// A new access token for this caller.
+    fn mint(&mut self, tenant: &str, client_id: String, secret: Option<String>) -> String {
         let now = Instant::now();
         self.tokens.retain(|_, c| c.expires >= now);
         let token = format!("armsim.{}", uuid::Uuid::new_v4().simple());
@@ -235,11 +265,77 @@ impl Registry {
             Caller {
                 tenant_id: tenant.to_string(),
                 client_id,
-                secret: (!assertion).then_some(secret),
-                expires: now + self.token_lifetime.unwrap_or(TOKEN_LIFETIME),
+                secret,
+                expires: now + self.lifetime(),
             },
         );
-        Ok(token)
+        token
+    }
+
+    /// Issues a token to a user-assigned managed identity of the host, as the App Service /
+    /// Container Apps endpoint does (api-version 2019-08-01): the host's secret header, the
+    /// identity's client ID (a host without a system-assigned identity refuses a request
+    /// without one). With an empty registry any client ID is one of the host's identities.
+    fn issue_managed(
+        &mut self,
+        query: &HashMap<String, String>,
+        headers: &HeaderMap,
+    ) -> Result<(String, String), (StatusCode, serde_json::Value)> {
+        let refuse = |status: StatusCode, message: String| {
+            (
+                status,
+                json!({ "statusCode": status.as_u16(), "message": message }),
+            )
+        };
+        if headers
+            .get("x-identity-header")
+            .and_then(|v| v.to_str().ok())
+            != Some(IDENTITY_HEADER)
+        {
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "The X-IDENTITY-HEADER header is missing or does not match the host's IDENTITY_HEADER.".into(),
+            ));
+        }
+        if query.get("api-version").map(String::as_str) != Some("2019-08-01") {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "The api-version must be 2019-08-01.".into(),
+            ));
+        }
+        if query.get("resource").is_none_or(|r| r.is_empty()) {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "The 'resource' query parameter is required.".into(),
+            ));
+        }
+        let Some(client_id) = query.get("client_id").filter(|c| !c.is_empty()) else {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "No system-assigned managed identity is enabled on this host; name a user-assigned one with client_id.".into(),
+            ));
+        };
+        let tenant = if self.principals.is_empty() {
+            "managed-identity-tenant".to_string()
+        } else {
+            let Some(p) = self
+                .principals
+                .iter()
+                .find(|p| p.managed_identity && p.client_id.eq_ignore_ascii_case(client_id))
+            else {
+                return Err(refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "No user-assigned managed identity with client ID '{client_id}' is assigned to this host."
+                    ),
+                ));
+            };
+            p.tenant_id.clone()
+        };
+        Ok((
+            self.mint(&tenant, client_id.clone(), None),
+            client_id.clone(),
+        ))
     }
 
     fn lifetime(&self) -> Duration {
@@ -332,6 +428,46 @@ pub async fn token(
     }
 }
 
+/// `GET /msi/token`: the managed-identity endpoint (`IDENTITY_ENDPOINT`) of the host.
+pub async fn managed_identity_token(
+    State(app): State<App>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let mut sim = app.lock();
+    let result = sim.auth.issue_managed(&query, &headers);
+    let lifetime = sim.auth.lifetime();
+    let status = match &result {
+        Ok(_) => StatusCode::OK,
+        Err((s, _)) => *s,
+    };
+    sim.log.push(Entry {
+        time: chrono::Utc::now().to_rfc3339(),
+        method: "GET".into(),
+        path: MANAGED_IDENTITY_PATH.into(),
+        api_version: query.get("api-version").cloned(),
+        status: status.as_u16(),
+        code: None,
+        subscription: None,
+        principal: query.get("client_id").cloned(),
+        assertion: None,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    });
+    match result {
+        // `expires_on` is a string of Unix seconds in this protocol.
+        Ok((token, client_id)) => Json(json!({
+            "access_token": token,
+            "expires_on": (chrono::Utc::now().timestamp() + lifetime.as_secs() as i64).to_string(),
+            "resource": query.get("resource"),
+            "token_type": "Bearer",
+            "client_id": client_id,
+        }))
+        .into_response(),
+        Err((status, body)) => (status, Json(body)).into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +478,71 @@ mod tests {
             ("client_id".to_string(), client.to_string()),
             ("client_secret".to_string(), secret.to_string()),
         ])
+    }
+
+    #[test]
+    fn the_managed_identity_endpoint_issues_only_the_hosts_identities_with_its_header() {
+        let mut registry = Registry::default();
+        for (client, managed) in [("mi", true), ("app", false)] {
+            registry.principals.push(Principal {
+                tenant_id: "T".into(),
+                client_id: client.into(),
+                client_secret: if managed { String::new() } else { "s".into() },
+                subscriptions: Vec::new(),
+                managed_identity: managed,
+            });
+        }
+        let query = |client: Option<&str>| {
+            let mut q = HashMap::from([
+                ("api-version".to_string(), "2019-08-01".to_string()),
+                (
+                    "resource".to_string(),
+                    "https://management.azure.com".to_string(),
+                ),
+            ]);
+            if let Some(c) = client {
+                q.insert("client_id".into(), c.into());
+            }
+            q
+        };
+        let mut headers = HeaderMap::new();
+        let status = |r: Result<(String, String), (StatusCode, serde_json::Value)>| match r {
+            Ok(_) => StatusCode::OK,
+            Err((s, _)) => s,
+        };
+        assert_eq!(
+            status(registry.issue_managed(&query(Some("mi")), &headers)),
+            StatusCode::UNAUTHORIZED,
+            "without the host's header"
+        );
+        headers.insert("x-identity-header", IDENTITY_HEADER.parse().unwrap());
+        let (token, client) = registry
+            .issue_managed(&query(Some("MI")), &headers)
+            .unwrap();
+        assert_eq!(client, "MI");
+        let mut bearer = HeaderMap::new();
+        bearer.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let caller = registry.authenticate(&bearer).unwrap();
+        assert_eq!(caller.tenant_id, "T", "the identity's tenant");
+        for (client, why) in [
+            (
+                Some("app"),
+                "an app registration is not the host's identity",
+            ),
+            (Some("other"), "an unknown identity"),
+            (None, "no system-assigned identity"),
+        ] {
+            assert_eq!(
+                status(registry.issue_managed(&query(client), &headers)),
+                StatusCode::BAD_REQUEST,
+                "{why}"
+            );
+        }
+        assert_eq!(
+            registry.issue("T", &form("mi", "")).map_err(|(s, _)| s),
+            Err(StatusCode::UNAUTHORIZED),
+            "a managed identity has no client secret to present"
+        );
     }
 
     #[test]
@@ -376,6 +577,7 @@ mod tests {
             client_id: "C".into(),
             client_secret: "s".into(),
             subscriptions: Vec::new(),
+            managed_identity: false,
         });
         assert!(registry.authenticate(&headers).is_ok(), "same credentials");
         registry.tenants.insert("other".into());

@@ -24,7 +24,7 @@ pub mod types;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use axum::Router;
-use axum::routing::post;
+use axum::routing::{get, post};
 use tokio::task::JoinHandle;
 
 pub use error::{ArmError, Error};
@@ -32,10 +32,14 @@ pub use inspector::{InspectError, Inspector};
 pub use sim::{App, Options};
 pub use throttle::{Limit, ThrottleConfig};
 
-/// The whole HTTP surface: token endpoint, `/_sim/` and ARM (everything else).
+/// The whole HTTP surface: token endpoint, managed-identity endpoint, `/_sim/` and ARM (everything else).
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/{tenant}/oauth2/v2.0/token", post(auth::token))
+        .route(
+            auth::MANAGED_IDENTITY_PATH,
+            get(auth::managed_identity_token),
+        )
         .nest("/_sim", inspect::routes())
         .fallback(pipeline::handle)
         .with_state(app)

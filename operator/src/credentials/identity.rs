@@ -75,6 +75,7 @@ impl Credentials {
             client_secret: None,
             client_certificate: None,
             federated_token_file: None,
+            managed_identity: false,
         };
         match spec.type_ {
             IdentityType::ServicePrincipal
@@ -138,10 +139,13 @@ impl Credentials {
                 };
                 credential.federated_token_file = Some(file.clone());
             }
-            other @ (IdentityType::UserAssignedMSI
-            | IdentityType::UserAssignedIdentityCredential) => {
+            // CAPZ's UserAssignedMSI: a managed identity assigned to the host the operator runs
+            // on, named by its client ID. The host's identity, like the operator's token file,
+            // is lent only to the namespaces the identity's allowedNamespaces admits (above).
+            IdentityType::UserAssignedMSI => credential.managed_identity = true,
+            IdentityType::UserAssignedIdentityCredential => {
                 return Err(CredentialError::invalid(format!(
-                    "{what} is of type {other:?}, which Strata does not support yet (use ServicePrincipal, ServicePrincipalCertificate, ManualServicePrincipal or WorkloadIdentity)"
+                    "{what} is of type UserAssignedIdentityCredential, which Strata does not support yet (use ServicePrincipal, ServicePrincipalCertificate, ManualServicePrincipal, WorkloadIdentity or UserAssignedMSI)"
                 )));
             }
         }

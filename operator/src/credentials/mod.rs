@@ -27,7 +27,8 @@ use azure_core::credentials::{Secret as SdkSecret, TokenCredential};
 use azure_core::http::{ClientMethodOptions, ClientOptions, RetryOptions, Url};
 use azure_identity::{
     ClientAssertion, ClientAssertionCredential, ClientAssertionCredentialOptions,
-    ClientSecretCredential, ClientSecretCredentialOptions,
+    ClientSecretCredential, ClientSecretCredentialOptions, ManagedIdentityCredential,
+    ManagedIdentityCredentialOptions, UserAssignedId,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -61,8 +62,12 @@ pub struct Credential {
     /// … a certificate with its RSA key (PEM), or …
     pub client_certificate: Option<String>,
     /// … a workload-identity token file: the operator's own (its environment's), re-read on
-    /// every token request because the kubelet rotates it.
+    /// every token request because the kubelet rotates it, or …
     pub federated_token_file: Option<PathBuf>,
+    /// … a user-assigned managed identity of the operator's host (`client_id`), whose token the
+    /// host's endpoint gives: the VM's IMDS, or App Service / Container Apps' `IDENTITY_ENDPOINT`
+    /// (`azure_identity` picks by the environment).
+    pub managed_identity: bool,
 }
 
 impl fmt::Debug for Credential {
@@ -193,6 +198,7 @@ impl Credential {
             client_secret,
             client_certificate: None,
             federated_token_file,
+            managed_identity: false,
         }))
     }
 
@@ -218,6 +224,7 @@ impl Credential {
             client_secret: Some(client_secret),
             client_certificate: None,
             federated_token_file: None,
+            managed_identity: false,
         };
         check_ids(&source, &credential.tenant, &credential.client_id)?;
         Ok(credential)
@@ -439,9 +446,17 @@ impl Credentials {
                 }),
             )
             .map_err(invalid)?,
+            (None, None, None) if credential.managed_identity => {
+                ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
+                    user_assigned_id: Some(UserAssignedId::ClientId(credential.client_id.clone())),
+                    client_options: self.identity_options(),
+                    ..ManagedIdentityCredentialOptions::default()
+                }))
+                .map_err(invalid)?
+            }
             (None, None, None) => {
                 return Err(CredentialError::invalid(
-                    "the credential has no client secret, certificate or token file",
+                    "the credential has no client secret, certificate, token file or managed identity",
                 ));
             }
         };

@@ -65,6 +65,7 @@ pub fn settings(sim: &Server, namespace: &str) -> Settings {
             client_secret: Some("operator-secret".into()),
             client_certificate: None,
             federated_token_file: None,
+            managed_identity: false,
         }),
         // Granted explicitly: the secure default grants the operator's credential nowhere.
         grant: GlobalGrant::namespaces([namespace]),
