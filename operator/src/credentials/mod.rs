@@ -450,7 +450,6 @@ impl Credentials {
                 ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
                     user_assigned_id: Some(UserAssignedId::ClientId(credential.client_id.clone())),
                     client_options: self.identity_options(),
-                    ..ManagedIdentityCredentialOptions::default()
                 }))
                 .map_err(invalid)?
             }
