@@ -5,8 +5,9 @@
 //! Service Operator v2 paces its reconciles ([`crate::aso::AsoModel`], the baseline), in the
 //! same process run, alternating for `runs` runs each, side by side.
 //!
-//! The operator runs in a child process (`<operator_exe> operator …`, strata-bench itself) so
-//! that its CPU time and peak RSS are its own. Everything else runs in this process.
+//! The operator and the translator run in child processes (`<operator_exe> operator …`,
+//! `<operator_exe> translator …`: strata-bench itself) so that their CPU time and peak RSS are
+//! their own. Everything else (the harness) runs in this process.
 //!
 //! Every time is in **simulated seconds** (wall time divided by the time scale), except
 //! `operator_cpu_s` and `operator_cpu_ms_per_cr`, which are real CPU time.
@@ -206,6 +207,12 @@ pub struct Figures {
     pub operator_cpu_ms_per_cr: f64,
     /// `operator_peak_rss_mb` per cloud CR, KiB (the whole process, its base included).
     pub operator_rss_kib_per_cr: f64,
+    /// The translator process's CPU time, real seconds, and peak RSS, MiB, whole run.
+    pub translator_cpu_s: f64,
+    pub translator_peak_rss_mb: f64,
+    /// The same per cloud CR (real milliseconds, KiB).
+    pub translator_cpu_ms_per_cr: f64,
+    pub translator_rss_kib_per_cr: f64,
     /// p95 over the CRs that waited for a dependency: from the last dependency seen Ready to the
     /// CR's next ARM request.
     pub wakeup_gap_p95_s: f64,
@@ -389,16 +396,23 @@ async fn run_one(
 
     // Time starts when the operator can act: its watches have listed (`/readyz`).
     wait_ready(&format!("http://{health}/readyz"), &mut operator).await?;
+    let translator_log =
+        std::fs::File::create(config.log_dir.join(format!("{ns}-translator.log")))?;
+    let mut translator = tokio::process::Command::new(&config.operator_exe)
+        .args(["translator", "--namespace", &ns])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_TRANSLATOR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(translator_log)
+        .kill_on_drop(true)
+        .spawn()?;
+    let translator_pid = translator
+        .id()
+        .ok_or_else(|| Error::Invalid("the translator exited at once".into()))?;
     let mut tasks = Tasks(Vec::new());
-    tasks
-        .0
-        .push(tokio::spawn(strata_translator::controller::run(
-            client.clone(),
-            strata_translator::controller::Settings {
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-        )));
     tasks.0.push(tokio::spawn(standin::run(
         client.clone(),
         standin::Settings {
@@ -457,7 +471,7 @@ async fn run_one(
     }
 
     // The translator's and the stand-in's watches list before the first apply.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     // How late this process's timers fire while the run goes on.
     let lateness: Shared<Vec<f64>> = Arc::default();
     tasks.0.push(tokio::spawn(measure_lag(lateness.clone())));
@@ -511,8 +525,11 @@ async fn run_one(
         None
     };
     let (cpu_s, rss_mb) = process_usage(pid)?;
+    let (translator_cpu_s, translator_rss_mb) = process_usage(translator_pid)?;
     let _ = operator.start_kill();
     let _ = operator.wait().await;
+    let _ = translator.start_kill();
+    let _ = translator.wait().await;
     drop(tasks);
     drain();
     let _ = std::fs::remove_file(&token_file);
@@ -590,6 +607,10 @@ async fn run_one(
         operator_peak_rss_mb: round(rss_mb),
         operator_cpu_ms_per_cr: per_cr(cpu_s * 1000.0, nodes.len()),
         operator_rss_kib_per_cr: per_cr(rss_mb * 1024.0, nodes.len()),
+        translator_cpu_s: round(translator_cpu_s),
+        translator_peak_rss_mb: round(translator_rss_mb),
+        translator_cpu_ms_per_cr: per_cr(translator_cpu_s * 1000.0, nodes.len()),
+        translator_rss_kib_per_cr: per_cr(translator_rss_mb * 1024.0, nodes.len()),
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         time_to_ready_s: times,
         cloud_crs: nodes.len(),
@@ -1219,6 +1240,22 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             "operator CPU per cloud CR (real ms)",
             s.operator_cpu_ms_per_cr.to_string(),
             b.operator_cpu_ms_per_cr.to_string(),
+        ),
+        (
+            "translator CPU (real s) / peak RSS (MiB)",
+            format!("{} / {}", s.translator_cpu_s, s.translator_peak_rss_mb),
+            format!("{} / {}", b.translator_cpu_s, b.translator_peak_rss_mb),
+        ),
+        (
+            "translator per cloud CR (real ms / KiB)",
+            format!(
+                "{} / {}",
+                s.translator_cpu_ms_per_cr, s.translator_rss_kib_per_cr
+            ),
+            format!(
+                "{} / {}",
+                b.translator_cpu_ms_per_cr, b.translator_rss_kib_per_cr
+            ),
         ),
     ];
     let mut out = format!(

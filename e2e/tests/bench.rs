@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 25] = [
+const KEYS: [&str; 29] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -34,6 +34,10 @@ const KEYS: [&str; 25] = [
     "operator_peak_rss_mb",
     "operator_cpu_ms_per_cr",
     "operator_rss_kib_per_cr",
+    "translator_cpu_s",
+    "translator_peak_rss_mb",
+    "translator_cpu_ms_per_cr",
+    "translator_rss_kib_per_cr",
     "wakeup_gap_p95_s",
 ];
 
@@ -104,6 +108,10 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     assert!(
         s.operator_cpu_s > 0.0 && s.operator_peak_rss_mb > 0.0,
         "{json:#}"
+    );
+    assert!(
+        s.translator_peak_rss_mb > 0.0 && s.translator_rss_kib_per_cr > 0.0,
+        "the translator runs in its own process: {json:#}"
     );
     assert!(
         s.arm_requests.get("PUT").is_some_and(|n| *n > 0),

@@ -3,8 +3,9 @@
 //! `strata_e2e::aso`), alternating for `--runs` runs each, side by side. Prints a Markdown
 //! table; `--json` writes the report, `--plot` a chart of time to Ready per cluster.
 //!
-//! `strata-bench operator …` (hidden) is the operator child process each run starts, so that
-//! its CPU time and peak RSS are measured apart from the benchmark's own.
+//! `strata-bench operator …` and `strata-bench translator …` (hidden) are the child processes
+//! each run starts, so that their CPU time and peak RSS are measured apart from the benchmark's
+//! own.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,6 +79,12 @@ enum Command {
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
     },
+    /// Runs the translator for one benchmark run (started by strata-bench itself).
+    #[command(hide = true)]
+    Translator {
+        #[arg(long)]
+        namespace: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -128,6 +135,17 @@ fn main() -> ExitCode {
             strata_operator::run(client, settings)
                 .await
                 .context("the operator")
+        }),
+        Some(Command::Translator { ref namespace }) => runtime.block_on(async {
+            let client = kube::Client::try_default()
+                .await
+                .context("a Kubernetes client from KUBECONFIG")?;
+            let settings = strata_translator::controller::Settings {
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            };
+            strata_translator::controller::run(client, settings).await;
+            Ok(())
         }),
         None => runtime.block_on(bench(&args)),
     };
