@@ -398,8 +398,10 @@ async fn run_one(
     wait_ready(&format!("http://{health}/readyz"), &mut operator).await?;
     let translator_log =
         std::fs::File::create(config.log_dir.join(format!("{ns}-translator.log")))?;
+    let translator_health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let mut translator = tokio::process::Command::new(&config.operator_exe)
         .args(["translator", "--namespace", &ns])
+        .args(["--health-addr", &translator_health.to_string()])
         .env("KUBECONFIG", env.kubeconfig_path())
         .env(
             "RUST_LOG",
@@ -412,6 +414,11 @@ async fn run_one(
     let translator_pid = translator
         .id()
         .ok_or_else(|| Error::Invalid("the translator exited at once".into()))?;
+    wait_ready(
+        &format!("http://{translator_health}/readyz"),
+        &mut translator,
+    )
+    .await?;
     let mut tasks = Tasks(Vec::new());
     tasks.0.push(tokio::spawn(standin::run(
         client.clone(),
@@ -470,8 +477,8 @@ async fn run_one(
         }));
     }
 
-    // The translator's and the stand-in's watches list before the first apply.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The stand-in's watches list before the first apply (the translator's have: /readyz).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // How late this process's timers fire while the run goes on.
     let lateness: Shared<Vec<f64>> = Arc::default();
     tasks.0.push(tokio::spawn(measure_lag(lateness.clone())));
@@ -618,13 +625,13 @@ async fn run_one(
     })
 }
 
-/// Waits until the operator answers 200 on `/readyz` (a minute at most).
+/// Waits until a child (operator or translator) answers 200 on `/readyz` (a minute at most).
 async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(), Error> {
     let http = reqwest::Client::new();
     for _ in 0..600 {
         if let Ok(Some(status)) = operator.try_wait() {
             return Err(Error::Invalid(format!(
-                "the operator exited ({status}) before it was ready"
+                "the child process exited ({status}) before it was ready ({url})"
             )));
         }
         if let Ok(r) = http.get(url).send().await
@@ -635,7 +642,7 @@ async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(Error::Invalid(format!(
-        "the operator was not ready in a minute ({url})"
+        "a child process was not ready in a minute ({url})"
     )))
 }
 

@@ -84,6 +84,9 @@ enum Command {
     Translator {
         #[arg(long)]
         namespace: String,
+        /// Serve /readyz here (the benchmark applies nothing before the watches have listed).
+        #[arg(long)]
+        health_addr: Option<std::net::SocketAddr>,
     },
 }
 
@@ -136,16 +139,34 @@ fn main() -> ExitCode {
                 .await
                 .context("the operator")
         }),
-        Some(Command::Translator { ref namespace }) => runtime.block_on(async {
+        Some(Command::Translator {
+            ref namespace,
+            health_addr,
+        }) => runtime.block_on(async {
+            use strata_translator::controller;
             let client = kube::Client::try_default()
                 .await
                 .context("a Kubernetes client from KUBECONFIG")?;
-            let settings = strata_translator::controller::Settings {
+            let settings = controller::Settings {
                 namespace: Some(namespace.clone()),
                 ..Default::default()
             };
-            strata_translator::controller::run(client, settings).await;
-            Ok(())
+            let metrics = std::sync::Arc::new(strata_runtime::metrics::ControllerMetrics::new(
+                controller::METRICS_PREFIX,
+                |_| {},
+            ));
+            let service = strata_runtime::Service {
+                election: None,
+                metrics_addr: None,
+                health_addr,
+            };
+            let (c, m) = (client.clone(), metrics.clone());
+            let term = move |health| {
+                controller::run_observed(c.clone(), settings.clone(), m.clone(), health)
+            };
+            strata_runtime::serve(client, service, metrics, |_| {}, term)
+                .await
+                .context("the translator")
         }),
         None => runtime.block_on(bench(&args)),
     };
