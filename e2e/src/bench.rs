@@ -1111,11 +1111,20 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
         if created >= dep_ready {
             continue;
         }
+        // Seen Ready no later than its dependency: the watches (in the lagging harness) saw the
+        // dependency late, so the CR did not wait for that moment; a request after the CR's own
+        // Ready is a resync, not a wake-up.
+        let own_ready = seen
+            .ready
+            .get(&(n.kind.as_str().to_owned(), n.name.clone()));
+        if own_ready.is_some_and(|r| r <= dep_ready) {
+            continue;
+        }
         let next = by_path
             .get(id.as_str())
             .into_iter()
             .flatten()
-            .filter(|t| *t >= dep_ready)
+            .filter(|t| *t >= dep_ready && own_ready.is_none_or(|r| *t <= r))
             .min();
         if let Some(next) = next {
             let s = (*next - *dep_ready).num_microseconds().unwrap_or(0) as f64 / 1e6 / scale;
@@ -1523,6 +1532,45 @@ mod tests {
             median_run(vec![run(2.0), run(1.0)]).time_to_all_ready_s,
             1.0
         );
+    }
+
+    #[test]
+    fn a_wake_up_gap_ends_at_the_next_request_before_the_cr_is_ready() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000_000 + s, 0).unwrap();
+        let node = |name: &str| Node {
+            kind: Kind::NetworkInterface,
+            name: name.into(),
+            id: Some(format!("/nic/{name}")),
+            deps: vec![(Kind::Subnet, "s".into())],
+            cluster: "c".into(),
+            machine: None,
+        };
+        let key = |k: Kind, n: &str| (k.as_str().to_owned(), n.to_owned());
+        let mut seen = Seen::default();
+        seen.ready.insert(key(Kind::Subnet, "s"), t(10));
+        // `woken` waited: created at 0, its PUT 2 s after the subnet's Ready, Ready at 20.
+        seen.created
+            .insert(key(Kind::NetworkInterface, "woken"), t(0));
+        seen.ready
+            .insert(key(Kind::NetworkInterface, "woken"), t(20));
+        // `early` was seen Ready before the subnet: the watch saw the subnet late.
+        seen.created
+            .insert(key(Kind::NetworkInterface, "early"), t(0));
+        seen.ready
+            .insert(key(Kind::NetworkInterface, "early"), t(9));
+        let request = |at: i64, path: &str| Request {
+            at: t(at),
+            method: "GET".into(),
+            path: path.into(),
+            status: 200,
+        };
+        let requests = [
+            request(12, "/nic/woken"),
+            request(3600, "/nic/woken"),
+            request(3600, "/nic/early"),
+        ];
+        let gaps = wakeup_gaps(&[node("woken"), node("early")], &seen, &requests, 1.0);
+        assert_eq!(gaps, [2.0]);
     }
 
     #[test]
