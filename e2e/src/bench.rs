@@ -1,14 +1,21 @@
 //! The benchmark behind `strata-bench`: N clusters × M machines (CAPZ's default flavour, one
 //! control-plane machine and M − 1 workers) converged on the ARM emulator — with its per-kind
 //! latencies, time-scaled, and ARM's throttling limits — by the CAPI-core stand-in,
-//! strata-translator and strata-operator; then the same again with the operator configured as
-//! an ASO-like baseline ([`Behaviour::AsoBaseline`]), in the same process run, side by side.
+//! strata-translator and strata-operator; then the same again with the operator paced as Azure
+//! Service Operator v2 paces its reconciles ([`crate::aso::AsoModel`], the baseline), in the
+//! same process run, alternating for `runs` runs each, side by side.
 //!
-//! The operator runs in a child process (`<operator_exe> operator …`, strata-bench itself) so
-//! that its CPU time and peak RSS are its own. Everything else runs in this process.
+//! The operator and the translator run in child processes (`<operator_exe> operator …`,
+//! `<operator_exe> translator …`: strata-bench itself) so that their CPU time and peak RSS are
+//! their own. Everything else (the harness) runs in this process.
 //!
 //! Every time is in **simulated seconds** (wall time divided by the time scale), except
-//! `operator_cpu_s`, which is real CPU time.
+//! `operator_cpu_s` and `operator_cpu_ms_per_cr`, which are real CPU time.
+//!
+//! The harness (API test server, translator, stand-in, emulator, watches) shares this process:
+//! a ticker measures how late its timers fire during every run (`harness_lag_p99_s`), and the
+//! ratio to the lower bound is withheld when that lag is more than [`LAG_LIMIT`] of what it
+//! would distort.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +34,6 @@ use strata_armsim::{Options, Server};
 use strata_crds::azure::*;
 use strata_crds::capi::Machine;
 use strata_envtest::TestEnv;
-use strata_operator::Behaviour;
 use strata_operator::adapters::AzureResource;
 use strata_operator::kind::Kind;
 use tokio::task::JoinHandle;
@@ -76,7 +82,31 @@ pub struct Config {
     pub timeout_s: f64,
     /// Where the operators' logs go.
     pub log_dir: PathBuf,
+    /// Runs of each side, alternating Strata and the baseline; the figures are the median run's.
+    pub runs: usize,
+    /// The baseline's `MaxConcurrentReconciles` (ASO's default: 1).
+    pub aso_concurrency: u16,
 }
+
+/// Which operator a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Strata,
+    /// Strata's loop paced as ASO v2 ([`crate::aso::AsoModel`]).
+    Baseline,
+}
+
+impl Side {
+    fn label(self) -> &'static str {
+        match self {
+            Side::Strata => "strata",
+            Side::Baseline => "baseline",
+        }
+    }
+}
+
+/// Harness lag above this fraction of the durations it distorts withholds the ratio.
+pub const LAG_LIMIT: f64 = 0.05;
 
 impl Config {
     pub fn new(clusters: usize, machines: usize, time_scale: f64, operator_exe: PathBuf) -> Config {
@@ -89,6 +119,8 @@ impl Config {
             sync_period_s: 3600.0,
             timeout_s: 7200.0,
             log_dir: repo_root().join("target/strata-bench"),
+            runs: 1,
+            aso_concurrency: crate::aso::defaults::MAX_CONCURRENT_RECONCILES,
         }
     }
 
@@ -96,6 +128,11 @@ impl Config {
         if self.clusters == 0 || self.machines == 0 {
             return Err(Error::Invalid(
                 "--clusters and --machines must be at least 1".into(),
+            ));
+        }
+        if self.runs == 0 || self.aso_concurrency == 0 {
+            return Err(Error::Invalid(
+                "--runs and --aso-concurrency must be at least 1".into(),
             ));
         }
         if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
@@ -125,10 +162,34 @@ pub struct Figures {
     /// From a cluster's manifests applied to every one of its Machines infrastructure-ready.
     pub time_to_ready_p50_s: f64,
     pub time_to_ready_p95_s: f64,
-    /// The sum of provisioning latencies along the longest dependency chain of a cluster.
+    /// From the first cluster's manifests applied to the last cluster Ready.
+    pub time_to_all_ready_s: f64,
+    /// No operator converges the run faster: the larger of its two parts.
     pub lower_bound_s: f64,
-    /// `time_to_ready_p50_s / lower_bound_s`.
-    pub ratio_to_lower_bound: f64,
+    /// The sum of provisioning latencies along the longest dependency chain of a cluster.
+    pub lower_bound_chain_s: f64,
+    /// The time ARM's token buckets (documented limits, starting full) need to admit the
+    /// fewest requests any operator sends: one PUT per cloud CR, and one read per CR whose
+    /// creation is a long-running operation (its end is observed at least once).
+    pub lower_bound_throttle_s: f64,
+    /// `time_to_all_ready_s / lower_bound_s`; `null` when the harness lag was too large to
+    /// trust it (`ratio_refused` says why).
+    pub ratio_to_lower_bound: Option<f64>,
+    /// Why the ratio is withheld, `null` when it is not.
+    pub ratio_refused: Option<String>,
+    /// p99 of how late a timer of the benchmark's own process fired during the run, simulated
+    /// seconds.
+    pub harness_lag_p99_s: f64,
+    /// That lag, once per step of the critical chain, over the lower bound's chain: the share
+    /// of the measured durations the harness could account for.
+    pub harness_lag_fraction: f64,
+    /// Runs of this side (alternating with the other side); the other figures are the median
+    /// run's (by `time_to_all_ready_s`).
+    pub runs: usize,
+    /// `time_to_all_ready_s` of every run, in run order.
+    pub time_to_all_ready_runs_s: Vec<f64>,
+    /// Largest minus smallest of those.
+    pub time_to_all_ready_spread_s: f64,
     /// ARM requests by method, from the first apply until every cluster is Ready.
     pub arm_requests: BTreeMap<String, u64>,
     /// PUTs until every cluster is Ready, per cloud CR.
@@ -142,6 +203,16 @@ pub struct Figures {
     pub operator_cpu_s: f64,
     /// The operator process's peak resident set (VmHWM), MiB.
     pub operator_peak_rss_mb: f64,
+    /// `operator_cpu_s` per cloud CR, real milliseconds.
+    pub operator_cpu_ms_per_cr: f64,
+    /// `operator_peak_rss_mb` per cloud CR, KiB (the whole process, its base included).
+    pub operator_rss_kib_per_cr: f64,
+    /// The translator process's CPU time, real seconds, and peak RSS, MiB, whole run.
+    pub translator_cpu_s: f64,
+    pub translator_peak_rss_mb: f64,
+    /// The same per cloud CR (real milliseconds, KiB).
+    pub translator_cpu_ms_per_cr: f64,
+    pub translator_rss_kib_per_cr: f64,
     /// p95 over the CRs that waited for a dependency: from the last dependency seen Ready to the
     /// CR's next ARM request.
     pub wakeup_gap_p95_s: f64,
@@ -164,8 +235,9 @@ pub struct Report {
     pub baseline: Figures,
 }
 
-/// Runs Strata, then the baseline, on one API server (the embedded one, or kube-apiserver with
-/// `KUBEBUILDER_ASSETS`, or `USE_EXISTING_CLUSTER=true`), each on a fresh emulator.
+/// Runs Strata and the baseline alternately, `runs` times each, on one API server (the embedded
+/// one, or kube-apiserver with `KUBEBUILDER_ASSETS`, or `USE_EXISTING_CLUSTER=true`), each run
+/// on a fresh emulator; each side's figures are its median run's.
 pub async fn run(config: &Config) -> Result<Report, Error> {
     config.check()?;
     std::fs::create_dir_all(&config.log_dir)?;
@@ -173,27 +245,60 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         .crd_dir(repo_root().join("crds/generated"))
         .start()
         .await?;
-    let strata = run_one(&env, config, Behaviour::Strata).await?;
-    if strata.clusters_ready < strata.clusters {
-        return Err(Error::NotConverged {
-            run: "strata",
-            timeout_s: config.timeout_s,
-            waiting: strata.waiting,
-        });
+    let (mut strata, mut baseline) = (Vec::new(), Vec::new());
+    for i in 0..config.runs {
+        let s = run_one(&env, config, Side::Strata, i).await?;
+        if s.clusters_ready < s.clusters {
+            return Err(Error::NotConverged {
+                run: "strata",
+                timeout_s: config.timeout_s,
+                waiting: s.waiting,
+            });
+        }
+        // Strata's figures are not lost when the baseline run fails.
+        tracing::info!(run = i, figures = %serde_json::to_string(&s).unwrap_or_default(), "strata");
+        strata.push(s);
+        // A baseline that does not converge in time is a result (its figures say how far it got).
+        let b = run_one(&env, config, Side::Baseline, i).await?;
+        if b.clusters_ready < b.clusters {
+            tracing::warn!(
+                run = i,
+                ready = b.clusters_ready,
+                clusters = b.clusters,
+                waiting = %b.waiting,
+                "the baseline did not converge in time"
+            );
+        }
+        tracing::info!(run = i, figures = %serde_json::to_string(&b).unwrap_or_default(), "baseline");
+        baseline.push(b);
     }
-    // Strata's figures are not lost when the baseline run fails.
-    tracing::info!(figures = %serde_json::to_string(&strata).unwrap_or_default(), "strata");
-    // A baseline that does not converge in time is a result (its figures say how far it got).
-    let baseline = run_one(&env, config, Behaviour::aso_baseline(config.time_scale)).await?;
-    if baseline.clusters_ready < baseline.clusters {
-        tracing::warn!(
-            ready = baseline.clusters_ready,
-            clusters = baseline.clusters,
-            waiting = %baseline.waiting,
-            "the baseline did not converge in time"
-        );
-    }
-    Ok(Report { strata, baseline })
+    Ok(Report {
+        strata: median_run(strata),
+        baseline: median_run(baseline),
+    })
+}
+
+/// The run with the median `time_to_all_ready_s` (the lower of the two middle ones), carrying
+/// every run's time and their spread.
+fn median_run(mut runs: Vec<Figures>) -> Figures {
+    let times: Vec<f64> = runs.iter().map(|f| f.time_to_all_ready_s).collect();
+    let spread = times.iter().copied().fold(f64::MIN, f64::max)
+        - times.iter().copied().fold(f64::MAX, f64::min);
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|a, b| times[*a].total_cmp(&times[*b]));
+    let middle = order
+        .get((runs.len().saturating_sub(1)) / 2)
+        .copied()
+        .unwrap_or(0);
+    let mut median = if runs.is_empty() {
+        Figures::default()
+    } else {
+        runs.swap_remove(middle)
+    };
+    median.runs = times.len();
+    median.time_to_all_ready_spread_s = if times.is_empty() { 0.0 } else { round(spread) };
+    median.time_to_all_ready_runs_s = times;
+    median
 }
 
 /// One ARM request as the emulator logged it.
@@ -229,13 +334,15 @@ impl Drop for Tasks {
     }
 }
 
-async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result<Figures, Error> {
-    let label: &'static str = match behaviour {
-        Behaviour::Strata => "strata",
-        Behaviour::AsoBaseline { .. } => "baseline",
-    };
+async fn run_one(
+    env: &TestEnv,
+    config: &Config,
+    side: Side,
+    index: usize,
+) -> Result<Figures, Error> {
+    let label = side.label();
     let client = env.client();
-    let ns = format!("bench-{label}-{}", std::process::id());
+    let ns = format!("bench-{label}-{index}-{}", std::process::id());
     let body = serde_json::from_value(json!({"metadata": {"name": ns}}))
         .map_err(|e| Error::Decode(e.to_string()))?;
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
@@ -266,7 +373,14 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         .arg("--token-file")
         .arg(&token_file)
         .args(["--health-addr", &health.to_string()])
-        .args(matches!(behaviour, Behaviour::AsoBaseline { .. }).then_some("--baseline"))
+        .args(match side {
+            Side::Strata => vec![],
+            Side::Baseline => vec![
+                "--baseline".to_owned(),
+                "--aso-concurrency".to_owned(),
+                config.aso_concurrency.to_string(),
+            ],
+        })
         .env("KUBECONFIG", env.kubeconfig_path())
         .env(
             "RUST_LOG",
@@ -282,16 +396,30 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
 
     // Time starts when the operator can act: its watches have listed (`/readyz`).
     wait_ready(&format!("http://{health}/readyz"), &mut operator).await?;
+    let translator_log =
+        std::fs::File::create(config.log_dir.join(format!("{ns}-translator.log")))?;
+    let translator_health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut translator = tokio::process::Command::new(&config.operator_exe)
+        .args(["translator", "--namespace", &ns])
+        .args(["--health-addr", &translator_health.to_string()])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_TRANSLATOR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(translator_log)
+        .kill_on_drop(true)
+        .spawn()?;
+    let translator_pid = translator
+        .id()
+        .ok_or_else(|| Error::Invalid("the translator exited at once".into()))?;
+    wait_ready(
+        &format!("http://{translator_health}/readyz"),
+        &mut translator,
+    )
+    .await?;
     let mut tasks = Tasks(Vec::new());
-    tasks
-        .0
-        .push(tokio::spawn(strata_translator::controller::run(
-            client.clone(),
-            strata_translator::controller::Settings {
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-        )));
     tasks.0.push(tokio::spawn(standin::run(
         client.clone(),
         standin::Settings {
@@ -349,8 +477,11 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         }));
     }
 
-    // The translator's and the stand-in's watches list before the first apply.
+    // The stand-in's watches list before the first apply (the translator's have: /readyz).
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // How late this process's timers fire while the run goes on.
+    let lateness: Shared<Vec<f64>> = Arc::default();
+    tasks.0.push(tokio::spawn(measure_lag(lateness.clone())));
     // Apply the clusters, a few at a time, each timed from its own first write.
     let discovery = Discovery::new(client.clone()).run().await?;
     let template = std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml"))?;
@@ -381,6 +512,8 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // The lag while the run converged (the steady state that follows is mostly idle).
+    let lateness = std::mem::take(&mut *lock(&lateness));
     let converged_all = waiting.is_none();
     let converged = if converged_all {
         ready_at.iter().flatten().max().copied().unwrap_or(start)
@@ -399,8 +532,11 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         None
     };
     let (cpu_s, rss_mb) = process_usage(pid)?;
+    let (translator_cpu_s, translator_rss_mb) = process_usage(translator_pid)?;
     let _ = operator.start_kill();
     let _ = operator.wait().await;
+    let _ = translator.start_kill();
+    let _ = translator.wait().await;
     drop(tasks);
     drain();
     let _ = std::fs::remove_file(&token_file);
@@ -419,7 +555,16 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     let requests = std::mem::take(&mut *lock(&requests));
     let nodes = cloud_graph(&client, &ns).await?;
     let seen = std::mem::take(&mut *lock(&seen));
-    let lower_bound_s = lower_bound(&nodes, &seen);
+    let chain = lower_bound(&nodes, &seen);
+    let throttle_s = throttle_floor(&nodes);
+    let lower_bound_s = chain.seconds.max(throttle_s);
+    let all_ready_s = if converged_all {
+        sim_s(start, converged)
+    } else {
+        config.timeout_s
+    };
+    let lag_p99_s = percentile(&lateness, 99.0) / scale;
+    let (ratio, refused, lag_fraction) = judge_ratio(all_ready_s, lower_bound_s, chain, lag_p99_s);
     let mut arm_requests = BTreeMap::new();
     let mut puts = 0u64;
     for r in requests.iter().filter(|r| r.at <= converged) {
@@ -446,12 +591,17 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         clusters_ready: ready_at.iter().flatten().count(),
         time_to_ready_p50_s: round(p50),
         time_to_ready_p95_s: round(percentile(&times, 95.0)),
+        time_to_all_ready_s: round(all_ready_s),
         lower_bound_s: round(lower_bound_s),
-        ratio_to_lower_bound: if lower_bound_s > 0.0 {
-            (p50 / lower_bound_s * 100.0).round() / 100.0
-        } else {
-            0.0
-        },
+        lower_bound_chain_s: round(chain.seconds),
+        lower_bound_throttle_s: round(throttle_s),
+        ratio_to_lower_bound: ratio,
+        ratio_refused: refused,
+        harness_lag_p99_s: (lag_p99_s * 1000.0).round() / 1000.0,
+        harness_lag_fraction: (lag_fraction * 10000.0).round() / 10000.0,
+        runs: 1,
+        time_to_all_ready_runs_s: vec![round(all_ready_s)],
+        time_to_all_ready_spread_s: 0.0,
         arm_requests,
         puts_per_resource: if nodes.is_empty() {
             0.0
@@ -462,6 +612,12 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
         throttled_responses,
         operator_cpu_s: round(cpu_s),
         operator_peak_rss_mb: round(rss_mb),
+        operator_cpu_ms_per_cr: per_cr(cpu_s * 1000.0, nodes.len()),
+        operator_rss_kib_per_cr: per_cr(rss_mb * 1024.0, nodes.len()),
+        translator_cpu_s: round(translator_cpu_s),
+        translator_peak_rss_mb: round(translator_rss_mb),
+        translator_cpu_ms_per_cr: per_cr(translator_cpu_s * 1000.0, nodes.len()),
+        translator_rss_kib_per_cr: per_cr(translator_rss_mb * 1024.0, nodes.len()),
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         time_to_ready_s: times,
         cloud_crs: nodes.len(),
@@ -469,13 +625,13 @@ async fn run_one(env: &TestEnv, config: &Config, behaviour: Behaviour) -> Result
     })
 }
 
-/// Waits until the operator answers 200 on `/readyz` (a minute at most).
+/// Waits until a child (operator or translator) answers 200 on `/readyz` (a minute at most).
 async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(), Error> {
     let http = reqwest::Client::new();
     for _ in 0..600 {
         if let Ok(Some(status)) = operator.try_wait() {
             return Err(Error::Invalid(format!(
-                "the operator exited ({status}) before it was ready"
+                "the child process exited ({status}) before it was ready ({url})"
             )));
         }
         if let Ok(r) = http.get(url).send().await
@@ -486,12 +642,68 @@ async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(Error::Invalid(format!(
-        "the operator was not ready in a minute ({url})"
+        "a child process was not ready in a minute ({url})"
     )))
 }
 
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
+}
+
+fn per_cr(total: f64, crs: usize) -> f64 {
+    if crs == 0 {
+        0.0
+    } else {
+        (total / crs as f64 * 100.0).round() / 100.0
+    }
+}
+
+/// The ticker's period (real time).
+const TICK: Duration = Duration::from_millis(5);
+
+/// Records, every [`TICK`], how much later than asked a sleep of this process ended (real
+/// seconds): what every in-process timer and wake-up of the harness suffers too.
+async fn measure_lag(out: Shared<Vec<f64>>) {
+    loop {
+        let asked = tokio::time::Instant::now();
+        tokio::time::sleep(TICK).await;
+        let late = asked.elapsed().saturating_sub(TICK).as_secs_f64();
+        lock(&out).push(late);
+    }
+}
+
+/// The ratio of `all_ready_s` to the lower bound, unless the harness lag — suffered once per
+/// step of the critical chain — is more than [`LAG_LIMIT`] of the chain's duration: then
+/// `None` and why. Also returns that share.
+fn judge_ratio(
+    all_ready_s: f64,
+    lower_bound_s: f64,
+    chain: Chain,
+    lag_p99_s: f64,
+) -> (Option<f64>, Option<String>, f64) {
+    let fraction = if chain.seconds > 0.0 {
+        lag_p99_s * chain.steps as f64 / chain.seconds
+    } else {
+        0.0
+    };
+    if lower_bound_s <= 0.0 {
+        return (None, Some("no lower bound (no cloud CRs)".into()), fraction);
+    }
+    if fraction > LAG_LIMIT {
+        let why = format!(
+            "harness lag p99 {lag_p99_s:.2} s × {} chain steps is {:.1} % of the {:.0} s chain (limit {:.0} %): lower --time-scale's speed (a larger scale) or fewer clusters",
+            chain.steps,
+            fraction * 100.0,
+            chain.seconds,
+            LAG_LIMIT * 100.0
+        );
+        return (None, Some(why), fraction);
+    }
+    (
+        Some((all_ready_s / lower_bound_s * 100.0).round() / 100.0),
+        None,
+        fraction,
+    )
 }
 
 /// Nearest-rank percentile; 0 for no values.
@@ -761,7 +973,7 @@ pub fn provisioning_seconds(kind: Kind) -> f64 {
 /// infrastructure too (the translator, per the infrastructure-machine contract); and a worker's
 /// VM waits for its bootstrap data, which the kubeadm provider writes once the control plane —
 /// its VM — is up.
-fn lower_bound(nodes: &[Node], seen: &Seen) -> f64 {
+fn lower_bound(nodes: &[Node], seen: &Seen) -> Chain {
     let key = |n: &Node| (n.kind, n.name.clone());
     let by_key: HashMap<(Kind, String), &Node> = nodes.iter().map(|n| (key(n), n)).collect();
     let control_plane = |machine: &str| seen.machines.get(machine).is_some_and(|m| m.1);
@@ -798,28 +1010,31 @@ fn lower_bound(nodes: &[Node], seen: &Seen) -> f64 {
         }
         deps.insert(key(n), d);
     }
-    let mut finish: HashMap<(Kind, String), f64> = HashMap::new();
+    let mut finish: HashMap<(Kind, String), Chain> = HashMap::new();
     fn visit(
         k: &(Kind, String),
         deps: &HashMap<(Kind, String), Vec<(Kind, String)>>,
-        finish: &mut HashMap<(Kind, String), f64>,
+        finish: &mut HashMap<(Kind, String), Chain>,
         on_path: &mut HashSet<(Kind, String)>,
-    ) -> f64 {
+    ) -> Chain {
         if let Some(f) = finish.get(k) {
             return *f;
         }
         // A cycle cannot converge at all; count it once rather than loop.
         if !on_path.insert(k.clone()) {
-            return 0.0;
+            return Chain::default();
         }
         let start = deps
             .get(k)
             .into_iter()
             .flatten()
             .map(|d| visit(d, deps, finish, on_path))
-            .fold(0.0, f64::max);
+            .fold(Chain::default(), Chain::longer);
         on_path.remove(k);
-        let f = start + provisioning_seconds(k.0);
+        let f = Chain {
+            seconds: start.seconds + provisioning_seconds(k.0),
+            steps: start.steps + 1,
+        };
         finish.insert(k.clone(), f);
         f
     }
@@ -827,7 +1042,48 @@ fn lower_bound(nodes: &[Node], seen: &Seen) -> f64 {
     nodes
         .iter()
         .map(|n| visit(&key(n), &deps, &mut finish, &mut on_path))
-        .fold(0.0, f64::max)
+        .fold(Chain::default(), Chain::longer)
+}
+
+/// The longest dependency chain: its provisioning seconds and how many CRs it passes through.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Chain {
+    seconds: f64,
+    steps: usize,
+}
+
+impl Chain {
+    fn longer(self, other: Chain) -> Chain {
+        if other.seconds > self.seconds
+            || (other.seconds == self.seconds && other.steps > self.steps)
+        {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// Seconds ARM's per-subscription token buckets (documented limits, `Limits::default()`:
+/// writes 200 burst refilled at 10/s, reads 250 at 25/s; full at the start) need to admit the
+/// fewest requests any operator sends to converge `nodes`: a PUT for each, and a read for each
+/// whose creation takes time (its end has to be observed).
+fn throttle_floor(nodes: &[Node]) -> f64 {
+    let kinds: Vec<Kind> = nodes.iter().map(|n| n.kind).collect();
+    throttle_floor_of(&kinds)
+}
+
+fn throttle_floor_of(kinds: &[Kind]) -> f64 {
+    let limits = strata_operator::throttle::Limits::default();
+    let writes = kinds.len() as f64;
+    let reads = kinds
+        .iter()
+        .filter(|k| provisioning_seconds(**k) > 0.0)
+        .count() as f64;
+    let floor = |n: f64, b: strata_operator::throttle::Bucket| {
+        ((n - f64::from(b.burst)) / b.per_second).max(0.0)
+    };
+    floor(writes, limits.writes).max(floor(reads, limits.reads))
 }
 
 /// For every CR that waited for a dependency (it existed before its last dependency was seen
@@ -855,11 +1111,20 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
         if created >= dep_ready {
             continue;
         }
+        // Seen Ready no later than its dependency: the watches (in the lagging harness) saw the
+        // dependency late, so the CR did not wait for that moment; a request after the CR's own
+        // Ready is a resync, not a wake-up.
+        let own_ready = seen
+            .ready
+            .get(&(n.kind.as_str().to_owned(), n.name.clone()));
+        if own_ready.is_some_and(|r| r <= dep_ready) {
+            continue;
+        }
         let next = by_path
             .get(id.as_str())
             .into_iter()
             .flatten()
-            .filter(|t| *t >= dep_ready)
+            .filter(|t| *t >= dep_ready && own_ready.is_none_or(|r| *t <= r))
             .min();
         if let Some(next) = next {
             let s = (*next - *dep_ready).num_microseconds().unwrap_or(0) as f64 / 1e6 / scale;
@@ -872,16 +1137,6 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
 /// The Markdown table printed on stdout.
 pub fn markdown(report: &Report, time_scale: f64) -> String {
     let (s, b) = (&report.strata, &report.baseline);
-    let per_cr = |f: &Figures| {
-        if f.cloud_crs == 0 {
-            "-".to_owned()
-        } else {
-            format!(
-                "{:.0}",
-                f.operator_peak_rss_mb * 1024.0 / f.cloud_crs as f64
-            )
-        }
-    };
     let methods = |f: &Figures| {
         f.arm_requests
             .iter()
@@ -901,6 +1156,36 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
         f.steady_state_writes
             .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
     };
+    let runs = |f: &Figures| {
+        let all = f
+            .time_to_all_ready_runs_s
+            .iter()
+            .map(f64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "median {} of {} (spread {}): {all}",
+            f.time_to_all_ready_s, f.runs, f.time_to_all_ready_spread_s
+        )
+    };
+    let bound = |f: &Figures| {
+        format!(
+            "{} = max({}, {})",
+            f.lower_bound_s, f.lower_bound_chain_s, f.lower_bound_throttle_s
+        )
+    };
+    let ratio = |f: &Figures| match (&f.ratio_to_lower_bound, &f.ratio_refused) {
+        (Some(r), _) => at_least(f, *r),
+        (None, Some(why)) => format!("not shown: {why}"),
+        (None, None) => "-".to_owned(),
+    };
+    let lag = |f: &Figures| {
+        format!(
+            "{} ({:.1} %)",
+            f.harness_lag_p99_s,
+            f.harness_lag_fraction * 100.0
+        )
+    };
     let rows: Vec<(&str, String, String)> = vec![
         (
             "clusters Ready",
@@ -918,15 +1203,18 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             at_least(b, b.time_to_ready_p95_s),
         ),
         (
-            "lower bound (s)",
-            s.lower_bound_s.to_string(),
-            b.lower_bound_s.to_string(),
+            "time to all Ready (s)",
+            at_least(s, s.time_to_all_ready_s),
+            at_least(b, b.time_to_all_ready_s),
         ),
+        ("runs: time to all Ready (s)", runs(s), runs(b)),
         (
-            "ratio to lower bound (p50)",
-            at_least(s, s.ratio_to_lower_bound),
-            at_least(b, b.ratio_to_lower_bound),
+            "lower bound (s): max(chain, ARM buckets)",
+            bound(s),
+            bound(b),
         ),
+        ("ratio to lower bound (all Ready)", ratio(s), ratio(b)),
+        ("harness lag p99 (s; share of chain)", lag(s), lag(b)),
         ("ARM requests to Ready", methods(s), methods(b)),
         (
             "PUTs per resource",
@@ -959,10 +1247,35 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             s.cloud_crs.to_string(),
             b.cloud_crs.to_string(),
         ),
-        ("operator peak RSS per cloud CR (KiB)", per_cr(s), per_cr(b)),
+        (
+            "operator peak RSS per cloud CR (KiB)",
+            s.operator_rss_kib_per_cr.to_string(),
+            b.operator_rss_kib_per_cr.to_string(),
+        ),
+        (
+            "operator CPU per cloud CR (real ms)",
+            s.operator_cpu_ms_per_cr.to_string(),
+            b.operator_cpu_ms_per_cr.to_string(),
+        ),
+        (
+            "translator CPU (real s) / peak RSS (MiB)",
+            format!("{} / {}", s.translator_cpu_s, s.translator_peak_rss_mb),
+            format!("{} / {}", b.translator_cpu_s, b.translator_peak_rss_mb),
+        ),
+        (
+            "translator per cloud CR (real ms / KiB)",
+            format!(
+                "{} / {}",
+                s.translator_cpu_ms_per_cr, s.translator_rss_kib_per_cr
+            ),
+            format!(
+                "{} / {}",
+                b.translator_cpu_ms_per_cr, b.translator_rss_kib_per_cr
+            ),
+        ),
     ];
     let mut out = format!(
-        "{} clusters × {} machines, time scale {time_scale} (times in simulated seconds)\n\n| | Strata | ASO-like baseline |\n| --- | --- | --- |\n",
+        "{} clusters × {} machines, time scale {time_scale} (times in simulated seconds)\n\n| | Strata | ASO v2 model (baseline) |\n| --- | --- | --- |\n",
         s.clusters, s.machines
     );
     for (what, a, b) in rows {
@@ -978,7 +1291,7 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
         |e: &dyn std::fmt::Display| Error::Invalid(format!("drawing {}: {e}", path.display()));
     let series = [
         ("Strata", &report.strata.time_to_ready_s, BLUE),
-        ("ASO-like baseline", &report.baseline.time_to_ready_s, RED),
+        ("ASO v2 model", &report.baseline.time_to_ready_s, RED),
     ];
     let n = series.iter().map(|s| s.1.len()).max().unwrap_or(0).max(1);
     let top = series
@@ -1049,14 +1362,15 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
 
 /// The operator's settings for a benchmark run: the e2e settings with every duration of its
 /// clock scaled to the emulator's (sync period 1 h, operation polls every 5 s, backoff 1 s → 5
-/// min, throttled retry 10 s), so that both runs see the same simulated world.
+/// min, throttled retry 10 s), so that both runs see the same simulated world. The baseline
+/// (`aso_concurrency` given) is paced by the ASO v2 model instead of Strata's own pacing.
 pub fn operator_settings(
     arm: crate::Arm<'_>,
     token_file: &Path,
     namespace: &str,
     time_scale: f64,
     sync_period_s: f64,
-    baseline: bool,
+    aso_concurrency: Option<u16>,
     health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
     let mut settings = crate::operator_settings(arm, token_file, Some(namespace), time_scale);
@@ -1068,11 +1382,13 @@ pub fn operator_settings(
         throttled_retry: scaled(10.0),
         backoff_min: scaled(1.0),
         backoff_max: scaled(300.0),
-        behaviour: if baseline {
-            Behaviour::aso_baseline(time_scale)
-        } else {
-            Behaviour::Strata
-        },
+        pacing: aso_concurrency.map(|n| {
+            Arc::new(crate::aso::AsoModel::new(
+                time_scale,
+                Duration::from_secs_f64(sync_period_s),
+                n,
+            )) as Arc<dyn strata_operator::Pacing>
+        }),
     };
     settings
 }
@@ -1096,14 +1412,15 @@ mod tests {
             machines: 3,
             clusters_ready: 100,
             time_to_ready_p50_s: 900.0,
-            ratio_to_lower_bound: 6.7,
+            time_to_all_ready_s: 950.0,
+            ratio_to_lower_bound: Some(6.7),
             steady_state_writes: Some(0),
             ..Figures::default()
         };
         let baseline = Figures {
             clusters_ready: 61,
             time_to_ready_p50_s: 60000.0,
-            ratio_to_lower_bound: 444.4,
+            ratio_to_lower_bound: Some(444.4),
             steady_state_writes: None,
             ..strata.clone()
         };
@@ -1118,7 +1435,7 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains("| ratio to lower bound (p50) | 6.7 | ≥ 444.4 |"),
+            table.contains("| ratio to lower bound (all Ready) | 6.7 | ≥ 444.4 |"),
             "{table}"
         );
         assert!(
@@ -1129,6 +1446,131 @@ mod tests {
         assert_eq!(json["baseline"]["clusters_ready"], 61);
         assert_eq!(json["baseline"]["steady_state_writes"], Value::Null);
         assert_eq!(json["steady_state_writes"], 0);
+    }
+
+    #[test]
+    fn a_lagging_harness_withholds_the_ratio_and_says_why() {
+        let chain = Chain {
+            seconds: 135.0,
+            steps: 9,
+        };
+        let (ratio, why, share) = judge_ratio(270.0, 135.0, chain, 0.1);
+        assert_eq!((ratio, why), (Some(2.0), None));
+        assert!((share - 0.9 / 135.0).abs() < 1e-9, "{share}");
+        let (ratio, why, share) = judge_ratio(270.0, 135.0, chain, 1.0);
+        assert_eq!(ratio, None);
+        assert!(share > LAG_LIMIT);
+        assert!(why.unwrap().contains("harness lag p99 1.00 s"));
+        let strata = Figures {
+            ratio_to_lower_bound: None,
+            ratio_refused: Some("harness lag".into()),
+            ..Figures::default()
+        };
+        let report = Report {
+            baseline: strata.clone(),
+            strata,
+        };
+        let table = markdown(&report, 0.01);
+        assert!(table.contains("not shown: harness lag"), "{table}");
+    }
+
+    /// The throttle floor: nothing below ARM's bursts; above them, the writes at 10/s (or the
+    /// reads at 25/s) — and it overtakes the chain only for a large fleet.
+    #[test]
+    fn the_throttle_floor_wins_for_large_fleets_and_the_chain_for_small_ones() {
+        // One cluster of CAPZ's default flavour with three machines: 18 cloud CRs.
+        let cluster: Vec<Kind> = [
+            Kind::ResourceGroup,
+            Kind::VirtualNetwork,
+            Kind::Subnet,
+            Kind::Subnet,
+            Kind::NetworkSecurityGroup,
+            Kind::NetworkSecurityGroup,
+            Kind::RouteTable,
+            Kind::PublicIPAddress,
+            Kind::LoadBalancer,
+            Kind::NatGateway,
+            Kind::PublicIPAddress,
+            Kind::PublicIPAddress,
+        ]
+        .into_iter()
+        .chain((0..3).flat_map(|_| [Kind::NetworkInterface, Kind::VirtualMachine]))
+        .collect();
+        let fleet = |n: usize| -> Vec<Kind> {
+            cluster
+                .iter()
+                .cycle()
+                .take(cluster.len() * n)
+                .copied()
+                .collect()
+        };
+        assert_eq!(throttle_floor_of(&fleet(1)), 0.0, "within the bursts");
+        assert_eq!(throttle_floor_of(&fleet(10)), 0.0);
+        let writes = (1800.0 - 200.0) / 10.0;
+        assert_eq!(throttle_floor_of(&fleet(100)), writes);
+        assert_eq!(throttle_floor_of(&fleet(1000)), (18_000.0 - 200.0) / 10.0);
+        // Against the chain of one cluster (the emulator's latencies): the chain at 1 and 10,
+        // the buckets at 100 and 1,000.
+        let chain: f64 = 135.0;
+        assert!(chain.max(throttle_floor_of(&fleet(10))) == chain);
+        assert!(chain.max(throttle_floor_of(&fleet(100))) == writes && writes > chain);
+    }
+
+    #[test]
+    fn the_median_run_is_reported_with_every_run_and_the_spread() {
+        let run = |t: f64| Figures {
+            time_to_all_ready_s: t,
+            ..Figures::default()
+        };
+        let m = median_run(vec![run(300.0), run(200.0), run(250.0)]);
+        assert_eq!(m.time_to_all_ready_s, 250.0);
+        assert_eq!(m.runs, 3);
+        assert_eq!(m.time_to_all_ready_runs_s, [300.0, 200.0, 250.0]);
+        assert_eq!(m.time_to_all_ready_spread_s, 100.0);
+        // An even count reports the lower middle run.
+        assert_eq!(
+            median_run(vec![run(2.0), run(1.0)]).time_to_all_ready_s,
+            1.0
+        );
+    }
+
+    #[test]
+    fn a_wake_up_gap_ends_at_the_next_request_before_the_cr_is_ready() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000_000 + s, 0).unwrap();
+        let node = |name: &str| Node {
+            kind: Kind::NetworkInterface,
+            name: name.into(),
+            id: Some(format!("/nic/{name}")),
+            deps: vec![(Kind::Subnet, "s".into())],
+            cluster: "c".into(),
+            machine: None,
+        };
+        let key = |k: Kind, n: &str| (k.as_str().to_owned(), n.to_owned());
+        let mut seen = Seen::default();
+        seen.ready.insert(key(Kind::Subnet, "s"), t(10));
+        // `woken` waited: created at 0, its PUT 2 s after the subnet's Ready, Ready at 20.
+        seen.created
+            .insert(key(Kind::NetworkInterface, "woken"), t(0));
+        seen.ready
+            .insert(key(Kind::NetworkInterface, "woken"), t(20));
+        // `early` was seen Ready before the subnet: the watch saw the subnet late.
+        seen.created
+            .insert(key(Kind::NetworkInterface, "early"), t(0));
+        seen.ready
+            .insert(key(Kind::NetworkInterface, "early"), t(9));
+        let request = |at: i64, path: &str| Request {
+            at: t(at),
+            method: "GET".into(),
+            path: path.into(),
+            status: 200,
+        };
+        let requests = [
+            request(12, "/nic/woken"),
+            request(3600, "/nic/woken"),
+            request(3600, "/nic/early"),
+        ];
+        let gaps = wakeup_gaps(&[node("woken"), node("early")], &seen, &requests, 1.0);
+        assert_eq!(gaps, [2.0]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
 
+pub mod aso;
 pub mod bench;
 pub mod standin;
 

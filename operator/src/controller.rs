@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 use crate::adapters::AzureResource;
 use crate::error::Error;
 use crate::index::{Change, Index, entry_of};
-use crate::reconcile::{Behaviour, Context, object_key, reconcile};
+use crate::reconcile::{Context, object_key, reconcile};
 
 /// Which objects the operator watches and how many it reconciles at once.
 #[derive(Clone, Debug, Default)]
@@ -162,12 +162,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
             ),
         )
     });
-    // The benchmark's ASO-like baseline reconciles one object at a time per kind, as ASO's
-    // default MAX_CONCURRENT_RECONCILES=1 does.
-    let concurrency = match ctx.timing.behaviour {
-        Behaviour::Strata => scope.concurrency,
-        Behaviour::AsoBaseline { .. } => 1,
-    };
+    let concurrency = ctx.pacing.concurrency(scope.concurrency);
     Controller::for_stream(objects, reader)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_on(wake)

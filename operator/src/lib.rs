@@ -36,7 +36,7 @@ pub mod transport;
 use std::sync::Arc;
 
 pub use controller::Scope;
-pub use reconcile::{Behaviour, Context, Timing};
+pub use reconcile::{Context, Pacing, StrataPacing, Timing, jittered};
 pub use strata_runtime::http::Bound;
 
 /// Everything the operator needs to run, apart from the Kubernetes client.
@@ -75,10 +75,19 @@ pub async fn run_with(
     bound: impl FnOnce(Bound),
 ) -> std::io::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
-    let throttle = Arc::new(throttle::Throttle::with_counter(
-        settings.limits,
-        metrics.throttle_waits.clone(),
-    ));
+    let throttle =
+        throttle::Throttle::with_counter(settings.limits, metrics.throttle_waits.clone());
+    // Strata's pacing keeps ARM's rate client-side; a modelled operator may not.
+    let client_throttle = settings
+        .timing
+        .pacing
+        .as_ref()
+        .is_none_or(|p| p.client_throttle());
+    let throttle = Arc::new(if client_throttle {
+        throttle
+    } else {
+        throttle.switched_off()
+    });
     let transport =
         transport::Transport::new(settings.extra_ca.as_deref()).map_err(std::io::Error::other)?;
     let credentials = Arc::new(credentials::Credentials::new(

@@ -72,6 +72,9 @@ impl Limits {
 /// The shared buckets.
 pub struct Throttle {
     limits: Limits,
+    /// Off: every request goes out at once and ARM's own answers (429s) are the only limit —
+    /// for a pacing that models an operator without client-side buckets.
+    enabled: bool,
     buckets: Mutex<HashMap<(String, Class), State>>,
     waits: Counter,
 }
@@ -115,9 +118,16 @@ impl Throttle {
     pub fn with_counter(limits: Limits, waits: Counter) -> Throttle {
         Throttle {
             limits,
+            enabled: true,
             buckets: Mutex::new(HashMap::new()),
             waits,
         }
+    }
+
+    /// The same throttle switched off: no bucket, no hold, nothing learnt from ARM's headers.
+    pub fn switched_off(mut self) -> Throttle {
+        self.enabled = false;
+        self
     }
 
     fn bucket(&self, class: Class) -> Bucket {
@@ -160,6 +170,9 @@ impl Throttle {
     /// it is empty; answers [`Held`] at once, without a token, while ARM's `Retry-After` holds
     /// the bucket.
     pub async fn acquire(&self, subscription: &str, class: Class) -> Result<(), Held> {
+        if !self.enabled {
+            return Ok(());
+        }
         let rate = self.bucket(class).rate();
         let wait = self.with_state(subscription, class, |state, now| {
             if let Some(until) = state.held_until.filter(|u| *u > now) {
@@ -179,6 +192,9 @@ impl Throttle {
     /// class goes to the subscription before then, whichever CR sends it, and the bucket
     /// refills only from then on.
     pub fn hold(&self, subscription: &str, class: Class, retry_after: Duration) {
+        if !self.enabled {
+            return;
+        }
         self.with_state(subscription, class, |state, now| {
             let until = now + retry_after;
             let until = state.held_until.map_or(until, |u| u.max(until));
@@ -201,6 +217,9 @@ impl Throttle {
     /// (`x-ms-ratelimit-remaining-subscription-…`): when that is fewer than our bucket holds,
     /// ARM's count wins (another client of the subscription spends the same budget).
     pub fn observe_remaining(&self, subscription: &str, class: Class, remaining: u64) {
+        if !self.enabled {
+            return;
+        }
         self.with_state(subscription, class, |state, _| {
             // Precision: counts beyond 2^53 do not occur.
             let remaining = remaining as f64 * MARGIN;
@@ -251,6 +270,24 @@ mod tests {
         t.acquire("sub-b", Class::Write).await.unwrap();
         t.acquire("sub-a", Class::Read).await.unwrap();
         assert_eq!(t.held_for("sub-a", Class::Read), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn switched_off_it_never_waits_holds_or_learns() {
+        let t = Throttle::new(Limits {
+            writes: Bucket {
+                burst: 1,
+                per_second: 0.001,
+            },
+            ..Limits::default()
+        })
+        .switched_off();
+        t.hold("s", Class::Write, Duration::from_secs(60));
+        for _ in 0..10 {
+            t.acquire("s", Class::Write).await.unwrap();
+        }
+        assert_eq!(t.waits(), 0);
+        assert_eq!(t.held_for("s", Class::Write), Duration::ZERO);
     }
 
     #[tokio::test]

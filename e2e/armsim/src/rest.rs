@@ -339,6 +339,47 @@ fn assign_sub_ids(body: &mut Value, id: &ResourceId, spec: &Spec, etag: &str, st
     }
 }
 
+/// Whether two stored bodies differ only in what every PUT rewrites: etags and provisioning
+/// states, at any depth.
+fn same_but_volatile(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let volatile = |k: &String| k == "etag" || k == "provisioningState";
+            let keys = |m: &serde_json::Map<String, Value>| {
+                m.keys()
+                    .filter(|k| !volatile(k))
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+            };
+            keys(a) == keys(b)
+                && a.iter()
+                    .filter(|(k, _)| !volatile(k))
+                    .all(|(k, v)| b.get(k).is_some_and(|w| same_but_volatile(v, w)))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_but_volatile(v, w))
+        }
+        _ => a == b,
+    }
+}
+
+/// Sets every provisioning state in `body` to `Succeeded` (an unchanged PUT's: nothing runs).
+fn settle(body: &mut Value) {
+    match body {
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                if k == "provisioningState" {
+                    *v = json!("Succeeded");
+                } else {
+                    settle(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(settle),
+        _ => {}
+    }
+}
+
 fn new_etag() -> String {
     format!("W/\"{}\"", uuid::Uuid::new_v4())
 }
@@ -602,7 +643,13 @@ pub fn put(
     }
 
     let etag = new_etag();
-    let latency = sim.scaled(spec.put_seconds);
+    // An update takes the kind's update latency; one that turns out to change nothing is made
+    // `Succeeded` at once below.
+    let latency = sim.scaled(if existing.is_some() {
+        spec.update_seconds
+    } else {
+        spec.put_seconds
+    });
     let state = if latency.is_zero() {
         "Succeeded"
     } else if existing.is_some() {
@@ -662,6 +709,26 @@ pub fn put(
     // All checks passed: store.
     assign_sub_ids(&mut body, id, spec, &etag, state);
     let created = existing.is_none();
+    // A PUT that changes nothing — the resource and every inline child as they would be stored
+    // equal what is stored, but for etags and provisioning states — has nothing to wait for.
+    let unchanged = existing.as_ref().is_some_and(|old| {
+        dropped.is_empty()
+            && same_but_volatile(old, &body)
+            && inline.iter().all(|c| {
+                sim.store
+                    .get(&c.id)
+                    .is_some_and(|stored| same_but_volatile(&stored.body, &c.body))
+            })
+    });
+    let latency = if unchanged {
+        std::time::Duration::ZERO
+    } else {
+        latency
+    };
+    if unchanged && state != "Succeeded" {
+        settle(&mut body);
+        inline.iter_mut().for_each(|c| settle(&mut c.body));
+    }
     let mut keys = vec![id.key()];
     sim.store.insert(Resource {
         id: id.clone(),

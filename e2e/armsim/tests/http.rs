@@ -1484,3 +1484,75 @@ fn the_binary_refuses_a_time_scale_that_is_not_finite_or_negative() {
         assert!(stderr.contains("time scale"), "{scale}: {stderr}");
     }
 }
+
+/// ARM's latency of a write depends on what it changes: nothing to do for a PUT of what is
+/// there, the kind's update latency for a change, the create latency only for a create
+/// (README, "Latencies").
+#[tokio::test]
+async fn an_unchanged_put_completes_at_once_and_a_change_takes_the_update_latency() {
+    // 0.05: a VM's 60 s create takes 3 s, its 10 s update 0.5 s.
+    let sim = Sim::start_with(strata_armsim::Options {
+        time_scale: 0.05,
+        seed: 7,
+        ..Default::default()
+    })
+    .await;
+    sim.network("g").await;
+    sim.nic("g", "nic").await;
+    let vm = compute("g", "virtualMachines/vm");
+    let body = sim.vm_body("g", "nic");
+    let created = Instant::now();
+    let first = sim.put(&vm, COMPUTE, body.clone()).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(sim.wait(&first).await, "Succeeded");
+    assert!(
+        created.elapsed() >= Duration::from_secs(3),
+        "the create latency"
+    );
+
+    // The same body again: 200, Succeeded, no operation to follow.
+    let again = sim.put(&vm, COMPUTE, body.clone()).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(again.header("azure-asyncoperation"), None);
+    assert_ne!(
+        again.body["etag"], first.body["etag"],
+        "a new etag all the same"
+    );
+    let got = sim.get(&vm, COMPUTE).await;
+    assert_eq!(got.body["properties"]["provisioningState"], "Succeeded");
+
+    // A change: the update latency (10 s), not the create's (60 s).
+    let mut changed = body;
+    changed["tags"] = json!({ "team": "a" });
+    let updated = Instant::now();
+    let r = sim.put(&vm, COMPUTE, changed).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["properties"]["provisioningState"], "Updating");
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let took = updated.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+
+    // A network kind: its update latency is its create latency; unchanged is immediate too.
+    let pip = net("g", "publicIPAddresses/pip");
+    let pip_body = json!({ "location": "westeurope", "sku": { "name": "Standard" } });
+    sim.create(&pip, NET, pip_body.clone()).await;
+    let again = sim.put(&pip, NET, pip_body).await;
+    assert_eq!(
+        (again.status, again.header("azure-asyncoperation")),
+        (StatusCode::OK, None)
+    );
+    assert_eq!(again.body["properties"]["provisioningState"], "Succeeded");
+    let r = sim
+        .put(
+            &pip,
+            NET,
+            json!({ "location": "westeurope", "sku": { "name": "Standard" }, "tags": { "x": "y" } }),
+        )
+        .await;
+    assert_eq!(r.body["properties"]["provisioningState"], "Updating");
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+}

@@ -1,9 +1,11 @@
-//! `strata-bench`: N clusters × M machines converged on the ARM emulator by Strata and by an
-//! ASO-like baseline (the same operator with ASO's documented defaults), side by side. Prints a
-//! Markdown table; `--json` writes the report, `--plot` a chart of time to Ready per cluster.
+//! `strata-bench`: N clusters × M machines converged on the ARM emulator by Strata and by a
+//! baseline (Strata's loop paced as Azure Service Operator v2's defaults pace it:
+//! `strata_e2e::aso`), alternating for `--runs` runs each, side by side. Prints a Markdown
+//! table; `--json` writes the report, `--plot` a chart of time to Ready per cluster.
 //!
-//! `strata-bench operator …` (hidden) is the operator child process each run starts, so that
-//! its CPU time and peak RSS are measured apart from the benchmark's own.
+//! `strata-bench operator …` and `strata-bench translator …` (hidden) are the child processes
+//! each run starts, so that their CPU time and peak RSS are measured apart from the benchmark's
+//! own.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +17,7 @@ use strata_e2e::bench;
 #[derive(Parser, Debug)]
 #[command(
     name = "strata-bench",
-    about = "Strata vs an ASO-like baseline on the ARM emulator (times in simulated seconds)"
+    about = "Strata vs a model of ASO v2's pacing on the ARM emulator (times in simulated seconds)"
 )]
 struct Args {
     #[command(subcommand)]
@@ -41,6 +43,12 @@ struct Args {
     /// Simulated seconds to wait for convergence before giving up.
     #[arg(long, default_value_t = 7200.0)]
     timeout: f64,
+    /// Runs of each side, alternating Strata and the baseline (the median run is reported).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// The baseline's MaxConcurrentReconciles (ASO's default: 1).
+    #[arg(long, default_value_t = 1)]
+    aso_concurrency: u16,
 }
 
 #[derive(Subcommand, Debug)]
@@ -61,10 +69,22 @@ enum Command {
         sync_period_s: f64,
         #[arg(long)]
         token_file: PathBuf,
-        /// Behave as the ASO-like baseline.
+        /// Pace the loop as the ASO v2 model (the baseline).
         #[arg(long)]
         baseline: bool,
+        /// The baseline's MaxConcurrentReconciles.
+        #[arg(long, default_value_t = 1)]
+        aso_concurrency: u16,
         /// Serve /healthz and /readyz here (the benchmark starts its clock once ready).
+        #[arg(long)]
+        health_addr: Option<std::net::SocketAddr>,
+    },
+    /// Runs the translator for one benchmark run (started by strata-bench itself).
+    #[command(hide = true)]
+    Translator {
+        #[arg(long)]
+        namespace: String,
+        /// Serve /readyz here (the benchmark applies nothing before the watches have listed).
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
     },
@@ -94,6 +114,7 @@ fn main() -> ExitCode {
             sync_period_s,
             ref token_file,
             baseline,
+            aso_concurrency,
             health_addr,
         }) => runtime.block_on(async {
             let ca_pem = std::fs::read_to_string(ca_file)
@@ -108,7 +129,7 @@ fn main() -> ExitCode {
                 namespace,
                 time_scale,
                 sync_period_s,
-                baseline,
+                baseline.then_some(aso_concurrency),
                 health_addr,
             );
             let client = kube::Client::try_default()
@@ -117,6 +138,35 @@ fn main() -> ExitCode {
             strata_operator::run(client, settings)
                 .await
                 .context("the operator")
+        }),
+        Some(Command::Translator {
+            ref namespace,
+            health_addr,
+        }) => runtime.block_on(async {
+            use strata_translator::controller;
+            let client = kube::Client::try_default()
+                .await
+                .context("a Kubernetes client from KUBECONFIG")?;
+            let settings = controller::Settings {
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            };
+            let metrics = std::sync::Arc::new(strata_runtime::metrics::ControllerMetrics::new(
+                controller::METRICS_PREFIX,
+                |_| {},
+            ));
+            let service = strata_runtime::Service {
+                election: None,
+                metrics_addr: None,
+                health_addr,
+            };
+            let (c, m) = (client.clone(), metrics.clone());
+            let term = move |health| {
+                controller::run_observed(c.clone(), settings.clone(), m.clone(), health)
+            };
+            strata_runtime::serve(client, service, metrics, |_| {}, term)
+                .await
+                .context("the translator")
         }),
         None => runtime.block_on(bench(&args)),
     };
@@ -134,6 +184,8 @@ async fn bench(args: &Args) -> anyhow::Result<()> {
     let mut config = bench::Config::new(args.clusters, args.machines, args.time_scale, exe);
     config.steady_state_s = args.steady_state;
     config.timeout_s = args.timeout;
+    config.runs = args.runs;
+    config.aso_concurrency = args.aso_concurrency;
     let report = bench::run(&config).await?;
     print!("{}", bench::markdown(&report, args.time_scale));
     if let Some(path) = &args.json {

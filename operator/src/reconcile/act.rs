@@ -51,7 +51,7 @@ pub(super) async fn remove_finalizer<K: AzureResource>(
 }
 
 /// A CR whose owner or a reference is not usable yet: registered with the readiness index to be
-/// woken when that changes (the benchmark's baseline polls instead).
+/// woken when that changes — unless the pacing polls instead.
 pub(super) fn wait<K: AzureResource>(
     ctx: &Context,
     a: &Attempt<K>,
@@ -62,8 +62,8 @@ pub(super) fn wait<K: AzureResource>(
         Dependencies::WaitingForReference(m) => (Reason::WaitingForReference, m),
         Dependencies::Ready => (Reason::Reconciling, String::new()),
     };
-    let next_look = match ctx.dependency_poll(&a.key) {
-        // The baseline: no registration, so nothing wakes it; it looks again later.
+    let next_look = match ctx.pacing.dependency_wait(&a.key) {
+        // No registration, so nothing wakes it; it looks again later.
         Some(delay) => delay,
         None => {
             // Register before reporting, then look again: a dependency that became Ready in
@@ -209,19 +209,14 @@ pub(super) async fn delete<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> O
     }
     End::report(
         Report::new(Reason::Deleting, "deleting in Azure").observed(&own, None),
-        Requeue::After(poll_pace(ctx, &client, &own)),
+        Requeue::After(poll_pace(ctx, &a.key, &client, &own)),
     )
 }
 
-/// When to look at a running operation again: the poll interval, or later when ARM's answer to
-/// the write asked for that (its `Retry-After`).
-pub(super) fn poll_pace(ctx: &Context, client: &Azure, id: &ArmId) -> Duration {
-    client
-        .arm
-        .poll_after(id)
-        .map_or(ctx.timing.poll_interval, |after| {
-            after.max(ctx.timing.poll_interval)
-        })
+/// When to look at a running operation again: the pacing's answer, given the `Retry-After`
+/// ARM's answer to the write carried.
+pub(super) fn poll_pace(ctx: &Context, key: &str, client: &Azure, id: &ArmId) -> Duration {
+    ctx.pacing.operation_poll(key, client.arm.poll_after(id))
 }
 
 /// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation).

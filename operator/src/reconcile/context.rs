@@ -1,17 +1,16 @@
-//! What every reconcile shares (`Context`), how the loop paces itself (`Timing`), and the
-//! per-object memories behind its backoff and holds.
+//! What every reconcile shares (`Context`), Strata's durations (`Timing`), and the per-object
+//! memories behind its holds. When to look again is the [`Pacing`]'s to say.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::BackoffBuilder;
 use kube::runtime::reflector::{ObjectRef, Store};
-use rand::Rng;
 use strata_crds::capz::AzureClusterIdentity;
 use tracing::debug;
 
+use super::pacing::{Pacing, StrataPacing, jittered};
 use super::{MANAGER, object_key};
 use crate::adapters::AzureResource;
 use crate::credentials::Credentials;
@@ -20,35 +19,7 @@ use crate::kind::Kind;
 use crate::per_object::PerObject;
 use crate::reported::Reported;
 
-/// Which reconciler the loop plays. `Strata` is the product; `AsoBaseline` exists only so that the
-/// benchmark (`strata-bench`) can compare Strata with the tool users would otherwise pick, run by
-/// the same code against the same emulator.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Behaviour {
-    #[default]
-    Strata,
-    /// Azure Service Operator v2's documented defaults: a CR waiting for its owner or a reference
-    /// is polled with exponential backoff from `poll_min` to `poll_max` (controller-runtime's
-    /// rate limiter, 1 s → 1 min) instead of being woken by the dependency; every resource gets a
-    /// PUT on every resync, changed or not; one reconcile at a time per kind
-    /// (`MAX_CONCURRENT_RECONCILES=1`).
-    AsoBaseline {
-        poll_min: Duration,
-        poll_max: Duration,
-    },
-}
-
-impl Behaviour {
-    /// ASO's defaults, on a clock `time_scale` times real time (the emulator's).
-    pub fn aso_baseline(time_scale: f64) -> Behaviour {
-        Behaviour::AsoBaseline {
-            poll_min: Duration::from_secs(1).mul_f64(time_scale),
-            poll_max: Duration::from_secs(60).mul_f64(time_scale),
-        }
-    }
-}
-
-/// How the loop paces itself.
+/// Strata's durations (and, optionally, another pacing altogether).
 #[derive(Clone, Debug)]
 pub struct Timing {
     /// How often a converged resource is checked for drift (jittered ±10 %).
@@ -60,8 +31,9 @@ pub struct Timing {
     /// Bounds of the jittered exponential backoff after transient errors.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
-    /// Strata, or the benchmark's baseline.
-    pub behaviour: Behaviour,
+    /// The pacing the loop follows: `None` is Strata's own ([`StrataPacing`], from the
+    /// durations above); the benchmark supplies its model of another operator here.
+    pub pacing: Option<Arc<dyn Pacing>>,
 }
 
 impl Default for Timing {
@@ -72,7 +44,7 @@ impl Default for Timing {
             throttled_retry: Duration::from_secs(10),
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
-            behaviour: Behaviour::Strata,
+            pacing: None,
         }
     }
 }
@@ -94,8 +66,8 @@ pub struct Context {
     pub identity_changes: tokio::sync::broadcast::Sender<String>,
     pub index: Arc<Index>,
     pub timing: Timing,
-    /// Consecutive failures per object, for the backoff.
-    pub(super) failures: PerObject<u32>,
+    /// The decisions about when (Strata's, unless `timing` names another).
+    pub pacing: Arc<dyn Pacing>,
     /// Generations that failed in a way only a spec change fixes, per object. The status says
     /// so too (and survives a restart), but the watch may not have delivered that status yet when
     /// the next reconcile runs.
@@ -103,8 +75,6 @@ pub struct Context {
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     pub(super) repeats: PerObject<(i64, String, u32)>,
-    /// Consecutive polls of a waiting CR, per object (the baseline's dependency backoff only).
-    polls: PerObject<u32>,
     /// The `Ready` decision last reported per object (the watch wakes an object whose status
     /// contradicts it).
     pub reported: Reported,
@@ -134,11 +104,13 @@ impl Context {
             identities_synced: strata_runtime::Synced::default(),
             identity_changes: tokio::sync::broadcast::channel(256).0,
             index,
+            pacing: timing
+                .pacing
+                .clone()
+                .unwrap_or_else(|| Arc::new(StrataPacing::new(timing.clone()))),
             timing,
-            failures: PerObject::default(),
             held: PerObject::default(),
             repeats: PerObject::default(),
-            polls: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),
         }
@@ -173,28 +145,12 @@ impl Context {
     }
 
     pub(super) fn jittered(&self, d: Duration) -> Duration {
-        d.mul_f64(rand::rng().random_range(0.9..1.1))
+        jittered(d, 0.1)
     }
 
     /// The next backoff delay for an object after a transient failure.
     pub fn backoff(&self, key: &str) -> Duration {
-        next_delay(
-            &self.failures,
-            key,
-            self.timing.backoff_min,
-            self.timing.backoff_max,
-        )
-    }
-
-    /// The baseline's next poll of a CR waiting for a dependency; `None` for Strata, whose waiting
-    /// CRs are woken by the readiness index instead.
-    pub(super) fn dependency_poll(&self, key: &str) -> Option<Duration> {
-        match self.timing.behaviour {
-            Behaviour::Strata => None,
-            Behaviour::AsoBaseline { poll_min, poll_max } => {
-                Some(next_delay(&self.polls, key, poll_min, poll_max))
-            }
-        }
+        self.pacing.failure_backoff(key)
     }
 
     pub(super) fn hold(&self, key: &str, generation: i64) {
@@ -233,30 +189,12 @@ impl Context {
         }
     }
 
-    /// A CR that waited for a dependency no longer does: its next wait polls from the start.
+    /// A CR that waited for a dependency no longer does: its next wait starts from the beginning.
     pub(super) fn stopped_waiting(&self, key: &str) {
-        if self.timing.behaviour != Behaviour::Strata {
-            self.polls.remove(key);
-        }
+        self.pacing.dependencies_ready(key);
     }
 
     pub(super) fn succeeded(&self, key: &str) {
-        self.failures.remove(key);
+        self.pacing.succeeded(key);
     }
-}
-
-/// One more attempt for `key` in `attempts`: its jittered exponential delay between `min` and `max`.
-fn next_delay(attempts: &PerObject<u32>, key: &str, min: Duration, max: Duration) -> Duration {
-    let n = attempts.update(key, |n| {
-        *n = n.saturating_add(1);
-        *n
-    });
-    backon::ExponentialBuilder::default()
-        .with_min_delay(min)
-        .with_max_delay(max)
-        .with_jitter()
-        .without_max_times()
-        .build()
-        .nth((n - 1) as usize)
-        .unwrap_or(max)
 }

@@ -21,6 +21,7 @@ mod act;
 mod context;
 mod failure;
 mod observe;
+mod pacing;
 mod report;
 
 use std::sync::Arc;
@@ -38,7 +39,8 @@ use crate::reason::Reason;
 use observe::Attempt;
 use report::Report;
 
-pub use context::{Behaviour, Context, Timing};
+pub use context::{Context, Timing};
+pub use pacing::{Pacing, StrataPacing, jittered};
 /// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).
 pub use strata_crds::annotations::{ADOPT, ADOPT_REQUIRES_TAG, PAUSED, RECONCILE_POLICY as POLICY};
 
@@ -175,7 +177,7 @@ async fn reconcile_inner<K: AzureResource>(
             Step::Observe => observe::observe(&ctx, &mut a).await?,
             // One write per reconcile: look again after the poll interval.
             Step::Create | Step::Update(_) if a.wrote => {
-                End::quietly(Requeue::After(ctx.timing.poll_interval))
+                End::quietly(Requeue::After(ctx.pacing.operation_poll(&a.key, None)))
             }
             Step::Create | Step::Update(_) => act::write(&ctx, &mut a, &step).await?,
             Step::Delete => act::delete(&ctx, &a).await,

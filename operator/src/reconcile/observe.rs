@@ -116,9 +116,9 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         id_known: known_id.is_some() || deps.parent.is_some() || K::OWNER.is_none(),
         held,
         azure: None,
-        // ASO PUTs whatever it finds once the previous reconcile left the resource Ready: that
-        // is the resync (the reconciles that follow an operation only monitor it).
-        resync_put: matches!(ctx.timing.behaviour, super::Behaviour::AsoBaseline { .. })
+        // A pacing that PUTs on resync does so once the previous reconcile left the resource
+        // Ready (the reconciles that follow an operation only monitor it).
+        resync_put: ctx.pacing.resync_puts()
             && ready.is_some_and(|c| c.status == "True")
             && status.observed_generation == Some(generation),
     };

@@ -204,8 +204,8 @@ pub(super) fn in_progress<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> Ou
         r = r.observed(own, a.observed.as_ref());
     }
     let pace = match (&a.azure, &a.id) {
-        (Some(client), Some(own)) => super::act::poll_pace(ctx, client, own),
-        _ => ctx.timing.poll_interval,
+        (Some(client), Some(own)) => super::act::poll_pace(ctx, &a.key, client, own),
+        _ => ctx.pacing.operation_poll(&a.key, None),
     };
     End::report(r, Requeue::After(pace))
 }
@@ -226,7 +226,7 @@ pub(super) fn ready<K: AzureResource>(
         Report::new(reason, message)
             .observed(own, Some(body))
             .outputs(K::outputs(body)),
-        Requeue::After(ctx.jittered(ctx.timing.sync_period)),
+        Requeue::After(ctx.pacing.resync()),
     ))
 }
 
@@ -237,7 +237,7 @@ pub(super) fn not_found<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> Outc
     if let Some(own) = &a.id {
         r = r.observed(own, None);
     }
-    End::report(r, Requeue::After(ctx.jittered(ctx.timing.sync_period)))
+    End::report(r, Requeue::After(ctx.pacing.resync()))
 }
 
 /// The resource exists and Strata did not create it: say how to take it over, if at all.
@@ -260,6 +260,6 @@ pub(super) fn adoption_refused<K: AzureResource>(
             note: why,
         },
         Report::new(Reason::AdoptionRefused, message),
-        Requeue::After(ctx.jittered(ctx.timing.sync_period)),
+        Requeue::After(ctx.pacing.resync()),
     )
 }

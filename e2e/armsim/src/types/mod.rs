@@ -211,6 +211,9 @@ pub struct Spec {
     /// Simulated seconds from PUT to `Succeeded`, and from DELETE to gone.
     pub put_seconds: f64,
     pub delete_seconds: f64,
+    /// Simulated seconds from a PUT that changes an existing resource to `Succeeded`. A PUT
+    /// that changes nothing completes at once (README, "Latencies").
+    pub update_seconds: f64,
     /// `provisioningState` while a create runs (`Updating` for network, `Creating` for compute).
     pub creating_state: &'static str,
     pub updating_state: &'static str,
@@ -273,6 +276,7 @@ impl Spec {
             located: true,
             put_seconds,
             delete_seconds: put_seconds,
+            update_seconds: put_seconds,
             creating_state: "Updating",
             updating_state: "Updating",
             resource_guid: false,

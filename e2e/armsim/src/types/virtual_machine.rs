@@ -20,6 +20,9 @@ pub static SPEC: Spec = Spec {
     prepare,
     deletes_with,
     view,
+    // A change to the model that needs no reallocation (tags, data disks, boot diagnostics …):
+    // README, "Latencies".
+    update_seconds: 10.0,
     ..Spec::compute(
         "Microsoft.Compute/virtualMachines",
         60.0,
