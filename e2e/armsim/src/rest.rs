@@ -460,7 +460,7 @@ fn settle_location(
             )
         })?;
     let location = normalize_location(raw);
-    if !types::REGIONS.contains(&location.as_str()) {
+    if !spec.regions.contains(&location.as_str()) {
         let code = if is_group(spec) {
             "LocationNotAvailableForResourceGroup"
         } else {
@@ -471,7 +471,7 @@ fn settle_location(
             format!(
                 "The provided location '{raw}' is not available for resource type '{}'. List of available regions for the resource type is '{}'.",
                 spec.type_name,
-                types::REGIONS.join(",")
+                spec.regions.join(",")
             ),
         ));
     }
@@ -860,6 +860,17 @@ pub fn delete(
     }
     if !is_group(spec) {
         check_in_use(&sim.store, &keys)?;
+    }
+    for segment in spec.blocking_children {
+        if let Some(child) = sim.store.children(id, segment).next() {
+            return Err(ArmError::bad_request(
+                spec.in_use_code,
+                format!(
+                    "Can not delete resource before nested resources are deleted: {id} still has {}.",
+                    child.id
+                ),
+            ));
+        }
     }
     let latency = sim.scaled(spec.delete_seconds);
     if latency.is_zero() {
