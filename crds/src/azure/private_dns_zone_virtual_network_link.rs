@@ -2,7 +2,6 @@ use crate::common::{AzureStatus, ResourceRef, Tags};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::naming;
@@ -44,16 +43,6 @@ pub struct PrivateDnsZoneVirtualNetworkLinkSpec {
     /// false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registration_enabled: Option<bool>,
-    /// What a name missing from the zone resolves to (ARM's default: `Default`, NXDOMAIN).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolution_policy: Option<ResolutionPolicy>,
-}
-
-/// ARM `resolutionPolicy` of a virtual network link.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum ResolutionPolicy {
-    Default,
-    NxDomainRedirect,
 }
 
 impl CloudObject for PrivateDnsZoneVirtualNetworkLink {

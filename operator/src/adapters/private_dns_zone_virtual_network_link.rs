@@ -17,7 +17,6 @@ impl AzureResource for PrivateDnsZoneVirtualNetworkLink {
             json!({
                 "virtualNetwork": r.reference(Kind::VirtualNetwork, &s.virtual_network),
                 "registrationEnabled": s.registration_enabled,
-                "resolutionPolicy": s.resolution_policy,
             }),
         ))
     }

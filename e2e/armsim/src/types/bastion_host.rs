@@ -31,7 +31,6 @@ const DEFAULTS: &[Fill] = &[
     fill("/properties/enableTunneling", "false"),
     fill("/properties/enableKerberos", "false"),
     fill("/properties/enableSessionRecording", "false"),
-    fill("/properties/enablePrivateOnlyBastion", "false"),
     fill(
         "/properties/ipConfigurations/*/properties/privateIPAllocationMethod",
         "\"Dynamic\"",

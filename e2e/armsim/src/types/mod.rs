@@ -225,6 +225,8 @@ pub struct Spec {
     /// Child type segments whose children must be deleted first: deleting the resource while
     /// one exists is refused with `in_use_code` (a private DNS zone with virtual network links).
     pub blocking_children: &'static [&'static str],
+    /// Read-only counts of children shown on GET (a private DNS zone's record sets and links).
+    pub child_counts: &'static [ChildCount],
     /// Simulated seconds from PUT to `Succeeded`, and from DELETE to gone.
     pub put_seconds: f64,
     pub delete_seconds: f64,
@@ -268,6 +270,15 @@ pub struct NestedBackRef {
     pub many: bool,
 }
 
+/// A read-only count of a resource's children: `properties.<property>` is the number of
+/// children of the type segments (those whose `when` pointer holds `true`, if given), plus `plus`.
+pub struct ChildCount {
+    pub property: &'static str,
+    pub segments: &'static [&'static str],
+    pub when: Option<&'static str>,
+    pub plus: usize,
+}
+
 /// A read-only property listing the referrers of a resource, e.g. a subnet's `ipConfigurations`:
 /// the ID recorded is that of the object holding the reference (the NIC's IP configuration).
 pub struct BackRef {
@@ -290,6 +301,7 @@ impl Spec {
             located: true,
             regions: REGIONS,
             blocking_children: &[],
+            child_counts: &[],
             put_seconds,
             delete_seconds: put_seconds,
             creating_state: "Updating",

@@ -20,10 +20,7 @@ pub static SPEC: Spec = Spec {
 };
 
 /// What ARM fills in on a link (`VirtualNetworkLinkProperties`).
-const DEFAULTS: &[Fill] = &[
-    fill("/properties/registrationEnabled", "false"),
-    fill("/properties/resolutionPolicy", "\"Default\""),
-];
+const DEFAULTS: &[Fill] = &[fill("/properties/registrationEnabled", "false")];
 
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     let Some(vnet) = str_at(put.body, "/properties/virtualNetwork/id").map(str::to_owned) else {
