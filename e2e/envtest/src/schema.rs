@@ -787,7 +787,7 @@ pub(crate) fn go_regexp_ok(p: &str) -> Result<(), String> {
                 if m > budget {
                     return false;
                 }
-                let budget = if m > 0 { budget / m } else { budget };
+                let budget = budget.checked_div(m).unwrap_or(budget);
                 return valid(&r.ast, budget);
             }
             Ast::Group(g) => vec![&g.ast],
