@@ -38,6 +38,10 @@ macro_rules! with_cloud_kinds {
             NatGateway in nat_gateway,
             Subnet in subnet,
             LoadBalancer in load_balancer,
+            BastionHost in bastion_host,
+            PrivateDnsZone in private_dns_zone,
+            PrivateDnsZoneVirtualNetworkLink in private_dns_zone_virtual_network_link,
+            PrivateDnsARecord in private_dns_a_record,
             AvailabilitySet in availability_set,
             NetworkInterface in network_interface,
             VirtualMachine in virtual_machine,
@@ -129,6 +133,16 @@ macro_rules! common_accessors {
         }
         fn base_status(&self) -> Option<&$crate::common::AzureStatus> {
             self.status.as_ref()
+        }
+    };
+    // A child resource without tags whose status flattens `AzureStatus` (a DNS record set).
+    (status: flattened, tags: none) => {
+        common_accessors!(@names);
+        fn tags(&self) -> Option<&$crate::common::Tags> {
+            None
+        }
+        fn base_status(&self) -> Option<&$crate::common::AzureStatus> {
+            self.status.as_ref().map(|s| &s.resource)
         }
     };
     (@spec) => {
@@ -333,9 +347,13 @@ mod tests {
 
     #[test]
     fn only_child_kinds_go_without_tags() {
+        // A private DNS zone's virtual network link is a tracked resource of its own in ARM
+        // (`VirtualNetworkLink` has `tags`), the one child kind that carries them.
+        let tagged_children = [CloudKind::PrivateDnsZoneVirtualNetworkLink];
         for kind in CloudKind::ALL {
             let child = kind.owner().is_some_and(|o| o != CloudKind::ResourceGroup);
-            assert_eq!(kind.carries_tags(), !child, "{kind}");
+            let tagged = !child || tagged_children.contains(kind);
+            assert_eq!(kind.carries_tags(), tagged, "{kind}");
         }
     }
 }

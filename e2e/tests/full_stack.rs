@@ -135,3 +135,123 @@ async fn default_cluster_becomes_ready_with_endpoint_provider_ids_and_addresses_
         .count();
     println!("deleted with {deletes} DELETEs");
 }
+
+/// The `default` sample's objects renamed to `strata-private`, with the AzureCluster of the
+/// `private` sample (CAPZ's private flavour) in place of its own.
+fn private_cluster_yaml() -> String {
+    let default =
+        std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml")).unwrap();
+    let private =
+        std::fs::read_to_string(repo_root().join("samples/capi/private-cluster.yaml")).unwrap();
+    default
+        .split("\n---\n")
+        .map(|doc| {
+            if doc.contains("\nkind: AzureCluster\n") {
+                private.clone()
+            } else {
+                doc.replace("strata-demo", "strata-private")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_cluster_gets_its_dns_zone_link_record_and_bastion_then_deletes_to_nothing() {
+    let stack = Stack::start("fullprivate").await;
+    stack.apply_yaml(&private_cluster_yaml()).await;
+    let machines = [
+        ("strata-private-control-plane-p1q2r", true, Some("1")),
+        ("strata-private-md-0-s3t4u", false, None),
+    ];
+    stack
+        .apply_yaml(&capi_machines("strata-private", &machines))
+        .await;
+
+    let clusters = stack.azure_clusters();
+    stack
+        .eventually(
+            "the private AzureCluster is ready",
+            Duration::from_secs(120),
+            || async {
+                let azc = clusters.get("strata-private").await.unwrap();
+                azc.data.pointer("/status/ready") == Some(&Value::Bool(true))
+            },
+        )
+        .await;
+    let ams = stack.azure_machines();
+    for (name, _, _) in machines {
+        stack
+            .eventually(
+                &format!("{name} is ready"),
+                Duration::from_secs(120),
+                || async {
+                    let am = ams.get(name).await.unwrap();
+                    am.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                },
+            )
+            .await;
+    }
+    let resources = stack.sim_resources().await;
+    let of_type =
+        |t: &str| -> Vec<&Value> { resources.iter().filter(|r| r["type"] == t).collect() };
+    let zones = of_type("Microsoft.Network/privateDnsZones");
+    assert_eq!(zones.len(), 1, "{zones:?}");
+    assert_eq!(zones[0]["name"], "strata-private.capz.io");
+    assert_eq!(zones[0]["location"], "global");
+    let links = of_type("Microsoft.Network/privateDnsZones/virtualNetworkLinks");
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(
+        links[0]["properties"]["virtualNetwork"]["id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("/virtualNetworks/strata-private-vnet")),
+        "{}",
+        links[0]
+    );
+    let records = of_type("Microsoft.Network/privateDnsZones/A");
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["name"], "apiserver");
+    assert_eq!(
+        records[0]["properties"]["aRecords"],
+        serde_json::json!([{ "ipv4Address": "10.0.0.100" }])
+    );
+    let lb = of_type("Microsoft.Network/loadBalancers")
+        .into_iter()
+        .find(|l| l["name"] == "strata-private-internal-lb")
+        .expect("the internal API server load balancer");
+    assert_eq!(
+        lb["properties"]["frontendIPConfigurations"][0]["zones"],
+        serde_json::json!(["1", "2", "3"])
+    );
+    let bastions = of_type("Microsoft.Network/bastionHosts");
+    assert_eq!(bastions.len(), 1, "{bastions:?}");
+    assert_eq!(bastions[0]["name"], "strata-private-azure-bastion");
+    assert!(
+        of_type("Microsoft.Network/virtualNetworks/subnets")
+            .iter()
+            .any(|s| s["name"] == "AzureBastionSubnet"),
+        "the bastion subnet"
+    );
+    assert_eq!(
+        of_type("Microsoft.Compute/virtualMachines").len(),
+        machines.len()
+    );
+
+    for (name, _, _) in machines {
+        ams.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    clusters
+        .delete("strata-private", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack
+        .eventually(
+            "Azure is empty and the AzureCluster gone",
+            Duration::from_secs(180),
+            || async {
+                stack.sim_resources().await.is_empty()
+                    && clusters.get_opt("strata-private").await.unwrap().is_none()
+            },
+        )
+        .await;
+}

@@ -3,8 +3,8 @@
 //! translator's golden outputs — against ARM's REST specification: the swagger extracts the
 //! emulator's own spec tests use (e2e/armsim/tests/data/), which keep each kind's read-only
 //! properties. A read-only property in a PUT body is refused or ignored by ARM, and would show as
-//! drift for ever. The extracts are of Network 2024-03-01, Compute 2024-07-01 and Resources
-//! 2021-04-01; the read-only sets of these kinds' properties Strata sends are the same at the
+//! drift for ever. The extracts are of Network 2024-03-01, Compute 2024-07-01, Resources
+//! 2021-04-01 and Private DNS 2024-06-01; the read-only sets of these kinds' properties Strata sends are the same at the
 //! versions now sent (2025-05-01, 2025-04-01), which the emulator's spec tests hold it to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,7 +27,7 @@ fn repo_root() -> PathBuf {
         .to_owned()
 }
 
-/// `definitions` and `roots` (ARM type → definition) of the three extracts, merged.
+/// `definitions` and `roots` (ARM type → definition) of the extracts, merged.
 fn spec() -> (BTreeMap<String, Value>, BTreeMap<String, String>) {
     let mut definitions = BTreeMap::new();
     let mut roots = BTreeMap::new();
@@ -35,6 +35,7 @@ fn spec() -> (BTreeMap<String, Value>, BTreeMap<String, String>) {
         "network-2024-03-01.json",
         "compute-2024-07-01.json",
         "resources-2021-04-01.json",
+        "privatedns-2024-06-01.json",
     ] {
         let path = repo_root().join("e2e/armsim/tests/data").join(file);
         let extract: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

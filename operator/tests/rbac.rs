@@ -162,12 +162,18 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         w.apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
             .await,
     );
-    // Every kind the role grants is used: the peering sample brings the one kind the two files
-    // above lack.
-    objects.extend(
-        w.apply_file(&repo_root().join("samples/azure/virtual-network-peering.yaml"))
-            .await,
-    );
+    // Every kind the role grants is used: the peering, private DNS and bastion samples bring the
+    // kinds the two files above lack.
+    for sample in [
+        "virtual-network-peering.yaml",
+        "private-dns.yaml",
+        "bastion-host.yaml",
+    ] {
+        objects.extend(
+            w.apply_file(&repo_root().join("samples/azure").join(sample))
+                .await,
+        );
+    }
     objects.push(
         w.apply(serde_json::json!({
             "apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",

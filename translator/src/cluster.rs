@@ -1,7 +1,8 @@
 //! Cluster level: Cluster + AzureCluster (+ the availability sets its machines need) → resource
 //! group, VNet, subnets, NSGs with their rules, route tables, NAT gateways with their public IPs,
 //! the API server load balancer with its public IP (or an internal one), the outbound load
-//! balancers.
+//! balancers, a private cluster's DNS zone with its links and API server record, and the Azure
+//! Bastion host with its public IP.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,10 @@ const ROLE_COMMON: &str = "common";
 const ROLE_API_SERVER: &str = "apiserver";
 const ROLE_NODE_OUTBOUND: &str = "nodeOutboundLB";
 const ROLE_CONTROL_PLANE_OUTBOUND: &str = "controlPlaneOutboundLB";
+const ROLE_BASTION: &str = "Bastion";
+
+/// The TTL of the API server's record (`azure/services/privatedns/record_spec.go`).
+const API_SERVER_RECORD_TTL: i64 = 300;
 
 /// The API server probe CAPZ makes: HTTPS `/readyz` every 15 s, 4 failures.
 const PROBE_PATH: &str = "/readyz";
@@ -220,6 +225,13 @@ pub fn translate(
         )?;
     }
 
+    if let Some(b) = &model.bastion {
+        bastion(&model, &mut out, &rg_ref, b);
+    }
+    if let Some(dns) = &model.private_dns {
+        private_dns(&model, &mut out, &rg_ref, &vnet_cr, dns)?;
+    }
+
     // Availability sets of the machines placed without a zone.
     for (m, azm) in machines {
         if let Some(name) = machine::availability_set_name(&model, m, azm) {
@@ -360,6 +372,7 @@ fn load_balancer(
             fe.subnet = Some(ResourceRef::named(&subnet.cr_name));
             fe.private_ip_address = f.private_ip.clone();
             fe.private_ip_allocation_method = Some(AllocationMethod::Static);
+            fe.zones = lb.zones.clone();
         }
         frontends.push(fe);
     }
@@ -434,6 +447,147 @@ fn load_balancer(
                 probes,
                 load_balancing_rules: rules,
                 outbound_rules,
+            },
+            status: None,
+        }
+        .into(),
+    );
+    Ok(())
+}
+
+/// The Azure Bastion host with its public IP (its subnet is one of the model's subnets), as
+/// `azure/services/bastionhosts/spec.go` builds it: tags with role `Bastion`, one IP
+/// configuration `<bastion>-bastionIP` with a dynamic private IP.
+fn bastion(
+    model: &ClusterModel,
+    out: &mut Translation,
+    rg_ref: &ResourceRef,
+    b: &crate::model::BastionModel,
+) {
+    let (ip, dns) = &b.public_ip;
+    let ip_cr = public_ip(model, out, rg_ref, ip, dns.as_deref());
+    let cr = naming::cr_name(&model.name, &b.name);
+    let tags = model.tags(ROLE_BASTION, &b.name);
+    out.resources.push(
+        BastionHost {
+            metadata: model.meta(&cr, false, Some(&tags)),
+            spec: BastionHostSpec {
+                azure_name: ClusterModel::azure_name(&cr, &b.name),
+                owner: rg_ref.clone(),
+                location: model.location.clone(),
+                tags,
+                sku: match b.sku {
+                    capz::BastionHostSku::Basic => BastionSku::Basic,
+                    capz::BastionHostSku::Standard => BastionSku::Standard,
+                },
+                ip_configurations: vec![BastionIPConfiguration {
+                    name: naming::bastion_ip_config(&b.name),
+                    subnet: ResourceRef::named(&b.subnet_cr),
+                    public_ip_address: ResourceRef::named(ip_cr),
+                    private_ip_allocation_method: Some(AllocationMethod::Dynamic),
+                }],
+                enable_tunneling: Some(b.enable_tunneling),
+                scale_units: None,
+            },
+            status: None,
+        }
+        .into(),
+    );
+}
+
+/// A private cluster's DNS zone, its VNet links and the API server's A record
+/// (`azure/scope/cluster.go` `PrivateDNSSpec`). The zone and links carry CAPZ's ownership tag and
+/// the additional tags, without role or name (`zone_spec.go`, `link_spec.go`); a zone in another
+/// resource group is placed there through an observed CR of that group, which CAPZ expects to
+/// exist.
+fn private_dns(
+    model: &ClusterModel,
+    out: &mut Translation,
+    rg_ref: &ResourceRef,
+    vnet_cr: &str,
+    dns: &crate::model::PrivateDnsModel,
+) -> Result<(), InputError> {
+    let mut tags = model.additional_tags.clone();
+    tags.insert(naming::owned_tag(&model.name), naming::OWNED.to_owned());
+    let zone_owner = if dns.resource_group == model.resource_group {
+        rg_ref.clone()
+    } else {
+        let cr = naming::cr_name(&model.name, &dns.resource_group);
+        if !out.resources.iter().any(|r| r.name() == cr) {
+            out.resources.push(
+                ResourceGroup {
+                    metadata: model.meta(&cr, true, None),
+                    spec: ResourceGroupSpec {
+                        azure_name: ClusterModel::azure_name(&cr, &dns.resource_group),
+                        location: model.location.clone(),
+                        tags: Tags::new(),
+                    },
+                    status: None,
+                }
+                .into(),
+            );
+        }
+        ResourceRef::named(cr)
+    };
+    let zone_cr = naming::cr_name(&model.name, &dns.zone);
+    out.resources.push(
+        PrivateDnsZone {
+            metadata: model.meta(&zone_cr, false, Some(&tags)),
+            spec: PrivateDnsZoneSpec {
+                azure_name: ClusterModel::azure_name(&zone_cr, &dns.zone),
+                owner: zone_owner,
+                tags: tags.clone(),
+            },
+            status: None,
+        }
+        .into(),
+    );
+    for (i, link) in dns.links.iter().enumerate() {
+        let virtual_network = match &link.peered {
+            None => ResourceRef::named(vnet_cr),
+            Some((rg, vnet)) => {
+                let subscription = model.subscription_id.as_deref().ok_or_else(|| InputError {
+                    object: model.object.clone(),
+                    field: "spec.subscriptionID".to_owned(),
+                    message: format!(
+                        "required to link the private DNS zone to the peered VNet {vnet}                          (spec.networkSpec.vnet.peerings[{}])",
+                        i - 1
+                    ),
+                })?;
+                ResourceRef::arm(naming::network_id(
+                    subscription,
+                    rg,
+                    "virtualNetworks",
+                    vnet,
+                ))
+            }
+        };
+        let cr = naming::cr_name(&model.name, &link.name);
+        out.resources.push(
+            PrivateDnsZoneVirtualNetworkLink {
+                metadata: model.meta(&cr, false, Some(&tags)),
+                spec: PrivateDnsZoneVirtualNetworkLinkSpec {
+                    azure_name: ClusterModel::azure_name(&cr, &link.name),
+                    owner: ResourceRef::named(&zone_cr),
+                    tags: tags.clone(),
+                    virtual_network,
+                    registration_enabled: Some(false),
+                },
+                status: None,
+            }
+            .into(),
+        );
+    }
+    let (host, ip) = &dns.record;
+    let cr = naming::cr_name(&model.name, host);
+    out.resources.push(
+        PrivateDnsARecord {
+            metadata: model.meta(&cr, false, None),
+            spec: PrivateDnsARecordSpec {
+                azure_name: ClusterModel::azure_name(&cr, host),
+                owner: ResourceRef::named(&zone_cr),
+                ttl: Some(API_SERVER_RECORD_TTL),
+                ipv4_addresses: vec![ip.clone()],
             },
             status: None,
         }

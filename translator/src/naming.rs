@@ -138,6 +138,36 @@ pub fn outbound_backend_pool(lb: &str) -> String {
     format!("{lb}-outboundBackendPool")
 }
 
+/// A private cluster's DNS zone: `<cluster>.capz.io` (CAPZ `azure/defaults.go`
+/// `GeneratePrivateDNSZoneName`).
+pub fn private_dns_zone(cluster: &str) -> String {
+    format!("{cluster}.capz.io")
+}
+
+/// A private DNS zone's link to a VNet: `<vnet>-link` (`GenerateVNetLinkName`).
+pub fn vnet_link(vnet: &str) -> String {
+    format!("{vnet}-link")
+}
+
+/// The API server's name in the private DNS zone (`PrivateAPIServerHostname`).
+pub const PRIVATE_API_SERVER_HOSTNAME: &str = "apiserver";
+
+/// The Azure Bastion host: `<cluster>-azure-bastion` (`generateAzureBastionName`).
+pub fn azure_bastion(cluster: &str) -> String {
+    format!("{cluster}-azure-bastion")
+}
+
+/// The Azure Bastion host's public IP: `<cluster>-azure-bastion-pip`
+/// (`generateAzureBastionPublicIPName`).
+pub fn azure_bastion_ip(cluster: &str) -> String {
+    format!("{cluster}-azure-bastion-pip")
+}
+
+/// A bastion host's IP configuration: `<bastion>-bastionIP` (`bastionhosts/spec.go`).
+pub fn bastion_ip_config(bastion: &str) -> String {
+    format!("{bastion}-bastionIP")
+}
+
 /// The API server LB's probe, rule and outbound rule, as CAPZ names them.
 pub const API_SERVER_PROBE: &str = "HTTPSProbe";
 pub const API_SERVER_RULE: &str = "LBRuleHTTPS";

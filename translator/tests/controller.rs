@@ -1004,10 +1004,18 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
         })
     })
     .await;
+    // Beside the default cluster, a private one (CAPZ's private flavour), whose translation writes
+    // the kinds the default one lacks: the bastion host and the private DNS zone, link and record.
+    let private_cluster = sample("default-cluster.yaml")
+        .split("\n---\n")
+        .find(|d| d.contains("\nkind: Cluster\n"))
+        .unwrap()
+        .replace("strata-demo", "strata-private");
     let input = format!(
-        "{}\n{}",
+        "{}\n{}\n---\n{private_cluster}\n---\n{}",
         sample("default-cluster.yaml"),
-        capi_machines("strata-demo")
+        capi_machines("strata-demo"),
+        sample("private-cluster.yaml"),
     );
     // As in a real management cluster: the identity lives in another namespace and allows
     // this one by label, and CAPI makes each Machine own its AzureMachine.
@@ -1045,7 +1053,11 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
         let cluster = azure_cluster(&env, "strata-demo")
             .await
             .status
-            .is_some_and(|s| s.ready);
+            .is_some_and(|s| s.ready)
+            && azure_cluster(&env, "strata-private")
+                .await
+                .status
+                .is_some_and(|s| s.ready);
         let machines = azms.list(&ListParams::default()).await.unwrap().items;
         (cluster
             && !machines.is_empty()
@@ -1060,10 +1072,12 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
             .await
             .unwrap();
     }
-    Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
-        .delete("strata-demo", &DeleteParams::default())
-        .await
-        .unwrap();
+    for cluster in ["strata-demo", "strata-private"] {
+        Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+            .delete(cluster, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
     eventually("every cloud CR deleted", || async {
         cloud_crs(&env).await.is_empty().then_some(())
     })

@@ -120,6 +120,11 @@ pub struct FrontendIPConfiguration {
         rename = "privateIPAllocationMethod"
     )]
     pub private_ip_allocation_method: Option<AllocationMethod>,
+    /// Availability zones of an internal frontend (zone-redundant with all three); a public
+    /// frontend takes its public IP's. Immutable in Azure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3), inner(pattern(r"^[1-3]$")))]
+    pub zones: Vec<String>,
 }
 
 /// A backend pool.

@@ -36,6 +36,12 @@ pub mod naming {
     /// Linux virtual machines: 1–64 letters, digits and `-`, not starting or ending with `-`
     /// (the stricter host-name rule, which is what a Kubernetes node needs).
     pub const VIRTUAL_MACHINE: &str = r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,62}[a-zA-Z0-9])?$";
+    /// Private DNS zones: a DNS name of at least two labels of letters, digits, `-` and `_`,
+    /// at most 253 characters (the field's bound). Not `{1,33}` labels: kube-apiserver's Go regexp
+    /// refuses nested counts whose product exceeds 1000.
+    pub const DNS_ZONE: &str = r"^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?\.)+[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.?$";
+    /// Record sets: a name relative to the zone (`apiserver`, `a.b`), or `@` for the apex.
+    pub const DNS_RELATIVE_NAME: &str = r"^(@|[a-zA-Z0-9_*]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*)$";
     /// Azure locations as ARM spells them (`westeurope`, `eastus2`).
     pub const LOCATION: &str = r"^[a-z][a-z0-9]{1,39}$";
 }

@@ -58,9 +58,9 @@ pub struct AzureClusterSpec {
     /// Azure cloud, e.g. `AzurePublicCloud`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure_environment: Option<String>,
-    /// Azure Bastion (not translated by Strata yet; kept).
+    /// Bastion hosts of the cluster's network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bastion_spec: Option<FreeForm>,
+    pub bastion_spec: Option<BastionSpec>,
     /// Cloud-provider config overrides (not used by Strata; kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_provider_config_overrides: Option<FreeForm>,
@@ -99,9 +99,83 @@ pub struct NetworkSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub control_plane_outbound_lb: Option<LoadBalancerSpec>,
-    /// Private DNS zone of a private cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Private DNS zone of a private cluster (`apiServerLB.type: Internal`); CAPZ's default:
+    /// `<cluster>.capz.io`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "privateDNSZoneName"
+    )]
+    #[schemars(length(min = 3, max = 253), pattern(naming::DNS_ZONE))]
     pub private_dns_zone_name: Option<String>,
+    /// Resource group of the private DNS zone; defaults to the cluster's.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "privateDNSZoneResourceGroup"
+    )]
+    #[schemars(length(min = 1, max = 90), pattern(naming::RESOURCE_GROUP))]
+    pub private_dns_zone_resource_group: Option<String>,
+    /// Whether CAPZ makes the private DNS zone of a private cluster (`System`, the default) or
+    /// leaves the API server's name to DNS of the user's own (`None`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "privateDNSZone"
+    )]
+    pub private_dns_zone: Option<PrivateDnsZoneMode>,
+}
+
+/// Who provides a private cluster's DNS zone.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PrivateDnsZoneMode {
+    /// CAPZ (here: Strata) creates the zone, its links and the API server record.
+    System,
+    /// No zone is created.
+    None,
+}
+
+/// Bastion hosts of the cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BastionSpec {
+    /// An Azure Bastion host in the cluster's VNet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure_bastion: Option<AzureBastion>,
+}
+
+/// An Azure Bastion host (CAPZ defaults: `<cluster>-azure-bastion`, subnet `AzureBastionSubnet`
+/// 10.255.255.224/27, public IP `<cluster>-azure-bastion-pip`, Basic SKU).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("!has(self.enableTunneling) || !self.enableTunneling || (has(self.sku) && self.sku == 'Standard')")
+    .message("enableTunneling needs sku Standard")
+    .field_path(".enableTunneling"))]
+pub struct AzureBastion {
+    /// Name of the bastion host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
+    pub name: Option<String>,
+    /// Its subnet (Azure requires the name `AzureBastionSubnet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<SubnetSpec>,
+    /// Its public IP.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "publicIP")]
+    pub public_ip: Option<PublicIPSpec>,
+    /// SKU: Basic (the default) or Standard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<BastionHostSku>,
+    /// Native client support; Standard SKU only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_tunneling: Option<bool>,
+}
+
+/// SKU of a bastion host.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BastionHostSku {
+    #[default]
+    Basic,
+    Standard,
 }
 
 /// The virtual network.
@@ -350,6 +424,12 @@ pub struct LoadBalancerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 4, max = 30))]
     pub idle_timeout_in_minutes: Option<i32>,
+    /// Availability zones of the load balancer's frontends (zone redundancy); an internal load
+    /// balancer's frontends carry them, a public one's come from its public IPs. Immutable in
+    /// Azure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3), inner(pattern(r"^[1-3]$")))]
+    pub availability_zones: Vec<String>,
 }
 
 /// Public or Internal load balancer.

@@ -112,6 +112,25 @@ fn view_with(
                 props.insert((*property).to_string(), Value::Array(children));
             }
         }
+        for count in spec.child_counts {
+            let n: usize = count
+                .segments
+                .iter()
+                .map(|segment| {
+                    store
+                        .children(&resource.id, segment)
+                        .filter(|c| {
+                            count
+                                .when
+                                .is_none_or(|p| c.body.pointer(p) == Some(&Value::Bool(true)))
+                        })
+                        .count()
+                })
+                .sum();
+            if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert(count.property.to_string(), Value::from(n + count.plus));
+            }
+        }
         add_back_refs(store, resource, spec, &mut body, index);
         (spec.view)(&mut body, expand);
     }
@@ -284,7 +303,8 @@ fn location_of(store: &Store, resource: &Resource) -> Option<String> {
     })
 }
 
-/// Every referenced resource must exist and be in the same region.
+/// Every referenced resource must exist and be in the same region (a global resource, such as a
+/// private DNS zone's virtual network link, may refer to one of any region).
 fn check_references(
     store: &Store,
     body: &Value,
@@ -305,6 +325,7 @@ fn check_references(
         };
         if let (Some(mine), Some(theirs)) = (location, location_of(store, target))
             && mine != theirs
+            && mine != "global"
         {
             return Err(ArmError::bad_request(
                 "InvalidResourceReference",
@@ -501,7 +522,7 @@ fn settle_location(
             )
         })?;
     let location = normalize_location(raw);
-    if !types::REGIONS.contains(&location.as_str()) {
+    if !spec.regions.contains(&location.as_str()) {
         let code = if is_group(spec) {
             "LocationNotAvailableForResourceGroup"
         } else {
@@ -512,7 +533,7 @@ fn settle_location(
             format!(
                 "The provided location '{raw}' is not available for resource type '{}'. List of available regions for the resource type is '{}'.",
                 spec.type_name,
-                types::REGIONS.join(",")
+                spec.regions.join(",")
             ),
         ));
     }
@@ -927,6 +948,17 @@ pub fn delete(
     }
     if !is_group(spec) {
         check_in_use(&sim.store, &keys)?;
+    }
+    for segment in spec.blocking_children {
+        if let Some(child) = sim.store.children(id, segment).next() {
+            return Err(ArmError::bad_request(
+                spec.in_use_code,
+                format!(
+                    "Can not delete resource before nested resources are deleted: {id} still has {}.",
+                    child.id
+                ),
+            ));
+        }
     }
     let latency = sim.scaled(spec.delete_seconds);
     if latency.is_zero() {

@@ -13,6 +13,9 @@ use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+/// The private DNS kinds' API version (their own REST specification, `privatedns`).
+const PRIVATE_DNS: &str = "api-version=2024-06-01";
+
 /// The swagger extracts: `paths` (success codes per kind and verb), `roots` (kind → definition)
 /// and `definitions`.
 fn extracts() -> Vec<Value> {
@@ -20,6 +23,7 @@ fn extracts() -> Vec<Value> {
         include_str!("data/network-2024-03-01.json"),
         include_str!("data/compute-2024-07-01.json"),
         include_str!("data/resources-2021-04-01.json"),
+        include_str!("data/privatedns-2024-06-01.json"),
     ]
     .iter()
     .map(|text| serde_json::from_str(text).unwrap())
@@ -328,6 +332,49 @@ fn fleet(g: &str) -> Vec<(&'static str, String, &'static str, Value)> {
             net(g, "virtualNetworks/vnet/virtualNetworkPeerings/to-hub"),
             NET,
             json!({ "properties": { "remoteVirtualNetwork": { "id": net(g, "virtualNetworks/hub") } } }),
+        ),
+        (
+            "Microsoft.Network/virtualNetworks/subnets",
+            net(g, "virtualNetworks/vnet/subnets/AzureBastionSubnet"),
+            NET,
+            json!({ "properties": { "addressPrefix": "10.0.255.0/26" } }),
+        ),
+        (
+            "Microsoft.Network/publicIPAddresses",
+            net(g, "publicIPAddresses/bastion-pip"),
+            NET,
+            json!({ "location": "westeurope", "sku": { "name": "Standard" }, "properties": { "publicIPAllocationMethod": "Static" } }),
+        ),
+        (
+            "Microsoft.Network/bastionHosts",
+            net(g, "bastionHosts/bastion"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "ipConfigurations": [
+                { "name": "bastionIP", "properties": {
+                    "subnet": { "id": net(g, "virtualNetworks/vnet/subnets/AzureBastionSubnet") },
+                    "publicIPAddress": { "id": net(g, "publicIPAddresses/bastion-pip") } } }
+            ] } }),
+        ),
+        (
+            "Microsoft.Network/privateDnsZones",
+            net(g, "privateDnsZones/shape.capz.io"),
+            PRIVATE_DNS,
+            json!({ "location": "global" }),
+        ),
+        (
+            "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+            net(
+                g,
+                "privateDnsZones/shape.capz.io/virtualNetworkLinks/vnet-link",
+            ),
+            PRIVATE_DNS,
+            json!({ "location": "global", "properties": { "virtualNetwork": { "id": net(g, "virtualNetworks/vnet") } } }),
+        ),
+        (
+            "Microsoft.Network/privateDnsZones/A",
+            net(g, "privateDnsZones/shape.capz.io/A/apiserver"),
+            PRIVATE_DNS,
+            json!({ "properties": { "ttl": 300, "aRecords": [ { "ipv4Address": "10.0.0.100" } ] } }),
         ),
     ]
 }
@@ -1299,4 +1346,207 @@ async fn a_peering_is_initiated_until_the_remote_vnet_peers_back_then_both_are_c
         )
         .await;
     assert_eq!(moved.status, StatusCode::BAD_REQUEST, "{}", moved.body);
+}
+
+#[tokio::test]
+async fn a_private_dns_zone_is_global_counts_its_links_and_records_and_outlives_no_link() {
+    let sim = Sim::start().await;
+    let g = "pdns";
+    sim.network(g).await;
+    let zone = net(g, "privateDnsZones/c1.capz.io");
+    let regional = sim
+        .put(&zone, PRIVATE_DNS, json!({ "location": "westeurope" }))
+        .await;
+    assert_eq!(
+        regional.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        regional.body
+    );
+    assert_eq!(regional.code(), "LocationNotAvailableForResourceType");
+    let one_label = sim
+        .put(
+            &net(g, "privateDnsZones/localdomain"),
+            PRIVATE_DNS,
+            json!({ "location": "global" }),
+        )
+        .await;
+    assert_eq!(
+        one_label.code(),
+        "InvalidResourceName",
+        "{}",
+        one_label.body
+    );
+    let created = sim
+        .create(&zone, PRIVATE_DNS, json!({ "location": "global" }))
+        .await;
+    assert_eq!(
+        created["properties"]["numberOfRecordSets"], 1,
+        "the SOA set"
+    );
+    assert_eq!(created["properties"]["numberOfVirtualNetworkLinks"], 0);
+
+    let link = format!("{zone}/virtualNetworkLinks/vnet-link");
+    let vnet = net(g, "virtualNetworks/vnet");
+    let missing = sim
+        .put(
+            &link,
+            PRIVATE_DNS,
+            json!({ "location": "global", "properties": { "virtualNetwork": { "id": net(g, "virtualNetworks/nope") } } }),
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.body);
+    let linked = sim
+        .create(
+            &link,
+            PRIVATE_DNS,
+            json!({ "location": "global", "properties": { "virtualNetwork": { "id": vnet } } }),
+        )
+        .await;
+    assert_eq!(linked["properties"]["virtualNetworkLinkState"], "Completed");
+    assert_eq!(linked["properties"]["registrationEnabled"], false);
+    let twin = sim
+        .put(
+            &format!("{zone}/virtualNetworkLinks/twin"),
+            PRIVATE_DNS,
+            json!({ "location": "global", "properties": { "virtualNetwork": { "id": vnet } } }),
+        )
+        .await;
+    assert_eq!(twin.status, StatusCode::CONFLICT, "{}", twin.body);
+
+    let record = format!("{zone}/A/apiserver");
+    let bad = sim
+        .put(
+            &record,
+            PRIVATE_DNS,
+            json!({ "properties": { "aRecords": [ { "ipv4Address": "fd00::1" } ] } }),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    let made = sim
+        .put(
+            &record,
+            PRIVATE_DNS,
+            json!({ "properties": { "ttl": 300, "aRecords": [ { "ipv4Address": "10.0.0.100" } ] } }),
+        )
+        .await;
+    assert_eq!(
+        made.status,
+        StatusCode::CREATED,
+        "record sets answer at once"
+    );
+    assert_eq!(made.body["properties"]["fqdn"], "apiserver.c1.capz.io.");
+    let zone_now = sim.get(&zone, PRIVATE_DNS).await.body;
+    assert_eq!(zone_now["properties"]["numberOfRecordSets"], 2);
+    assert_eq!(zone_now["properties"]["numberOfVirtualNetworkLinks"], 1);
+
+    // The linked VNet and the zone cannot go while the link exists; the record goes with the zone.
+    let vnet_delete = sim.delete(&vnet, NET).await;
+    assert_eq!(
+        vnet_delete.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        vnet_delete.body
+    );
+    let zone_delete = sim.delete(&zone, PRIVATE_DNS).await;
+    assert_eq!(
+        zone_delete.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        zone_delete.body
+    );
+    assert_eq!(zone_delete.code(), "CannotDeleteResource");
+    let r = sim.delete(&link, PRIVATE_DNS).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let r = sim.delete(&zone, PRIVATE_DNS).await;
+    assert!(r.status.is_success(), "{}", r.body);
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    assert_eq!(
+        sim.get(&record, PRIVATE_DNS).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn a_bastion_host_needs_its_subnet_name_a_standard_ip_and_its_sku_for_tunneling() {
+    let sim = Sim::start().await;
+    let g = "bastion";
+    sim.network(g).await;
+    let subnet = net(g, "virtualNetworks/vnet/subnets/AzureBastionSubnet");
+    sim.create(
+        &subnet,
+        NET,
+        json!({ "properties": { "addressPrefix": "10.0.255.0/26" } }),
+    )
+    .await;
+    let standard = net(g, "publicIPAddresses/standard");
+    sim.create(
+        &standard,
+        NET,
+        json!({ "location": "westeurope", "sku": { "name": "Standard" }, "properties": { "publicIPAllocationMethod": "Static" } }),
+    )
+    .await;
+    let basic = net(g, "publicIPAddresses/basic");
+    sim.create(&basic, NET, json!({ "location": "westeurope" }))
+        .await;
+    let host = net(g, "bastionHosts/bastion");
+    let body = |subnet: &str, ip: &str, sku: &str, tunneling: bool| {
+        json!({ "location": "westeurope", "sku": { "name": sku }, "properties": {
+            "enableTunneling": tunneling,
+            "ipConfigurations": [ { "name": "bastionIP", "properties": {
+                "subnet": { "id": subnet }, "publicIPAddress": { "id": ip } } } ] } })
+    };
+    let wrong_subnet = sim
+        .put(
+            &host,
+            NET,
+            body(&sim.subnet_id(g), &standard, "Basic", false),
+        )
+        .await;
+    assert_eq!(
+        wrong_subnet.code(),
+        "InvalidBastionHostSubnet",
+        "{}",
+        wrong_subnet.body
+    );
+    let basic_ip = sim
+        .put(&host, NET, body(&subnet, &basic, "Basic", false))
+        .await;
+    assert_eq!(
+        basic_ip.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        basic_ip.body
+    );
+    let tunnel = sim
+        .put(&host, NET, body(&subnet, &standard, "Basic", true))
+        .await;
+    assert_eq!(tunnel.status, StatusCode::BAD_REQUEST, "{}", tunnel.body);
+
+    let made = sim
+        .create(&host, NET, body(&subnet, &standard, "Basic", false))
+        .await;
+    let dns = made["properties"]["dnsName"].as_str().unwrap().to_owned();
+    assert!(
+        dns.starts_with("bst-") && dns.ends_with(".bastion.azure.com"),
+        "{dns}"
+    );
+    assert_eq!(made["properties"]["scaleUnits"], 2);
+    assert_eq!(
+        made["properties"]["ipConfigurations"][0]["properties"]["privateIPAllocationMethod"],
+        "Dynamic"
+    );
+    // The DNS name stays what it was through an update.
+    let again = sim
+        .create(&host, NET, body(&subnet, &standard, "Standard", true))
+        .await;
+    assert_eq!(again["properties"]["dnsName"], dns.as_str());
+    // Its subnet and public IP are held while it exists.
+    let ip_delete = sim.delete(&standard, NET).await;
+    assert_eq!(
+        ip_delete.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        ip_delete.body
+    );
 }

@@ -688,6 +688,18 @@ pub fn validate_defaults(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
 /// required or defaulted, and a `type` on every specified field. The CEL rules are checked by
 /// [`validate_crd_cel`].
 pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+        && let Err(e) = go_regexp_ok(p)
+    {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            format!("{path}.pattern"),
+            format!(
+                "Invalid value: {}: must be a valid regular expression, but isn't: error parsing regexp: {e}",
+                Value::String(p.to_owned())
+            ),
+        ));
+    }
     if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
         let keys = list_map_keys(schema);
         if keys.is_empty() {
@@ -745,6 +757,69 @@ pub fn validate_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) 
     }
     if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         validate_crd_schema(ap, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
+/// Whether Go's `regexp` (what kube-apiserver compiles a schema's `pattern` with) accepts `p`,
+/// with Go's message when it does not. Beyond plain syntax, Go refuses a counted repetition
+/// (`{m,n}`) whose nesting multiplies the counts past 1000 (`regexp/syntax` `repeatIsValid`):
+/// `^(a{0,61}\.){1,33}$` is "invalid repeat count: `{1,33}`", which Rust's regex accepts.
+pub(crate) fn go_regexp_ok(p: &str) -> Result<(), String> {
+    use regex_syntax::ast::{Ast, RepetitionKind, RepetitionRange};
+    let ast = regex_syntax::ast::parse::Parser::new()
+        .parse(p)
+        .map_err(|e| format!("{}: `{p}`", e.kind()))?;
+    // The largest count of a repetition (its minimum when unbounded); 0 for `*`, `+`, `?`.
+    fn count(kind: &RepetitionKind) -> u32 {
+        match kind {
+            RepetitionKind::Range(RepetitionRange::Exactly(n))
+            | RepetitionKind::Range(RepetitionRange::AtLeast(n))
+            | RepetitionKind::Range(RepetitionRange::Bounded(_, n)) => *n,
+            _ => 0,
+        }
+    }
+    // Go's check, run at every counted repetition of count ≥ 2 over what it repeats: each
+    // repetition inside divides the budget of 1000 by its count.
+    fn valid(ast: &Ast, budget: u32) -> bool {
+        let subs: Vec<&Ast> = match ast {
+            Ast::Repetition(r) => {
+                let m = count(&r.op.kind);
+                if m > budget {
+                    return false;
+                }
+                let budget = budget.checked_div(m).unwrap_or(budget);
+                return valid(&r.ast, budget);
+            }
+            Ast::Group(g) => vec![&g.ast],
+            Ast::Concat(c) => c.asts.iter().collect(),
+            Ast::Alternation(a) => a.asts.iter().collect(),
+            _ => Vec::new(),
+        };
+        subs.into_iter().all(|s| valid(s, budget))
+    }
+    fn first_invalid<'a>(ast: &'a Ast, p: &'a str) -> Option<&'a str> {
+        let subs: Vec<&Ast> = match ast {
+            Ast::Repetition(r) => {
+                let inner = first_invalid(&r.ast, p);
+                if inner.is_some() {
+                    return inner;
+                }
+                let m = count(&r.op.kind);
+                if m >= 2 && !valid(ast, 1000) {
+                    return p.get(r.op.span.start.offset..r.op.span.end.offset);
+                }
+                return None;
+            }
+            Ast::Group(g) => vec![&g.ast],
+            Ast::Concat(c) => c.asts.iter().collect(),
+            Ast::Alternation(a) => a.asts.iter().collect(),
+            _ => Vec::new(),
+        };
+        subs.into_iter().find_map(|s| first_invalid(s, p))
+    }
+    match first_invalid(&ast, p) {
+        Some(op) => Err(format!("invalid repeat count: `{op}`")),
+        None => Ok(()),
     }
 }
 
@@ -1143,6 +1218,22 @@ pub fn validate_cel(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn patterns_are_refused_where_go_refuses_their_repeat_counts() {
+        use super::go_regexp_ok;
+        assert_eq!(go_regexp_ok(r"^[a-z]{1,63}$"), Ok(()));
+        assert_eq!(go_regexp_ok(r"^([a-z]{0,61}\.)+[a-z]$"), Ok(()));
+        assert_eq!(go_regexp_ok(r"^(a{0,10}){0,100}$"), Ok(()));
+        assert_eq!(
+            go_regexp_ok(r"^([a-z]([a-z-]{0,61}[a-z])?\.){1,33}[a-z]$"),
+            Err("invalid repeat count: `{1,33}`".to_owned())
+        );
+        assert_eq!(
+            go_regexp_ok(r"^a{1001}$"),
+            Err("invalid repeat count: `{1001}`".to_owned())
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -2347,3 +2347,62 @@ async fn validating_admission_policy_with_variables_denies_deployments() {
         assert_eq!(code, 200, "{body}");
     }
 }
+
+// kube-apiserver compiles a CRD's `pattern`s with Go's regexp, which refuses counted repetitions
+// whose nesting multiplies past 1000 ("invalid repeat count", naming the outer one) although the
+// pattern is otherwise fine: a DNS-name pattern of up to 33 labels of up to 63 characters is one.
+#[tokio::test]
+async fn a_pattern_with_too_large_nested_repeat_counts_is_refused_as_go_refuses_it() {
+    let (env, _ns) = env_ns().await;
+    let c = env.client();
+    let plural = format!("rp{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let name = format!("{plural}.{GROUP}");
+    let pattern = r"^([a-z]([a-z-]{0,61}[a-z])?\.){1,33}[a-z]+$";
+    let mut crd = gizmo_crd();
+    crd["metadata"]["name"] = json!(name);
+    crd["spec"]["names"] =
+        json!({"kind": format!("Rp{}", &plural[2..]), "plural": plural, "singular": plural});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["zone"] =
+        json!({"type": "string", "pattern": pattern});
+    let (code, body) = raw(
+        &c,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        Some(crd.clone()),
+    )
+    .await;
+    let field = "spec.validation.openAPIV3Schema.properties[spec].properties[zone].pattern";
+    let cause = format!(
+        "Invalid value: {}: must be a valid regular expression, but isn't: error parsing regexp: invalid repeat count: `{{1,33}}`",
+        json!(pattern)
+    );
+    let message = format!(
+        "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: {field}: {cause}"
+    );
+    assert_eq!(
+        (code, body),
+        (
+            422,
+            invalid(
+                "CustomResourceDefinition",
+                &name,
+                Some("apiextensions.k8s.io"),
+                json!([{"reason": "FieldValueInvalid", "message": cause, "field": field}]),
+                &message,
+            )
+        )
+    );
+    // The same labels without the outer count (`+`) are fine for Go.
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["zone"]
+        ["pattern"] = json!(r"^([a-z]([a-z-]{0,61}[a-z])?\.)+[a-z]+$");
+    let (code, body) = raw(
+        &c,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        Some(crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+}

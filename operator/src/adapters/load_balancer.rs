@@ -16,12 +16,16 @@ impl AzureResource for LoadBalancer {
             .frontend_ip_configurations
             .iter()
             .map(|f| {
-                json!({ "name": f.name, "properties": {
+                let mut frontend = json!({ "name": f.name, "properties": {
                     "publicIPAddress": f.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
                     "subnet": f.subnet.as_ref().map(|p| r.reference(Kind::Subnet, p)),
                     "privateIPAddress": f.private_ip_address,
                     "privateIPAllocationMethod": f.private_ip_allocation_method,
-                }})
+                }});
+                if !f.zones.is_empty() {
+                    frontend["zones"] = json!(f.zones);
+                }
+                frontend
             })
             .collect();
         let pools: Vec<Value> = s

@@ -167,7 +167,8 @@ macro_rules! owned_kinds {
 
 // An AzureCluster's translation: everything but the machines' own resources.
 owned_kinds!(owns_cluster_crs, CLUSTER_KINDS: ResourceGroup, VirtualNetwork, NetworkSecurityGroup,
-    RouteTable, PublicIPAddress, NatGateway, Subnet, LoadBalancer, AvailabilitySet);
+    RouteTable, PublicIPAddress, NatGateway, Subnet, LoadBalancer, BastionHost, PrivateDnsZone,
+    PrivateDnsZoneVirtualNetworkLink, PrivateDnsARecord, AvailabilitySet);
 // An AzureMachine's (its custom-data Secret is watched with the bootstrap Secrets, in
 // `run_observed`).
 owned_kinds!(owns_machine_crs, MACHINE_KINDS: PublicIPAddress, NetworkInterface, VirtualMachine);

@@ -75,16 +75,30 @@ pub(super) fn api_server(
                     idle_timeout,
                     frontends: private,
                     backend_pool: naming::internal_companion(&pool),
+                    zones: lb.availability_zones.clone(),
                 }),
             )
         };
         api_server_ilb = ilb;
+        // An internal frontend carries the zones itself; a public one takes its public IP's
+        // (CAPZ docs/book/src/self-managed/load-balancer-zone-redundancy.md).
+        if !internal && !lb.availability_zones.is_empty() && api_server_ilb.is_none() {
+            note(
+                "spec.networkSpec.apiServerLB.availabilityZones",
+                "a public load balancer's zones are its public IPs'; not translated",
+            );
+        }
         Some(LoadBalancerModel {
             backend_pool: pool,
             name: lb_name,
             internal,
             idle_timeout,
             frontends,
+            zones: if internal {
+                lb.availability_zones.clone()
+            } else {
+                Vec::new()
+            },
         })
     };
     Ok((api_server_lb, api_server_ilb))
@@ -161,6 +175,12 @@ pub(super) fn outbound_lb(
 ) -> Result<LoadBalancerModel, InputError> {
     let name = lb.name.clone().unwrap_or(default_name);
     lb_sku_note(lb, field, note);
+    if !lb.availability_zones.is_empty() {
+        note(
+            &format!("{field}.availabilityZones"),
+            "an outbound load balancer's zones are its public IPs'; not translated",
+        );
+    }
     if lb.type_ == Some(LoadBalancerType::Internal) {
         note(
             &format!("{field}.type"),
@@ -198,5 +218,6 @@ pub(super) fn outbound_lb(
         internal: false,
         idle_timeout: lb.idle_timeout_in_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT),
         frontends,
+        zones: Vec::new(),
     })
 }

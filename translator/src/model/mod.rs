@@ -4,8 +4,13 @@
 //! balancer pools under the names the cluster translation made. The subnets (with their NSGs,
 //! route tables and NAT gateways) are `subnets.rs`, the load balancers `load_balancers.rs`.
 
+mod bastion;
 mod load_balancers;
+mod private_dns;
 mod subnets;
+
+pub use bastion::BastionModel;
+pub use private_dns::{LinkModel, PrivateDnsModel};
 
 use std::collections::BTreeMap;
 
@@ -113,6 +118,8 @@ pub struct LoadBalancerModel {
     pub idle_timeout: i32,
     pub frontends: Vec<FrontendModel>,
     pub backend_pool: String,
+    /// Availability zones of the internal frontends (`availabilityZones`).
+    pub zones: Vec<String>,
 }
 
 /// NSGs by Azure name: their rules, tags, and the field that first named them.
@@ -144,6 +151,10 @@ pub struct ClusterModel {
     pub api_server_ilb: Option<LoadBalancerModel>,
     pub node_outbound_lb: Option<LoadBalancerModel>,
     pub control_plane_outbound_lb: Option<LoadBalancerModel>,
+    /// The private DNS of a private cluster.
+    pub private_dns: Option<PrivateDnsModel>,
+    /// The Azure Bastion host (its subnet is in `subnets`).
+    pub bastion: Option<BastionModel>,
     pub api_server_port: i32,
     pub additional_tags: Tags,
     pub policy: Policy,
@@ -208,8 +219,22 @@ impl ClusterModel {
             .and_then(|n| n.api_server_port)
             .unwrap_or(DEFAULT_API_SERVER_PORT);
 
-        let (subnets, security_groups) =
+        let (mut subnets, mut security_groups) =
             subnets::subnets(net, &name, &vnet_name, api_server_port, &mut note);
+        let bastion = spec
+            .bastion_spec
+            .as_ref()
+            .and_then(|b| b.azure_bastion.as_ref())
+            .map(|b| {
+                bastion::bastion(
+                    b,
+                    &name,
+                    &vnet_name,
+                    &mut subnets,
+                    &mut security_groups,
+                    &mut note,
+                )
+            });
 
         // Load balancers.
         let (api_server_lb, api_server_ilb) =
@@ -243,6 +268,14 @@ impl ClusterModel {
                 )
             })
             .transpose()?;
+        let private_dns = private_dns::private_dns(
+            net,
+            &name,
+            &resource_group,
+            &vnet_name,
+            api_server_lb.as_ref(),
+            &mut note,
+        );
 
         Ok(ClusterModel {
             object,
@@ -261,6 +294,8 @@ impl ClusterModel {
             api_server_ilb,
             node_outbound_lb,
             control_plane_outbound_lb,
+            private_dns,
+            bastion,
             api_server_port,
             additional_tags: spec.additional_tags.clone(),
             policy: Policy::of(cluster, azure_cluster),
@@ -436,13 +471,17 @@ fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, 
              it is set",
         );
     }
-    if spec.bastion_spec.is_some() {
-        note("spec.bastionSpec", "Azure Bastion is not translated yet");
-    }
-    if net.private_dns_zone_name.is_some() {
+    let internal = net
+        .api_server_lb
+        .as_ref()
+        .is_some_and(|lb| lb.type_ == Some(capz::LoadBalancerType::Internal));
+    if !internal
+        && (net.private_dns_zone_name.is_some() || net.private_dns_zone_resource_group.is_some())
+    {
+        // As CAPZ: only a private cluster (Internal API server load balancer) gets a zone.
         note(
             "spec.networkSpec.privateDNSZoneName",
-            "private DNS zones are not translated yet",
+            "used only when apiServerLB.type is Internal (as in CAPZ); no private DNS zone is made",
         );
     }
 }

@@ -11,6 +11,7 @@ use crate::id::ResourceId;
 use crate::store::Store;
 
 mod availability_set;
+mod bastion_host;
 pub mod defaults;
 mod disk;
 mod ipam;
@@ -18,6 +19,9 @@ mod load_balancer;
 mod nat_gateway;
 mod network_interface;
 mod network_security_group;
+mod private_dns_a_record;
+mod private_dns_zone;
+mod private_dns_zone_virtual_network_link;
 mod public_ip;
 mod resource_group;
 mod route_table;
@@ -56,6 +60,11 @@ pub const COMPUTE_API_VERSIONS: &[&str] = &[
     "2023-03-01",
 ];
 pub const DISK_API_VERSIONS: &[&str] = &["2025-01-02", "2024-03-02", "2023-10-02", "2023-04-02"];
+/// `Microsoft.Network/privateDnsZones` has API versions of its own (its REST specification is
+/// `privatedns`): 2024-06-01 (the registry's default), 2020-06-01 (what `az` and most SDKs
+/// send) and the older 2020-01-01 and 2018-09-01 (CAPZ's SDK).
+pub const PRIVATE_DNS_API_VERSIONS: &[&str] =
+    &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
 pub const RESOURCES_API_VERSIONS: &[&str] = &[
     "2025-04-01",
     "2024-11-01",
@@ -97,6 +106,9 @@ pub const REGIONS: &[&str] = &[
     "southafricanorth",
     "uaenorth",
 ];
+
+/// The one location of global resources (private DNS zones and their links).
+pub const GLOBAL: &[&str] = &["global"];
 
 /// Normalizes a location as ARM does (`West Europe` → `westeurope`).
 pub fn normalize_location(location: &str) -> String {
@@ -208,6 +220,13 @@ pub struct Spec {
     pub name_rule: NameRule,
     /// Has its own `location` (nested resources take the parent's).
     pub located: bool,
+    /// The locations it may be placed in ([`REGIONS`], or [`GLOBAL`] for a global resource).
+    pub regions: &'static [&'static str],
+    /// Child type segments whose children must be deleted first: deleting the resource while
+    /// one exists is refused with `in_use_code` (a private DNS zone with virtual network links).
+    pub blocking_children: &'static [&'static str],
+    /// Read-only counts of children shown on GET (a private DNS zone's record sets and links).
+    pub child_counts: &'static [ChildCount],
     /// Simulated seconds from PUT to `Succeeded`, and from DELETE to gone.
     pub put_seconds: f64,
     pub delete_seconds: f64,
@@ -254,6 +273,15 @@ pub struct NestedBackRef {
     pub many: bool,
 }
 
+/// A read-only count of a resource's children: `properties.<property>` is the number of
+/// children of the type segments (those whose `when` pointer holds `true`, if given), plus `plus`.
+pub struct ChildCount {
+    pub property: &'static str,
+    pub segments: &'static [&'static str],
+    pub when: Option<&'static str>,
+    pub plus: usize,
+}
+
 /// A read-only property listing the referrers of a resource, e.g. a subnet's `ipConfigurations`:
 /// the ID recorded is that of the object holding the reference (the NIC's IP configuration).
 pub struct BackRef {
@@ -274,6 +302,9 @@ impl Spec {
             api_versions: NETWORK_API_VERSIONS,
             name_rule: NETWORK_NAME,
             located: true,
+            regions: REGIONS,
+            blocking_children: &[],
+            child_counts: &[],
             put_seconds,
             delete_seconds: put_seconds,
             update_seconds: put_seconds,
@@ -320,6 +351,10 @@ static SPECS: &[&Spec] = &[
     &nat_gateway::SPEC,
     &public_ip::SPEC,
     &load_balancer::SPEC,
+    &bastion_host::SPEC,
+    &private_dns_zone::SPEC,
+    &private_dns_zone_virtual_network_link::SPEC,
+    &private_dns_a_record::SPEC,
     &network_interface::SPEC,
     &availability_set::SPEC,
     &virtual_machine::SPEC,
