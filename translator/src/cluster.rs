@@ -98,6 +98,7 @@ pub fn translate(
                 tags: vnet_tags,
                 address_prefixes: model.vnet_cidrs.clone(),
                 dns_servers: Vec::new(),
+                extended_location: model.extended_location.clone(),
             },
             status: None,
         }
@@ -167,7 +168,9 @@ pub fn translate(
         }
         if let Some((nat, ip)) = &subnet.nat_gateway {
             let cr = naming::cr_name(&model.name, nat);
-            let ip_cr = public_ip(&model, &mut out, &rg_ref, ip, None);
+            // CAPZ gives NAT gateway IPs no extended location (azure/scope/cluster.go
+            // PublicIPSpecs).
+            let ip_cr = public_ip(&model, &mut out, &rg_ref, ip, None, false);
             spec.nat_gateway = Some(ResourceRef::named(&cr));
             let tags = model.tags(ROLE_COMMON, nat);
             push(
@@ -274,6 +277,7 @@ fn public_ip(
     owner: &ResourceRef,
     name: &str,
     dns_label: Option<&str>,
+    edge_zone: bool,
 ) -> String {
     let cr = naming::cr_name(&model.name, name);
     let tags = model.tags(ROLE_COMMON, name);
@@ -303,6 +307,7 @@ fn public_ip(
                 dns_label,
                 idle_timeout_in_minutes: None,
                 zones: Vec::new(),
+                extended_location: model.extended_location.clone().filter(|_| edge_zone),
             },
             status: None,
         }
@@ -350,6 +355,7 @@ fn load_balancer(
                 rg_ref,
                 ip,
                 dns.as_deref(),
+                true,
             )));
         } else {
             let subnet = model.control_plane_subnet().ok_or_else(|| InputError {
@@ -434,6 +440,7 @@ fn load_balancer(
                 probes,
                 load_balancing_rules: rules,
                 outbound_rules,
+                extended_location: model.extended_location.clone(),
             },
             status: None,
         }

@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -24,7 +24,8 @@ use super::{AllocationMethod, naming};
 #[x_kube(
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
-    validation = rules::immutable("owner")
+    validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkInterfaceSpec {
@@ -40,6 +41,14 @@ pub struct NetworkInterfaceSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
+    /// DNS servers of the NIC (ARM `dnsSettings.dnsServers`); empty means the VNet's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 45)))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(a, isIP(a))").message("every entry must be an IP address"))]
+    pub dns_servers: Vec<String>,
     /// IP configurations; with more than one, exactly one is `primary`.
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(

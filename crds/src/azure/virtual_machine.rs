@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -25,6 +25,7 @@ use super::naming;
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
     validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation"),
     validation = rules::immutable("image"),
     validation = rules::immutable("osDisk"),
     validation = rules::immutable("adminUsername"),
@@ -50,6 +51,9 @@ pub struct VirtualMachineSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
     /// VM size, e.g. `Standard_D2s_v3`. Can change (Azure resizes the VM).
     #[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z][A-Za-z0-9_]*$"))]
     pub vm_size: String,

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::VirtualMachine;
 
-use super::{AzureResource, Resolved, body, output, prune};
+use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
 use crate::kind::Kind;
 
 impl AzureResource for VirtualMachine {
@@ -81,7 +81,7 @@ impl AzureResource for VirtualMachine {
                 .collect();
             b["identity"] = json!({ "type": identity.type_, "userAssignedIdentities": (!users.is_empty()).then_some(users) });
         }
-        prune(b)
+        prune(in_edge_zone(b, s.extended_location.as_ref()))
     }
 
     fn outputs(observed: &Value) -> Map<String, Value> {

@@ -44,14 +44,15 @@ pub fn zone(machine: &Machine, azure_machine: &AzureMachine) -> Option<String> {
 }
 
 /// The Azure name of the availability set a machine without a zone goes into, as CAPZ names it
-/// (`<cluster>_<control-plane | deployment | set>-as`); none for a zoned machine or one that
-/// belongs to no node group.
+/// (`<cluster>_<control-plane | deployment | set>-as`); none for a zoned machine, one that
+/// belongs to no node group, or one in an edge zone (CAPZ's `MachineScope.AvailabilitySet`:
+/// edge zones have no availability sets).
 pub fn availability_set_name(
     model: &ClusterModel,
     machine: &Machine,
     azure_machine: &AzureMachine,
 ) -> Option<String> {
-    if zone(machine, azure_machine).is_some() {
+    if zone(machine, azure_machine).is_some() || model.extended_location.is_some() {
         return None;
     }
     let labels = machine.metadata.labels.as_ref();
@@ -185,9 +186,36 @@ fn unsupported_fields(i: &Input, note: &mut impl FnMut(&str, &str)) {
                 .is_some_and(|m| m.disk_encryption_set.is_some()),
             "spec.osDisk.managedDisk.diskEncryptionSet",
         ),
+        (
+            spec.os_disk
+                .managed_disk
+                .as_ref()
+                .is_some_and(|m| m.security_profile.is_some()),
+            "spec.osDisk.managedDisk.securityProfile",
+        ),
+        (
+            spec.additional_capabilities.is_some(),
+            "spec.additionalCapabilities",
+        ),
+        (
+            spec.capacity_reservation_group_id.is_some(),
+            "spec.capacityReservationGroupID",
+        ),
+        (
+            spec.role_assignment_name.is_some(),
+            "spec.roleAssignmentName",
+        ),
     ] {
         if present {
             note(field, "not translated yet");
         }
+    }
+    // Strata installs no VM extensions, so disabling them is what it does anyway; asking for
+    // CAPZ's bootstrap-detection extension is not honoured.
+    if spec.disable_vm_bootstrap_extension == Some(false) {
+        note(
+            "spec.disableVMBootstrapExtension",
+            "false is not translated: Strata installs no bootstrap-detection extension",
+        );
     }
 }

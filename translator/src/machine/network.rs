@@ -43,6 +43,7 @@ pub(super) fn public_ip(
                     dns_label: None,
                     idle_timeout_in_minutes: None,
                     zones: Vec::new(),
+                    extended_location: model.extended_location.clone(),
                 },
                 status: None,
             }
@@ -88,6 +89,15 @@ pub(super) fn network_interfaces(
             .map(|(i, n)| (format!("spec.networkInterfaces[{i}].subnetName"), n.clone()))
             .collect()
     };
+    for (i, d) in spec.dns_servers.iter().enumerate() {
+        if d.parse::<std::net::IpAddr>().is_err() {
+            return Err(err(
+                &format!("spec.dnsServers[{i}]"),
+                format!("{d:?} is not an IP address"),
+            ));
+        }
+    }
+    let dns_servers = &spec.dns_servers;
     let many = nic_specs.len() > 1;
     let mut nic_refs = Vec::new();
     for (i, (field, nic)) in nic_specs.iter().enumerate() {
@@ -193,6 +203,13 @@ pub(super) fn network_interfaces(
                         .accelerated_networking
                         .or(spec.accelerated_networking),
                     enable_ip_forwarding: spec.enable_ip_forwarding,
+                    extended_location: model.extended_location.clone(),
+                    // CAPZ gives the DNS servers to the primary NIC only (MachineScope.BuildNICSpec).
+                    dns_servers: if i == 0 {
+                        dns_servers.clone()
+                    } else {
+                        Vec::new()
+                    },
                 },
                 status: None,
             }

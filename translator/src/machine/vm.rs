@@ -105,6 +105,17 @@ pub(super) fn virtual_machine(
             })
         }
     };
+    if spec
+        .diagnostics
+        .as_ref()
+        .and_then(|d| d.boot.as_ref())
+        .is_some_and(|b| b.user_managed.is_some())
+    {
+        note(
+            "spec.diagnostics.boot.userManaged",
+            "user-managed boot diagnostics storage is not translated yet",
+        );
+    }
     let boot_diagnostics = match spec
         .diagnostics
         .as_ref()
@@ -145,6 +156,7 @@ pub(super) fn virtual_machine(
             zone,
             identity,
             boot_diagnostics,
+            extended_location: model.extended_location.clone(),
         },
         status: None,
     })
@@ -203,6 +215,15 @@ fn data_disks(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<Vec<DataDi
         {
             note(
                 &format!("{field}.managedDisk.diskEncryptionSet"),
+                "not translated yet",
+            );
+        }
+        if d.managed_disk
+            .as_ref()
+            .is_some_and(|m| m.security_profile.is_some())
+        {
+            note(
+                &format!("{field}.managedDisk.securityProfile"),
                 "not translated yet",
             );
         }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use strata_crds::capi::Cluster;
 use strata_crds::capz::{self, AzureCluster, SubnetRole};
-use strata_crds::common::Tags;
+use strata_crds::common::{ExtendedLocation, Tags};
 
 use crate::identity::IdentityRef;
 use crate::{InputError, Note, annotations, naming, object_ref};
@@ -147,6 +147,9 @@ pub struct ClusterModel {
     pub api_server_port: i32,
     pub additional_tags: Tags,
     pub policy: Policy,
+    /// The cluster's edge zone: CAPZ puts it on the VNet, the load balancers and their public
+    /// IPs, and the machines' NICs, public IPs and VMs.
+    pub extended_location: Option<ExtendedLocation>,
 }
 
 impl ClusterModel {
@@ -264,6 +267,7 @@ impl ClusterModel {
             api_server_port,
             additional_tags: spec.additional_tags.clone(),
             policy: Policy::of(cluster, azure_cluster),
+            extended_location: spec.extended_location.clone(),
             name,
         })
     }
@@ -438,6 +442,81 @@ fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, 
     }
     if spec.bastion_spec.is_some() {
         note("spec.bastionSpec", "Azure Bastion is not translated yet");
+    }
+    if let Some(r) = &spec.identity_ref {
+        for (set, field) in [
+            (r.uid.is_some(), "uid"),
+            (r.resource_version.is_some(), "resourceVersion"),
+            (r.field_path.is_some(), "fieldPath"),
+        ] {
+            if set {
+                note(
+                    &format!("spec.identityRef.{field}"),
+                    "ignored (as by CAPZ): the identity is named by its kind, name and namespace",
+                );
+            }
+        }
+    }
+    // CAPZ writes these IDs back once the resources exist and finds the resources by name.
+    for (i, s) in net.subnets.iter().enumerate() {
+        for (set, part) in [
+            (
+                s.security_group.as_ref().is_some_and(|g| g.id.is_some()),
+                "securityGroup.id",
+            ),
+            (
+                s.route_table.as_ref().is_some_and(|r| r.id.is_some()),
+                "routeTable.id",
+            ),
+            (
+                s.nat_gateway.as_ref().is_some_and(|n| n.id.is_some()),
+                "natGateway.id",
+            ),
+        ] {
+            if set {
+                note(
+                    &format!("spec.networkSpec.subnets[{i}].{part}"),
+                    "ignored (as by CAPZ, which sets it): the resource is found by name",
+                );
+            }
+        }
+    }
+    if !net.additional_api_server_lb_ports.is_empty() {
+        note(
+            "spec.networkSpec.additionalAPIServerLBPorts",
+            "extra API server load balancer ports are not translated yet",
+        );
+    }
+    if !spec.failure_domains.is_empty() {
+        note(
+            "spec.failureDomains",
+            "not translated: the AzureCluster's failure domains come from the translator's \
+             zones setting",
+        );
+    }
+    if spec.control_plane_enabled == Some(false) {
+        note(
+            "spec.controlPlaneEnabled",
+            "false is not translated: Strata builds the API server load balancer as for a \
+             cluster with control-plane machines",
+        );
+    }
+    if spec
+        .azure_environment
+        .as_deref()
+        .is_some_and(|e| e != "AzurePublicCloud")
+    {
+        note(
+            "spec.azureEnvironment",
+            "not translated: the operator reaches the cloud its own settings name",
+        );
+    }
+    if spec.cloud_provider_config_overrides.is_some() {
+        note(
+            "spec.cloudProviderConfigOverrides",
+            "not translated: CAPZ writes them into the cloud-provider configuration Secret, \
+             which Strata does not write",
+        );
     }
     if net.private_dns_zone_name.is_some() {
         note(

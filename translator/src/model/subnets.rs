@@ -144,6 +144,27 @@ pub(super) fn subnets(
                 .unwrap_or_else(|| naming::nat_gateway_ip(&n));
             (n, ip)
         });
+        if let Some(g) = given_nat {
+            if !g.zones.is_empty() {
+                note(
+                    &format!("{field}.natGateway.zones"),
+                    "NAT gateway zones are not translated yet: the NAT gateway is regional",
+                );
+            }
+            let ip = g.nat_gateway_ip.as_ref();
+            if ip.is_some_and(|p| p.dns_name.is_some()) {
+                note(
+                    &format!("{field}.natGateway.ip.dnsName"),
+                    "not translated yet: the NAT gateway's IP gets no DNS name",
+                );
+            }
+            if ip.is_some_and(|p| !p.ip_tags.is_empty()) {
+                note(
+                    &format!("{field}.natGateway.ip.ipTags"),
+                    "IP tags are not translated yet",
+                );
+            }
+        }
         if !s.private_endpoints.is_empty() {
             note(
                 &format!("{field}.privateEndpoints"),
