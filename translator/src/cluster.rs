@@ -133,7 +133,8 @@ pub fn translate(
         let mut spec = SubnetSpec {
             azure_name: ClusterModel::azure_name(&subnet.cr_name, &subnet.name),
             owner: ResourceRef::named(&vnet_cr),
-            address_prefix: subnet.cidr.clone(),
+            address_prefix: subnet.cidrs.first().cloned().unwrap_or_default(),
+            additional_address_prefixes: subnet.cidrs.iter().skip(1).cloned().collect(),
             network_security_group: subnet
                 .security_group
                 .as_ref()

@@ -27,6 +27,7 @@ use super::naming;
     validation = rules::immutable("owner"),
     validation = rules::immutable("extendedLocation"),
     validation = rules::immutable("image"),
+    validation = rules::immutable("plan"),
     validation = rules::immutable("osDisk"),
     validation = rules::immutable("adminUsername"),
     validation = rules::immutable("sshPublicKey"),
@@ -59,6 +60,9 @@ pub struct VirtualMachineSpec {
     pub vm_size: String,
     /// OS image. Immutable.
     pub image: Image,
+    /// Purchase plan of the image, when it needs one. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PurchasePlan>,
     /// OS disk. Immutable.
     #[serde(default)]
     pub os_disk: OSDisk,
@@ -108,11 +112,12 @@ fn default_admin() -> String {
     "azureuser".to_owned()
 }
 
-/// The OS image: exactly one of a marketplace image, an image ID, or a compute gallery image.
+/// The OS image: exactly one of a marketplace image, an image ID, a compute gallery image or a
+/// community gallery image.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new("[has(self.marketplace), has(self.id), has(self.computeGallery)].filter(x, x).size() == 1")
-    .message("exactly one of marketplace, id or computeGallery must be set"))]
+#[x_kube(validation = kube::core::Rule::new("[has(self.marketplace), has(self.id), has(self.computeGallery), has(self.communityGallery)].filter(x, x).size() == 1")
+    .message("exactly one of marketplace, id, computeGallery or communityGallery must be set"))]
 pub struct Image {
     /// A marketplace image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,9 +126,70 @@ pub struct Image {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024), pattern(crate::common::ARM_ID_PATTERN))]
     pub id: Option<String>,
-    /// An image from an Azure Compute Gallery (community galleries included).
+    /// An image from an Azure Compute Gallery in a resource group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_gallery: Option<ComputeGalleryImage>,
+    /// An image from a community gallery, by the gallery's public name (ARM
+    /// `imageReference.communityGalleryImageId`, `/CommunityGalleries/<gallery>/Images/<name>/Versions/<version>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub community_gallery: Option<CommunityGalleryImage>,
+}
+
+/// A community gallery image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommunityGalleryImage {
+    /// The gallery's public name, e.g. `flatcar4capi-742ef0cb-dcaa-4ecb-9cb0-bfd2e43dccc0`.
+    #[schemars(length(min = 1, max = 128), pattern(r"^[^/]+$"))]
+    pub gallery: String,
+    /// Image definition name.
+    #[schemars(length(min = 1, max = 80), pattern(r"^[^/]+$"))]
+    pub name: String,
+    /// Image version, e.g. `3815.2.5` or `latest`.
+    #[schemars(length(min = 1, max = 64), pattern(r"^[^/]+$"))]
+    pub version: String,
+}
+
+/// The purchase plan of an image that needs one (ARM `plan`): a marketplace image from a third
+/// party, or a gallery image built from one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PurchasePlan {
+    /// The plan's name (the marketplace SKU).
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// Publisher.
+    #[schemars(length(min = 1, max = 128))]
+    pub publisher: String,
+    /// Product (the marketplace offer).
+    #[schemars(length(min = 1, max = 128))]
+    pub product: String,
+}
+
+/// Ephemeral OS disk settings (ARM `osDisk.diffDiskSettings`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffDiskSettings {
+    /// `Local`: the OS disk lives on the host.
+    pub option: DiffDiskOption,
+    /// Where on the host; Azure's default is the cache disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<DiffDiskPlacement>,
+}
+
+/// Ephemeral disk options.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DiffDiskOption {
+    #[default]
+    Local,
+}
+
+/// Ephemeral disk placements.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DiffDiskPlacement {
+    #[default]
+    CacheDisk,
+    NvmeDisk,
+    ResourceDisk,
 }
 
 /// A marketplace image reference.
@@ -206,6 +272,9 @@ pub struct OSDisk {
     /// Caching.
     #[serde(default)]
     pub caching: CachingType,
+    /// An ephemeral OS disk on the host (needs ReadOnly caching). Immutable with the disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_disk_settings: Option<DiffDiskSettings>,
 }
 
 fn default_os_disk_size() -> i32 {
@@ -220,6 +289,7 @@ impl Default for OSDisk {
             disk_size_gb: default_os_disk_size(),
             storage_account_type: StorageAccountType::default(),
             caching: CachingType::default(),
+            diff_disk_settings: None,
         }
     }
 }

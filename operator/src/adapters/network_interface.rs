@@ -24,6 +24,7 @@ impl AzureResource for NetworkInterface {
                     "primary": ip.primary,
                     "privateIPAllocationMethod": ip.private_ip_allocation_method,
                     "privateIPAddress": ip.private_ip_address,
+                    "privateIPAddressVersion": ip.private_ip_address_version,
                     "publicIPAddress": ip.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
                     "loadBalancerBackendAddressPools": pools,
                 }})

@@ -33,8 +33,15 @@ impl AzureResource for VirtualMachine {
                     .unwrap_or_default();
                 json!({ "id": format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{}/images/{}/versions/{}", g.gallery, g.name, g.version) })
             }
-            (None, None, None) => Value::Null,
+            (None, None, None) => match &s.image.community_gallery {
+                Some(c) => json!({ "communityGalleryImageId": format!(
+                    "/CommunityGalleries/{}/Images/{}/Versions/{}", c.gallery, c.name, c.version) }),
+                None => Value::Null,
+            },
         };
+        let diff_disk = s.os_disk.diff_disk_settings.as_ref().map(
+            |d| json!({ "option": d.option, "placement": d.placement }),
+        );
         let data_disks: Vec<Value> = s
             .data_disks
             .iter()
@@ -55,7 +62,8 @@ impl AzureResource for VirtualMachine {
             "storageProfile": {
                 "imageReference": image,
                 "osDisk": { "createOption": "FromImage", "diskSizeGB": s.os_disk.disk_size_gb, "caching": s.os_disk.caching,
-                    "deleteOption": "Delete", "managedDisk": { "storageAccountType": s.os_disk.storage_account_type } },
+                    "deleteOption": "Delete", "managedDisk": { "storageAccountType": s.os_disk.storage_account_type },
+                    "diffDiskSettings": diff_disk },
                 "dataDisks": data_disks,
             },
             "osProfile": {
@@ -70,6 +78,9 @@ impl AzureResource for VirtualMachine {
             "diagnosticsProfile": s.boot_diagnostics.map(|on| json!({ "bootDiagnostics": { "enabled": on } })),
         });
         let mut b = body(&s.location, &s.tags, properties);
+        if let Some(p) = &s.plan {
+            b["plan"] = json!({ "name": p.name, "publisher": p.publisher, "product": p.product });
+        }
         if let Some(zone) = &s.zone {
             b["zones"] = json!([zone]);
         }

@@ -176,10 +176,6 @@ fn unsupported_fields(i: &Input, note: &mut impl FnMut(&str, &str)) {
             "spec.systemAssignedIdentityRole",
         ),
         (
-            spec.os_disk.diff_disk_settings.is_some(),
-            "spec.osDisk.diffDiskSettings",
-        ),
-        (
             spec.os_disk
                 .managed_disk
                 .as_ref()

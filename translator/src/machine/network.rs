@@ -9,6 +9,9 @@ use super::Input;
 use crate::model::ClusterModel;
 use crate::{CloudResource, InputError, naming};
 
+/// Azure's limit of private IP addresses (IP configurations) per network interface.
+const MAX_IP_CONFIGS: usize = 256;
+
 /// The machine's public IP CR, when it gets one.
 pub(super) fn public_ip(
     i: &Input,
@@ -170,6 +173,7 @@ pub(super) fn network_interfaces(
             primary: Some(true),
             private_ip_allocation_method: Some(AllocationMethod::Dynamic),
             private_ip_address: None,
+            private_ip_address_version: None,
             public_ip_address: if i == 0 { public_ip.clone() } else { None },
             load_balancer_backend_address_pools: pools,
         }];
@@ -182,10 +186,21 @@ pub(super) fn network_interfaces(
                 ..Default::default()
             });
         }
-        if configs.len() > 32 {
+        // A dual-stack NIC gets an IPv6 configuration too, after the IPv4 ones
+        // (azure/services/networkinterfaces/spec.go).
+        if model.ipv6 {
+            configs.push(IPConfiguration {
+                name: naming::IPV6_IP_CONFIG.to_owned(),
+                subnet: subnet_ref.clone(),
+                primary: Some(false),
+                private_ip_address_version: Some(IPVersion::IPv6),
+                ..Default::default()
+            });
+        }
+        if configs.len() > MAX_IP_CONFIGS {
             return Err(err(
                 &field.replace("subnetName", "privateIPConfigs"),
-                "at most 32 IP configurations per NIC".into(),
+                format!("at most {MAX_IP_CONFIGS} IP configurations per NIC (Azure's limit)"),
             ));
         }
         let t = tags(&name);

@@ -20,14 +20,35 @@ pub(super) fn virtual_machine(
     let err = |field: &str, message: String| i.err(field, message);
     let tags = |name: &str| i.tags(name);
     let (machine, azure_machine) = (i.machine, i.azure_machine);
-    let image = image(spec.image.as_ref(), &err, note)?;
+    let (image, plan) = image(spec.image.as_ref(), &err, note)?;
     if spec.os_disk.os_type == capz::OSType::Windows {
         return Err(err(
             "spec.osDisk.osType",
             "Strata's VMs are Linux VMs; Windows is not supported".into(),
         ));
     }
+    // An ephemeral OS disk (CAPZ's ephemeral flavour) lives in the host's cache; CAPZ's webhook
+    // requires ReadOnly caching with it (api/v1beta1/azuremachine_validation.go ValidateOSDisk).
+    let diff_disk_settings = spec
+        .os_disk
+        .diff_disk_settings
+        .as_ref()
+        .map(|d| DiffDiskSettings {
+            option: DiffDiskOption::Local,
+            placement: d.placement.map(|p| match p {
+                capz::DiffDiskPlacement::CacheDisk => DiffDiskPlacement::CacheDisk,
+                capz::DiffDiskPlacement::NvmeDisk => DiffDiskPlacement::NvmeDisk,
+                capz::DiffDiskPlacement::ResourceDisk => DiffDiskPlacement::ResourceDisk,
+            }),
+        });
+    if diff_disk_settings.is_some() && spec.os_disk.caching_type.as_deref() != Some("ReadOnly") {
+        return Err(err(
+            "spec.osDisk.cachingType",
+            "must be ReadOnly with an ephemeral OS disk (diffDiskSettings)".into(),
+        ));
+    }
     let os_disk = OSDisk {
+        diff_disk_settings,
         disk_size_gb: spec.os_disk.disk_size_gb.unwrap_or(128),
         storage_account_type: storage_type(
             spec.os_disk
@@ -143,6 +164,7 @@ pub(super) fn virtual_machine(
             tags: t,
             vm_size: spec.vm_size.clone(),
             image,
+            plan,
             os_disk,
             data_disks,
             admin_username: ADMIN_USERNAME.to_owned(),
@@ -294,41 +316,45 @@ fn ssh_public_key(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<String
     Ok(key)
 }
 
+/// The VM's image and the purchase plan it needs, as CAPZ's image converter makes them
+/// (azure/converters/image.go): a compute gallery image without subscription and resource group
+/// is a community gallery image; a marketplace image from a third party, or a gallery image with
+/// a plan, carries the plan.
 fn image(
     spec: Option<&capz::ImageSpec>,
     err: &impl Fn(&str, String) -> InputError,
     note: &mut impl FnMut(&str, &str),
-) -> Result<Image, InputError> {
+) -> Result<(Image, Option<PurchasePlan>), InputError> {
     let Some(spec) = spec else {
         note(
             "spec.image",
             "not set: CAPZ looks the reference image for the Kubernetes version up in Azure, \
              which the translator never calls; cncf-upstream/capi/ubuntu-2204-gen1 latest is used",
         );
-        return Ok(Image {
-            marketplace: Some(MarketplaceImage {
-                publisher: DEFAULT_IMAGE.0.to_owned(),
-                offer: DEFAULT_IMAGE.1.to_owned(),
-                sku: DEFAULT_IMAGE.2.to_owned(),
-                version: "latest".to_owned(),
-            }),
-            ..Default::default()
-        });
-    };
-    if spec.shared_gallery.is_some() {
-        return Err(err(
-            "spec.image.sharedGallery",
-            "shared gallery images are not supported; use computeGallery or id".into(),
+        return Ok((
+            Image {
+                marketplace: Some(MarketplaceImage {
+                    publisher: DEFAULT_IMAGE.0.to_owned(),
+                    offer: DEFAULT_IMAGE.1.to_owned(),
+                    sku: DEFAULT_IMAGE.2.to_owned(),
+                    version: "latest".to_owned(),
+                }),
+                ..Default::default()
+            },
+            None,
         ));
-    }
+    };
     if let Some(id) = &spec.id {
         if !arm_id_ok(id) {
             return Err(err("spec.image.id", "not an ARM resource ID".into()));
         }
-        return Ok(Image {
-            id: Some(id.clone()),
-            ..Default::default()
-        });
+        return Ok((
+            Image {
+                id: Some(id.clone()),
+                ..Default::default()
+            },
+            None,
+        ));
     }
     let bounded = |v: &str, max: usize, f: &str| -> Result<String, InputError> {
         if v.is_empty() || v.len() > max {
@@ -337,44 +363,119 @@ fn image(
             Ok(v.to_owned())
         }
     };
+    let plan =
+        |publisher: &str, product: &str, name: &str, f: &str| -> Result<PurchasePlan, InputError> {
+            Ok(PurchasePlan {
+                name: bounded(name, 128, &format!("{f}.sku"))?,
+                publisher: bounded(publisher, 128, &format!("{f}.publisher"))?,
+                product: bounded(product, 128, &format!("{f}.offer"))?,
+            })
+        };
     if let Some(m) = &spec.marketplace {
-        if m.third_party_image == Some(true) {
-            note(
-                "spec.image.marketplace.thirdPartyImage",
-                "purchase plans are not translated yet",
-            );
-        }
-        return Ok(Image {
-            marketplace: Some(MarketplaceImage {
-                publisher: bounded(&m.publisher, 128, "spec.image.marketplace.publisher")?,
-                offer: bounded(&m.offer, 128, "spec.image.marketplace.offer")?,
-                sku: bounded(&m.sku, 128, "spec.image.marketplace.sku")?,
-                version: bounded(&m.version, 64, "spec.image.marketplace.version")?,
-            }),
-            ..Default::default()
-        });
+        let image = MarketplaceImage {
+            publisher: bounded(&m.publisher, 128, "spec.image.marketplace.publisher")?,
+            offer: bounded(&m.offer, 128, "spec.image.marketplace.offer")?,
+            sku: bounded(&m.sku, 128, "spec.image.marketplace.sku")?,
+            version: bounded(&m.version, 64, "spec.image.marketplace.version")?,
+        };
+        // A third party's image needs the plan named after it (publisher, offer as product,
+        // SKU as name).
+        let plan = (m.third_party_image == Some(true))
+            .then(|| plan(&m.publisher, &m.offer, &m.sku, "spec.image.marketplace"))
+            .transpose()?;
+        return Ok((
+            Image {
+                marketplace: Some(image),
+                ..Default::default()
+            },
+            plan,
+        ));
     }
     if let Some(g) = &spec.compute_gallery {
-        if g.plan.is_some() {
-            note(
-                "spec.image.computeGallery.plan",
-                "purchase plans are not translated yet",
-            );
-        }
-        return Ok(Image {
-            compute_gallery: Some(azure::ComputeGalleryImage {
-                gallery: bounded(&g.gallery, 80, "spec.image.computeGallery.gallery")?,
-                name: bounded(&g.name, 80, "spec.image.computeGallery.name")?,
-                version: bounded(&g.version, 64, "spec.image.computeGallery.version")?,
-                subscription_id: g.subscription_id.clone(),
-                resource_group: g.resource_group.clone(),
-            }),
-            ..Default::default()
-        });
+        let gallery = bounded(&g.gallery, 128, "spec.image.computeGallery.gallery")?;
+        let name = bounded(&g.name, 80, "spec.image.computeGallery.name")?;
+        let version = bounded(&g.version, 64, "spec.image.computeGallery.version")?;
+        let plan = g
+            .plan
+            .as_ref()
+            .map(|p| {
+                plan(
+                    &p.publisher,
+                    &p.offer,
+                    &p.sku,
+                    "spec.image.computeGallery.plan",
+                )
+            })
+            .transpose()?;
+        let image = match (&g.subscription_id, &g.resource_group) {
+            (Some(subscription), Some(resource_group)) => Image {
+                compute_gallery: Some(azure::ComputeGalleryImage {
+                    gallery: bounded(&gallery, 80, "spec.image.computeGallery.gallery")?,
+                    name,
+                    version,
+                    subscription_id: Some(subscription.clone()),
+                    resource_group: Some(resource_group.clone()),
+                }),
+                ..Default::default()
+            },
+            // Without both, CAPZ takes the gallery for a community gallery's public name.
+            _ => {
+                for (part, what) in [
+                    (&gallery, "gallery"),
+                    (&name, "name"),
+                    (&version, "version"),
+                ] {
+                    if part.contains('/') {
+                        return Err(err(
+                            &format!("spec.image.computeGallery.{what}"),
+                            "must not contain '/'".into(),
+                        ));
+                    }
+                }
+                Image {
+                    community_gallery: Some(CommunityGalleryImage {
+                        gallery,
+                        name,
+                        version,
+                    }),
+                    ..Default::default()
+                }
+            }
+        };
+        return Ok((image, plan));
+    }
+    if let Some(g) = &spec.shared_gallery {
+        let f = "spec.image.sharedGallery";
+        // The plan's three fields come together or not at all (CAPZ: all set means a plan).
+        let plan = match (&g.publisher, &g.offer, &g.sku) {
+            (Some(p), Some(o), Some(s)) => Some(plan(p, o, s, f)?),
+            _ => None,
+        };
+        return Ok((
+            Image {
+                compute_gallery: Some(azure::ComputeGalleryImage {
+                    gallery: bounded(&g.gallery, 80, &format!("{f}.gallery"))?,
+                    name: bounded(&g.name, 80, &format!("{f}.name"))?,
+                    version: bounded(&g.version, 64, &format!("{f}.version"))?,
+                    subscription_id: Some(bounded(
+                        &g.subscription_id,
+                        64,
+                        &format!("{f}.subscriptionID"),
+                    )?),
+                    resource_group: Some(bounded(
+                        &g.resource_group,
+                        90,
+                        &format!("{f}.resourceGroup"),
+                    )?),
+                }),
+                ..Default::default()
+            },
+            plan,
+        ));
     }
     Err(err(
         "spec.image",
-        "one of id, marketplace or computeGallery is required".into(),
+        "one of id, marketplace, computeGallery or sharedGallery is required".into(),
     ))
 }
 

@@ -84,7 +84,8 @@ pub struct SubnetModel {
     pub name: String,
     pub cr_name: String,
     pub role: SubnetRole,
-    pub cidr: String,
+    /// The address ranges: CAPZ's `cidrBlocks`, every one (azure/services/subnets/spec.go).
+    pub cidrs: Vec<String>,
     /// NSG (Azure name) and its rules, if the subnet has one.
     pub security_group: Option<String>,
     pub route_table: Option<String>,
@@ -146,6 +147,9 @@ pub struct ClusterModel {
     pub control_plane_outbound_lb: Option<LoadBalancerModel>,
     pub api_server_port: i32,
     pub additional_tags: Tags,
+    /// The VNet has an IPv6 range (CAPZ's `ClusterScope.IsIPv6Enabled`): every NIC gets an IPv6
+    /// IP configuration too.
+    pub ipv6: bool,
     pub policy: Policy,
     /// The cluster's edge zone: CAPZ puts it on the VNet, the load balancers and their public
     /// IPs, and the machines' NICs, public IPs and VMs.
@@ -217,9 +221,22 @@ impl ClusterModel {
         // Load balancers.
         let (api_server_lb, api_server_ilb) =
             load_balancers::api_server(net, &name, &location, &err, &mut note)?;
+        // CAPZ's webhook gives a public cluster whose node (or cluster) subnets have an IPv6
+        // range a node outbound load balancer (api/v1beta1/azurecluster_default.go
+        // SetNodeOutboundLBDefaults): such subnets get no NAT gateway.
+        let default_node_outbound = capz::LoadBalancerSpec::default();
+        let needs_node_outbound = net.node_outbound_lb.is_none()
+            && spec.control_plane_enabled != Some(false)
+            && net.api_server_lb.as_ref().and_then(|l| l.type_)
+                != Some(capz::LoadBalancerType::Internal)
+            && net.subnets.iter().any(|s| {
+                matches!(s.role, SubnetRole::Node | SubnetRole::Cluster)
+                    && s.cidr_blocks.iter().any(|c| c.contains(':'))
+            });
         let node_outbound_lb = net
             .node_outbound_lb
             .as_ref()
+            .or(needs_node_outbound.then_some(&default_node_outbound))
             .map(|lb| {
                 load_balancers::outbound_lb(
                     lb,
@@ -247,6 +264,7 @@ impl ClusterModel {
             })
             .transpose()?;
 
+        let ipv6 = vnet_cidrs.iter().any(|c| c.contains(':'));
         Ok(ClusterModel {
             object,
             namespace: azure_cluster.metadata.namespace.clone().unwrap_or_default(),
@@ -268,6 +286,7 @@ impl ClusterModel {
             additional_tags: spec.additional_tags.clone(),
             policy: Policy::of(cluster, azure_cluster),
             extended_location: spec.extended_location.clone(),
+            ipv6,
             name,
         })
     }
