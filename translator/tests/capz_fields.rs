@@ -98,6 +98,8 @@ const MACHINE_TRANSLATED: &[&str] = &[
     "spec.image.computeGallery.version",
     "spec.image.computeGallery.subscriptionID",
     "spec.image.computeGallery.resourceGroup",
+    "spec.image.computeGallery.plan", // the VM's plan (azure/converters/image.go)
+    "spec.osDisk.diffDiskSettings",   // the OS disk's diffDiskSettings
     "spec.networkInterfaces[].subnetName",
     "spec.networkInterfaces[].privateIPConfigs",
     "spec.networkInterfaces[].acceleratedNetworking",

@@ -689,6 +689,83 @@ mod tests {
         assert_ne!(a, unusable_ssh_key("default", "m2"));
     }
 
+    fn image_of(json: serde_json::Value) -> Result<(Image, Option<PurchasePlan>), InputError> {
+        let spec: capz::ImageSpec = serde_json::from_value(json).unwrap();
+        let err = |field: &str, message: String| InputError {
+            object: "AzureMachine ns/m".into(),
+            field: field.into(),
+            message,
+        };
+        image(Some(&spec), &err, &mut |_: &str, _: &str| {})
+    }
+
+    #[test]
+    fn gallery_images_are_private_community_or_shared_as_in_capz() {
+        // Without subscription and resource group: a community gallery's public name.
+        let (img, plan) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "flatcar4capi", "name": "flatcar", "version": "1.0.0",
+            "plan": { "publisher": "kinvolk", "offer": "flatcar-free", "sku": "stable" } } }))
+        .unwrap();
+        assert_eq!(
+            img.community_gallery,
+            Some(CommunityGalleryImage {
+                gallery: "flatcar4capi".into(),
+                name: "flatcar".into(),
+                version: "1.0.0".into()
+            })
+        );
+        assert_eq!(
+            plan,
+            Some(PurchasePlan {
+                name: "stable".into(),
+                publisher: "kinvolk".into(),
+                product: "flatcar-free".into()
+            })
+        );
+        // Only one of the two is still a community image (CAPZ needs both for a private one).
+        let (img, _) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s" } }))
+        .unwrap();
+        assert!(img.community_gallery.is_some() && img.compute_gallery.is_none());
+        let (img, plan) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s", "resourceGroup": "rg" } }))
+        .unwrap();
+        assert!(img.compute_gallery.is_some() && plan.is_none());
+        // A shared gallery is a private gallery; its inline publisher/offer/sku are the plan.
+        let (img, plan) = image_of(serde_json::json!({ "sharedGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s", "resourceGroup": "rg",
+            "publisher": "p", "offer": "o", "sku": "k" } }))
+        .unwrap();
+        let g = img.compute_gallery.unwrap();
+        assert_eq!(
+            (g.subscription_id.as_deref(), g.resource_group.as_deref()),
+            (Some("s"), Some("rg"))
+        );
+        assert_eq!(plan.unwrap().product, "o");
+        // A third party's marketplace image carries its plan; CAPZ's own images do not.
+        let third = |third: bool| {
+            image_of(
+                serde_json::json!({ "marketplace": { "publisher": "p", "offer": "o",
+                "sku": "k", "version": "latest", "thirdPartyImage": third } }),
+            )
+            .unwrap()
+            .1
+        };
+        assert_eq!(
+            third(true),
+            Some(PurchasePlan {
+                name: "k".into(),
+                publisher: "p".into(),
+                product: "o".into()
+            })
+        );
+        assert_eq!(third(false), None);
+        let bad = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "a/b", "name": "n", "version": "1" } }))
+        .unwrap_err();
+        assert_eq!(bad.field, "spec.image.computeGallery.gallery");
+    }
+
     #[test]
     fn arm_ids() {
         assert!(arm_id_ok("/subscriptions/s/resourceGroups/rg"));
