@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::naming;
 
-/// An Azure Linux virtual machine with a managed OS disk, optional data disks and its NICs.
+/// An Azure virtual machine (Linux with an SSH key, or Windows with a generated admin password)
+/// with a managed OS disk, optional data disks and its NICs.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "azure.strata.dev",
@@ -34,6 +35,10 @@ use super::naming;
     validation = rules::immutable("customData"),
     validation = rules::immutable("availabilitySet"),
     validation = rules::immutable("zone"),
+    validation = rules::immutable("osType"),
+    validation = kube::core::Rule::new("(has(self.osType) && self.osType == 'Windows') != has(self.sshPublicKey)")
+        .message("a Linux VM needs sshPublicKey; a Windows VM takes none (the operator gives it a generated admin password)")
+        .field_path(".sshPublicKey"),
     validation = kube::core::Rule::new("!(has(self.zone) && has(self.availabilitySet))")
         .message("a VM is placed either in an availability zone or in an availability set, not both")
         .field_path(".zone")
@@ -80,12 +85,19 @@ pub struct VirtualMachineSpec {
     #[schemars(length(min = 1, max = 64), pattern(r"^[a-z_][a-z0-9_-]*$"))]
     #[x_kube(validation = kube::core::Rule::new("!(self in ['root', 'admin', 'administrator', 'user', 'guest', 'test', 'sys', 'adm'])").message("this user name is reserved by Azure"))]
     pub admin_username: String,
-    /// OpenSSH public key for the admin user (`ssh-rsa …`, `ssh-ed25519 …`, `ecdsa-sha2-…`). Immutable.
+    /// OpenSSH public key for the admin user of a Linux VM (`ssh-rsa …`, `ssh-ed25519 …`,
+    /// `ecdsa-sha2-…`); a Windows VM has none. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 8192),
         pattern(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")
     )]
-    pub ssh_public_key: String,
+    pub ssh_public_key: Option<String>,
+    /// Linux (default) or Windows. A Windows VM gets `windowsConfiguration` (automatic updates
+    /// off, as CAPZ sets it) and an admin password the operator generates and never stores;
+    /// its name (the computer name) is at most 15 characters. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_type: Option<OsType>,
     /// Cloud-init / bootstrap data from a Secret in the same namespace (what CAPI's bootstrap
     /// provider writes). Immutable: Azure cannot change custom data of an existing VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +118,14 @@ pub struct VirtualMachineSpec {
     /// Boot diagnostics with Azure-managed storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_diagnostics: Option<bool>,
+}
+
+/// Operating system of a VM.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OsType {
+    #[default]
+    Linux,
+    Windows,
 }
 
 fn default_admin() -> String {

@@ -24,6 +24,11 @@ pub const ADMIN_USERNAME: &str = "capi";
 /// it asks for `latest` and says so in a note.
 const DEFAULT_IMAGE: (&str, &str, &str) = ("cncf-upstream", "capi", "ubuntu-2204-gen1");
 
+/// CAPZ's community gallery of reference images (`azure.DefaultPublicGalleryName`).
+const DEFAULT_PUBLIC_GALLERY: &str = "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019";
+/// CAPZ's Windows reference image in that gallery (Windows Server 2019, containerd).
+const DEFAULT_WINDOWS_IMAGE: &str = "capi-win-2019-containerd";
+
 /// Whether `machine` belongs to the control plane.
 pub fn is_control_plane(machine: &Machine) -> bool {
     machine

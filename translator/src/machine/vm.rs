@@ -6,7 +6,10 @@ use strata_crds::azure::{self, *};
 use strata_crds::capz::{self, VMIdentity};
 use strata_crds::common::{ResourceRef, SecretKeyRef};
 
-use super::{ADMIN_USERNAME, DEFAULT_IMAGE, Input, availability_set_name, zone};
+use super::{
+    ADMIN_USERNAME, DEFAULT_IMAGE, DEFAULT_PUBLIC_GALLERY, DEFAULT_WINDOWS_IMAGE, Input,
+    availability_set_name, zone,
+};
 use crate::{CloudResource, InputError, naming};
 
 /// The VirtualMachine CR.
@@ -20,13 +23,11 @@ pub(super) fn virtual_machine(
     let err = |field: &str, message: String| i.err(field, message);
     let tags = |name: &str| i.tags(name);
     let (machine, azure_machine) = (i.machine, i.azure_machine);
-    let (image, plan) = image(spec.image.as_ref(), &err, note)?;
-    if spec.os_disk.os_type == capz::OSType::Windows {
-        return Err(err(
-            "spec.osDisk.osType",
-            "Strata's VMs are Linux VMs; Windows is not supported".into(),
-        ));
-    }
+    let windows = spec.os_disk.os_type == capz::OSType::Windows;
+    let (image, plan) = match (&spec.image, windows) {
+        (None, true) => (windows_default_image(i, note)?, None),
+        (given, _) => image(given.as_ref(), &err, note)?,
+    };
     // An ephemeral OS disk (CAPZ's ephemeral flavour) lives in the host's cache; CAPZ's webhook
     // requires ReadOnly caching with it (api/v1beta1/azuremachine_validation.go ValidateOSDisk).
     let diff_disk_settings = spec
@@ -66,7 +67,23 @@ pub(super) fn virtual_machine(
         )?,
     };
     let data_disks = data_disks(i, note)?;
-    let ssh_public_key = ssh_public_key(i, note)?;
+    // A Windows VM logs its admin in with a password the operator generates (CAPZ: a random one
+    // nobody keeps); CAPZ documents the SSH key as Linux only.
+    let ssh_public_key = if windows {
+        if spec
+            .ssh_public_key
+            .as_deref()
+            .is_some_and(|k| !k.is_empty())
+        {
+            note(
+                "spec.sshPublicKey",
+                "not used on Windows (as in CAPZ, where it is Linux only)",
+            );
+        }
+        None
+    } else {
+        Some(ssh_public_key(i, note)?)
+    };
     let zone = zone(machine, azure_machine);
     if let Some(z) = &zone
         && !matches!(z.as_str(), "1" | "2" | "3")
@@ -154,11 +171,13 @@ pub(super) fn virtual_machine(
         }
     };
 
-    let t = tags(vm_name);
+    // Only a Windows VM's name is shortened (its computer name); CAPZ tags it with that name.
+    let azure_name = if windows { windows_name(vm_name) } else { None };
+    let t = tags(azure_name.as_deref().unwrap_or(vm_name));
     Ok(VirtualMachine {
         metadata: model.meta(vm_name, false, Some(&t)),
         spec: VirtualMachineSpec {
-            azure_name: None,
+            azure_name,
             owner: rg.clone(),
             location: model.location.clone(),
             tags: t,
@@ -169,6 +188,7 @@ pub(super) fn virtual_machine(
             data_disks,
             admin_username: ADMIN_USERNAME.to_owned(),
             ssh_public_key,
+            os_type: windows.then_some(OsType::Windows),
             custom_data: Some(SecretKeyRef {
                 name: naming::custom_data_secret(vm_name),
                 key: naming::BOOTSTRAP_DATA_KEY.to_owned(),
@@ -181,6 +201,68 @@ pub(super) fn virtual_machine(
             extended_location: model.extended_location.clone(),
         },
         status: None,
+    })
+}
+
+/// A Windows VM's name is its computer name, at most 15 characters: CAPZ shortens a longer
+/// machine name to its first 9 characters (without a trailing '-'), '-' and its last 5
+/// (azure/scope/machine.go `MachineScope.Name`).
+fn windows_name(vm_name: &str) -> Option<String> {
+    (vm_name.len() > 15).then(|| {
+        format!(
+            "{}-{}",
+            vm_name[..9].trim_end_matches('-'),
+            &vm_name[vm_name.len() - 5..]
+        )
+    })
+}
+
+/// CAPZ's default image of a Windows machine (azure/services/virtualmachineimages
+/// `GetDefaultWindowsImage`): its community gallery's `capi-win-2019-containerd` image (the
+/// year from the `windowsServerVersion` annotation `windows-<year>`) at the Machine's Kubernetes
+/// version; the `runtime` annotation may only ask for containerd.
+fn windows_default_image(
+    i: &Input,
+    note: &mut impl FnMut(&str, &str),
+) -> Result<Image, InputError> {
+    let annotations = i.azure_machine.metadata.annotations.as_ref();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
+    if let Some(runtime) = annotation("runtime").filter(|r| !r.is_empty() && *r != "containerd") {
+        return Err(i.err(
+            "metadata.annotations.runtime",
+            format!("unsupported runtime {runtime:?}: Windows machines run containerd"),
+        ));
+    }
+    let mut name = DEFAULT_WINDOWS_IMAGE.to_owned();
+    if let Some(os) = annotation("windowsServerVersion").filter(|v| !v.is_empty()) {
+        let year = os
+            .strip_prefix("windows-")
+            .filter(|y| y.len() == 4 && y.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| {
+                i.err(
+                    "metadata.annotations.windowsServerVersion",
+                    format!("unsupported {os:?}: windows-<year> such as windows-2022"),
+                )
+            })?;
+        name = name.replace("2019", year);
+    }
+    let version = match i.machine.spec.version.as_deref() {
+        Some(v) => v.trim_start_matches('v').to_owned(),
+        None => {
+            note(
+                "spec.image",
+                "not set and the Machine names no Kubernetes version: the latest Windows image is used",
+            );
+            "latest".to_owned()
+        }
+    };
+    Ok(Image {
+        community_gallery: Some(CommunityGalleryImage {
+            gallery: DEFAULT_PUBLIC_GALLERY.to_owned(),
+            name,
+            version,
+        }),
+        ..Default::default()
     })
 }
 
@@ -764,6 +846,20 @@ mod tests {
             "gallery": "a/b", "name": "n", "version": "1" } }))
         .unwrap_err();
         assert_eq!(bad.field, "spec.image.computeGallery.gallery");
+    }
+
+    #[test]
+    fn windows_names_are_shortened_to_fifteen_characters_as_in_capz() {
+        assert_eq!(
+            windows_name("win-md-win-fghij-klmno").as_deref(),
+            Some("win-md-wi-klmno")
+        );
+        // A '-' ending the first nine characters is dropped, not doubled.
+        assert_eq!(
+            windows_name("abcdefgh-ijklmnopq").as_deref(),
+            Some("abcdefgh-mnopq")
+        );
+        assert_eq!(windows_name("short-name-15ch"), None);
     }
 
     #[test]
