@@ -98,6 +98,26 @@ impl JsonSchema for FreeForm {
     }
 }
 
+/// An Azure extended location (an edge zone of a location, Azure public MEC), ARM's
+/// `extendedLocation` as CAPZ sets it on the VNet, public IPs, load balancers, NICs and VMs of a
+/// cluster in an edge zone. The same shape is CAPZ's `AzureCluster.spec.extendedLocation`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ExtendedLocation {
+    /// The edge zone, e.g. `microsoftlosangeles1`.
+    #[schemars(length(min = 1, max = 80))]
+    pub name: String,
+    /// `EdgeZone`, the only type CAPZ (and these kinds) use.
+    #[serde(rename = "type")]
+    pub type_: ExtendedLocationType,
+}
+
+/// Types of extended location.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ExtendedLocationType {
+    #[default]
+    EdgeZone,
+}
+
 /// A reference to a Kubernetes object, as CAPI uses it (`corev1.ObjectReference`, the fields CAPI
 /// reads).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -118,4 +138,10 @@ pub struct ObjectReference {
     /// UID of the referent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// A part of the referent (`corev1.ObjectReference`; CAPI and CAPZ do not use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_path: Option<String>,
+    /// The referent's resource version (`corev1.ObjectReference`; CAPI and CAPZ do not use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
 }

@@ -103,6 +103,7 @@ pub fn translate(
                 tags: vnet_tags,
                 address_prefixes: model.vnet_cidrs.clone(),
                 dns_servers: Vec::new(),
+                extended_location: model.extended_location.clone(),
             },
             status: None,
         }
@@ -137,7 +138,8 @@ pub fn translate(
         let mut spec = SubnetSpec {
             azure_name: ClusterModel::azure_name(&subnet.cr_name, &subnet.name),
             owner: ResourceRef::named(&vnet_cr),
-            address_prefix: subnet.cidr.clone(),
+            address_prefix: subnet.cidrs.first().cloned().unwrap_or_default(),
+            additional_address_prefixes: subnet.cidrs.iter().skip(1).cloned().collect(),
             network_security_group: subnet
                 .security_group
                 .as_ref()
@@ -172,7 +174,9 @@ pub fn translate(
         }
         if let Some((nat, ip)) = &subnet.nat_gateway {
             let cr = naming::cr_name(&model.name, nat);
-            let ip_cr = public_ip(&model, &mut out, &rg_ref, ip, None);
+            // CAPZ gives NAT gateway IPs no extended location (azure/scope/cluster.go
+            // PublicIPSpecs).
+            let ip_cr = public_ip(&model, &mut out, &rg_ref, ip, None, false);
             spec.nat_gateway = Some(ResourceRef::named(&cr));
             let tags = model.tags(ROLE_COMMON, nat);
             push(
@@ -286,6 +290,7 @@ fn public_ip(
     owner: &ResourceRef,
     name: &str,
     dns_label: Option<&str>,
+    edge_zone: bool,
 ) -> String {
     let cr = naming::cr_name(&model.name, name);
     let tags = model.tags(ROLE_COMMON, name);
@@ -315,6 +320,7 @@ fn public_ip(
                 dns_label,
                 idle_timeout_in_minutes: None,
                 zones: Vec::new(),
+                extended_location: model.extended_location.clone().filter(|_| edge_zone),
             },
             status: None,
         }
@@ -362,6 +368,7 @@ fn load_balancer(
                 rg_ref,
                 ip,
                 dns.as_deref(),
+                true,
             )));
         } else {
             let subnet = model.control_plane_subnet().ok_or_else(|| InputError {
@@ -447,6 +454,7 @@ fn load_balancer(
                 probes,
                 load_balancing_rules: rules,
                 outbound_rules,
+                extended_location: model.extended_location.clone(),
             },
             status: None,
         }
@@ -465,7 +473,8 @@ fn bastion(
     b: &crate::model::BastionModel,
 ) {
     let (ip, dns) = &b.public_ip;
-    let ip_cr = public_ip(model, out, rg_ref, ip, dns.as_deref());
+    // Not in an edge zone: CAPZ's bastion spec carries no extended location.
+    let ip_cr = public_ip(model, out, rg_ref, ip, dns.as_deref(), false);
     let cr = naming::cr_name(&model.name, &b.name);
     let tags = model.tags(ROLE_BASTION, &b.name);
     out.resources.push(

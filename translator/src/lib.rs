@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod controller;
+pub mod coverage;
 pub mod identity;
 pub mod machine;
 pub mod model;

@@ -185,6 +185,8 @@ pub fn nic(machine: &str, index: Option<usize>) -> String {
 
 /// Name of a NIC's primary IP configuration.
 pub const PRIMARY_IP_CONFIG: &str = "pipConfig";
+/// The IPv6 IP configuration of a NIC in a dual-stack or IPv6 cluster (CAPZ's name).
+pub const IPV6_IP_CONFIG: &str = "ipConfigv6";
 
 /// Name of a NIC's further IP configurations: `ipConfig-<n>`.
 pub fn ip_config(index: usize) -> String {

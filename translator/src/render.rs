@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_crds::capi::{Cluster, ClusterSpec, Machine};
 use strata_crds::capz::{AzureCluster, AzureMachine};
 
@@ -21,6 +21,8 @@ pub struct Inputs {
     pub azure_clusters: BTreeMap<(String, String), AzureCluster>,
     pub machines: BTreeMap<(String, String), Machine>,
     pub azure_machines: BTreeMap<(String, String), AzureMachine>,
+    /// Fields of the CAPZ objects that their types do not declare (`coverage`).
+    pub notes: Vec<Note>,
 }
 
 impl Inputs {
@@ -72,12 +74,16 @@ impl Inputs {
                         .insert(key, serde_json::from_value(value).map_err(parse_err)?);
                 }
                 ("infrastructure.cluster.x-k8s.io/v1beta1", "AzureCluster") => {
-                    self.azure_clusters
-                        .insert(key, serde_json::from_value(value).map_err(parse_err)?);
+                    let typed: AzureCluster =
+                        serde_json::from_value(value.clone()).map_err(parse_err)?;
+                    self.note_undeclared(&object, &value, &typed);
+                    self.azure_clusters.insert(key, typed);
                 }
                 ("infrastructure.cluster.x-k8s.io/v1beta1", "AzureMachine") => {
-                    self.azure_machines
-                        .insert(key, serde_json::from_value(value).map_err(parse_err)?);
+                    let typed: AzureMachine =
+                        serde_json::from_value(value.clone()).map_err(parse_err)?;
+                    self.note_undeclared(&object, &value, &typed);
+                    self.azure_machines.insert(key, typed);
                 }
                 (_, "") => return Err(doc_err("no kind".to_owned())),
                 _ => {}
@@ -86,10 +92,24 @@ impl Inputs {
         Ok(())
     }
 
+    /// Notes the spec fields of `raw` that its typed form `typed` dropped.
+    fn note_undeclared(&mut self, object: &str, raw: &serde_json::Value, typed: &impl Serialize) {
+        let typed = serde_json::to_value(typed).unwrap_or_default();
+        self.notes.extend(crate::coverage::undeclared_fields(
+            object,
+            "spec",
+            &raw["spec"],
+            &typed["spec"],
+        ));
+    }
+
     /// Translates everything: each AzureCluster with its Cluster, availability sets for its
     /// machines, and each Machine with its AzureMachine.
     pub fn translate(&self) -> Result<Translation, InputError> {
-        let mut out = Translation::default();
+        let mut out = Translation {
+            notes: self.notes.clone(),
+            ..Default::default()
+        };
         for ((ns, name), azc) in &self.azure_clusters {
             let cluster = self
                 .clusters

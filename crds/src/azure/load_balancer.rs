@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -25,6 +25,7 @@ use super::{AllocationMethod, naming};
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
     validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation"),
     validation = rules::immutable("sku"),
     validation = kube::core::Rule::new("!has(self.loadBalancingRules) || self.loadBalancingRules.all(r, self.frontendIPConfigurations.exists(f, f.name == r.frontendIPConfiguration) && has(self.backendAddressPools) && self.backendAddressPools.exists(p, p.name == r.backendAddressPool) && (!has(r.probe) || (has(self.probes) && self.probes.exists(p, p.name == r.probe))))")
         .message("every load balancing rule must name a frontendIPConfiguration, a backendAddressPool and (if set) a probe of this load balancer")
@@ -47,6 +48,9 @@ pub struct LoadBalancerSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
     /// SKU; CAPZ uses Standard. Immutable.
     #[serde(default)]
     pub sku: LoadBalancerSku,

@@ -1,11 +1,11 @@
-use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{AllocationMethod, naming};
+use super::{AllocationMethod, IPVersion, naming};
 
 /// An Azure network interface: a VM's connection to a subnet, optionally with a public IP and
 /// load balancer backend pool memberships.
@@ -24,7 +24,8 @@ use super::{AllocationMethod, naming};
 #[x_kube(
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
-    validation = rules::immutable("owner")
+    validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkInterfaceSpec {
@@ -40,8 +41,17 @@ pub struct NetworkInterfaceSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
-    /// IP configurations; with more than one, exactly one is `primary`.
-    #[schemars(length(min = 1, max = 32))]
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
+    /// DNS servers of the NIC (ARM `dnsSettings.dnsServers`); empty means the VNet's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 45)))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(a, isIP(a))").message("every entry must be an IP address"))]
+    pub dns_servers: Vec<String>,
+    /// IP configurations (Azure allows 256 per NIC); with more than one, exactly one is
+    /// `primary`.
+    #[schemars(length(min = 1, max = 256))]
     #[x_kube(
         merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]),
         validation = rules::unique_names(),
@@ -85,6 +95,10 @@ pub struct IPConfiguration {
     #[x_kube(validation = rules::ip())]
     #[serde(rename = "privateIPAddress")]
     pub private_ip_address: Option<String>,
+    /// IPv4 (ARM's default) or IPv6: the address comes from the subnet's range of that version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "privateIPAddressVersion")]
+    pub private_ip_address_version: Option<IPVersion>,
     /// A public IP for this configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "publicIPAddress")]

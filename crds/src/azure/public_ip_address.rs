@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -25,6 +25,7 @@ use super::naming;
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
     validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation"),
     validation = rules::immutable("sku"),
     validation = rules::immutable("zones"),
     validation = kube::core::Rule::new("self.sku != 'Standard' || self.allocationMethod == 'Static'")
@@ -45,6 +46,9 @@ pub struct PublicIPAddressSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
     /// SKU (ARM `sku.name`); Standard is what load balancers and NAT gateways need. Immutable.
     #[serde(default)]
     pub sku: PublicIPSku,

@@ -33,6 +33,12 @@ pub struct SubnetSpec {
     #[schemars(length(max = 43))]
     #[x_kube(validation = rules::cidr())]
     pub address_prefix: String,
+    /// More address ranges (a dual-stack subnet's IPv6 range); with any, the ARM body lists every
+    /// range in `addressPrefixes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 7), inner(length(max = 43)))]
+    #[x_kube(validation = rules::cidrs())]
+    pub additional_address_prefixes: Vec<String>,
     /// Network security group applied to the subnet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_security_group: Option<ResourceRef>,

@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::naming;
 
-/// An Azure Linux virtual machine with a managed OS disk, optional data disks and its NICs.
+/// An Azure virtual machine (Linux with an SSH key, or Windows with a generated admin password)
+/// with a managed OS disk, optional data disks and its NICs.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "azure.strata.dev",
@@ -25,13 +26,19 @@ use super::naming;
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
     validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation"),
     validation = rules::immutable("image"),
+    validation = rules::immutable("plan"),
     validation = rules::immutable("osDisk"),
     validation = rules::immutable("adminUsername"),
     validation = rules::immutable("sshPublicKey"),
     validation = rules::immutable("customData"),
     validation = rules::immutable("availabilitySet"),
     validation = rules::immutable("zone"),
+    validation = rules::immutable("osType"),
+    validation = kube::core::Rule::new("(has(self.osType) && self.osType == 'Windows') != has(self.sshPublicKey)")
+        .message("a Linux VM needs sshPublicKey; a Windows VM takes none (the operator gives it a generated admin password)")
+        .field_path(".sshPublicKey"),
     validation = kube::core::Rule::new("!(has(self.zone) && has(self.availabilitySet))")
         .message("a VM is placed either in an availability zone or in an availability set, not both")
         .field_path(".zone")
@@ -50,11 +57,17 @@ pub struct VirtualMachineSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
     /// VM size, e.g. `Standard_D2s_v3`. Can change (Azure resizes the VM).
     #[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z][A-Za-z0-9_]*$"))]
     pub vm_size: String,
     /// OS image. Immutable.
     pub image: Image,
+    /// Purchase plan of the image, when it needs one. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PurchasePlan>,
     /// OS disk. Immutable.
     #[serde(default)]
     pub os_disk: OSDisk,
@@ -72,12 +85,19 @@ pub struct VirtualMachineSpec {
     #[schemars(length(min = 1, max = 64), pattern(r"^[a-z_][a-z0-9_-]*$"))]
     #[x_kube(validation = kube::core::Rule::new("!(self in ['root', 'admin', 'administrator', 'user', 'guest', 'test', 'sys', 'adm'])").message("this user name is reserved by Azure"))]
     pub admin_username: String,
-    /// OpenSSH public key for the admin user (`ssh-rsa …`, `ssh-ed25519 …`, `ecdsa-sha2-…`). Immutable.
+    /// OpenSSH public key for the admin user of a Linux VM (`ssh-rsa …`, `ssh-ed25519 …`,
+    /// `ecdsa-sha2-…`); a Windows VM has none. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 8192),
         pattern(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")
     )]
-    pub ssh_public_key: String,
+    pub ssh_public_key: Option<String>,
+    /// Linux (default) or Windows. A Windows VM gets `windowsConfiguration` (automatic updates
+    /// off, as CAPZ sets it) and an admin password the operator generates and never stores;
+    /// its name (the computer name) is at most 15 characters. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_type: Option<OsType>,
     /// Cloud-init / bootstrap data from a Secret in the same namespace (what CAPI's bootstrap
     /// provider writes). Immutable: Azure cannot change custom data of an existing VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,15 +120,24 @@ pub struct VirtualMachineSpec {
     pub boot_diagnostics: Option<bool>,
 }
 
+/// Operating system of a VM.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OsType {
+    #[default]
+    Linux,
+    Windows,
+}
+
 fn default_admin() -> String {
     "azureuser".to_owned()
 }
 
-/// The OS image: exactly one of a marketplace image, an image ID, or a compute gallery image.
+/// The OS image: exactly one of a marketplace image, an image ID, a compute gallery image or a
+/// community gallery image.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new("[has(self.marketplace), has(self.id), has(self.computeGallery)].filter(x, x).size() == 1")
-    .message("exactly one of marketplace, id or computeGallery must be set"))]
+#[x_kube(validation = kube::core::Rule::new("[has(self.marketplace), has(self.id), has(self.computeGallery), has(self.communityGallery)].filter(x, x).size() == 1")
+    .message("exactly one of marketplace, id, computeGallery or communityGallery must be set"))]
 pub struct Image {
     /// A marketplace image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,9 +146,70 @@ pub struct Image {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024), pattern(crate::common::ARM_ID_PATTERN))]
     pub id: Option<String>,
-    /// An image from an Azure Compute Gallery (community galleries included).
+    /// An image from an Azure Compute Gallery in a resource group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_gallery: Option<ComputeGalleryImage>,
+    /// An image from a community gallery, by the gallery's public name (ARM
+    /// `imageReference.communityGalleryImageId`, `/CommunityGalleries/<gallery>/Images/<name>/Versions/<version>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub community_gallery: Option<CommunityGalleryImage>,
+}
+
+/// A community gallery image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommunityGalleryImage {
+    /// The gallery's public name, e.g. `flatcar4capi-742ef0cb-dcaa-4ecb-9cb0-bfd2e43dccc0`.
+    #[schemars(length(min = 1, max = 128), pattern(r"^[^/]+$"))]
+    pub gallery: String,
+    /// Image definition name.
+    #[schemars(length(min = 1, max = 80), pattern(r"^[^/]+$"))]
+    pub name: String,
+    /// Image version, e.g. `3815.2.5` or `latest`.
+    #[schemars(length(min = 1, max = 64), pattern(r"^[^/]+$"))]
+    pub version: String,
+}
+
+/// The purchase plan of an image that needs one (ARM `plan`): a marketplace image from a third
+/// party, or a gallery image built from one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PurchasePlan {
+    /// The plan's name (the marketplace SKU).
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// Publisher.
+    #[schemars(length(min = 1, max = 128))]
+    pub publisher: String,
+    /// Product (the marketplace offer).
+    #[schemars(length(min = 1, max = 128))]
+    pub product: String,
+}
+
+/// Ephemeral OS disk settings (ARM `osDisk.diffDiskSettings`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffDiskSettings {
+    /// `Local`: the OS disk lives on the host.
+    pub option: DiffDiskOption,
+    /// Where on the host; Azure's default is the cache disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<DiffDiskPlacement>,
+}
+
+/// Ephemeral disk options.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DiffDiskOption {
+    #[default]
+    Local,
+}
+
+/// Ephemeral disk placements.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DiffDiskPlacement {
+    #[default]
+    CacheDisk,
+    NvmeDisk,
+    ResourceDisk,
 }
 
 /// A marketplace image reference.
@@ -202,6 +292,9 @@ pub struct OSDisk {
     /// Caching.
     #[serde(default)]
     pub caching: CachingType,
+    /// An ephemeral OS disk on the host (needs ReadOnly caching). Immutable with the disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_disk_settings: Option<DiffDiskSettings>,
 }
 
 fn default_os_disk_size() -> i32 {
@@ -216,6 +309,7 @@ impl Default for OSDisk {
             disk_size_gb: default_os_disk_size(),
             storage_account_type: StorageAccountType::default(),
             caching: CachingType::default(),
+            diff_disk_settings: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, Tags};
+use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
 use crate::kinds::{CloudKind, CloudObject, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
@@ -22,7 +22,8 @@ use super::naming;
 #[x_kube(
     validation = rules::immutable("azureName"),
     validation = rules::immutable("location"),
-    validation = rules::immutable("owner")
+    validation = rules::immutable("owner"),
+    validation = rules::immutable("extendedLocation")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualNetworkSpec {
@@ -38,6 +39,9 @@ pub struct VirtualNetworkSpec {
     /// Azure tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
     /// Address space (ARM `addressSpace.addressPrefixes`), e.g. `10.0.0.0/8`.
     #[schemars(length(min = 1, max = 64), inner(length(max = 43)))]
     #[x_kube(validation = rules::cidrs())]

@@ -1,5 +1,5 @@
 use crate::capi::{ApiEndpoint, Condition, FailureDomainSpec};
-use crate::common::{FreeForm, ObjectReference, Tags};
+use crate::common::{ExtendedLocation, FreeForm, ObjectReference, Tags};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -64,6 +64,17 @@ pub struct AzureClusterSpec {
     /// Cloud-provider config overrides (not used by Strata; kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_provider_config_overrides: Option<FreeForm>,
+    /// Edge zone of the cluster (Azure public MEC): CAPZ puts it on the VNet, the public IPs, the
+    /// load balancers, the NICs and the VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_location: Option<ExtendedLocation>,
+    /// Failure domains the control plane may use (CAPZ reads them with the location's zones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failure_domains: BTreeMap<String, FailureDomainSpec>,
+    /// Whether the cluster has control-plane machines (CAPZ default true; it only changes how CAPZ
+    /// reports readiness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_enabled: Option<bool>,
 }
 
 /// The cluster's network.
@@ -124,6 +135,14 @@ pub struct NetworkSpec {
         rename = "privateDNSZone"
     )]
     pub private_dns_zone: Option<PrivateDnsZoneMode>,
+    /// Extra ports of the API server load balancer, each a rule with the same frontend and
+    /// backend port (not translated by Strata yet; kept).
+    #[serde(
+        default,
+        rename = "additionalAPIServerLBPorts",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub additional_api_server_lb_ports: Vec<FreeForm>,
 }
 
 /// Who provides a private cluster's DNS zone.
@@ -368,13 +387,18 @@ pub struct NatGatewaySpec {
     /// Name.
     #[schemars(length(min = 1, max = 80), pattern(naming::NETWORK))]
     pub name: String,
-    /// Its public IP (CAPZ default `pip-<natgateway>`).
+    /// Its public IP (CAPZ default `pip-<natgateway>`). CAPZ's field is `ip`; `natGatewayIP`
+    /// (what earlier Strata versions called it) is still read.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        rename = "natGatewayIP"
+        rename = "ip",
+        alias = "natGatewayIP"
     )]
     pub nat_gateway_ip: Option<PublicIPSpec>,
+    /// Zones of the NAT gateway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
 }
 
 /// A service endpoint of a subnet.

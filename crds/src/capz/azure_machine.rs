@@ -113,6 +113,34 @@ pub struct AzureMachineTemplateFields {
     /// VM extensions (not translated by Strata yet; kept).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vm_extensions: Vec<FreeForm>,
+    /// Additional capabilities such as `ultraSSDEnabled` (not translated by Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_capabilities: Option<FreeForm>,
+    /// ARM ID of a capacity reservation group (not translated by Strata yet; kept).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "capacityReservationGroupID"
+    )]
+    pub capacity_reservation_group_id: Option<String>,
+    /// Disables extension operations on the VM (Strata installs no extensions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_extension_operations: Option<bool>,
+    /// Disables CAPZ's bootstrap-detection extension (Strata installs none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "disableVMBootstrapExtension"
+    )]
+    pub disable_vm_bootstrap_extension: Option<bool>,
+    /// DNS servers of the VM's NICs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 45)))]
+    pub dns_servers: Vec<String>,
+    /// Deprecated name of the system-assigned identity's role assignment (not translated by
+    /// Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_assignment_name: Option<String>,
 }
 
 /// VM identity kind.
@@ -145,9 +173,9 @@ pub struct ImageSpec {
     /// A marketplace image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marketplace: Option<MarketplaceImage>,
-    /// A shared image gallery image (not translated by Strata yet; kept).
+    /// A shared image gallery image (deprecated in CAPZ in favour of computeGallery).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_gallery: Option<FreeForm>,
+    pub shared_gallery: Option<SharedGalleryImage>,
     /// A compute gallery image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_gallery: Option<ComputeGalleryImage>,
@@ -197,9 +225,55 @@ pub struct ComputeGalleryImage {
     /// Resource group of a private gallery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_group: Option<String>,
-    /// Purchase plan (not translated by Strata yet; kept).
+    /// Purchase plan of an image built from a marketplace image that needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<FreeForm>,
+    pub plan: Option<ImagePlan>,
+}
+
+/// The purchase plan of an image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ImagePlan {
+    /// Publisher.
+    #[schemars(length(min = 1))]
+    pub publisher: String,
+    /// Offer.
+    #[schemars(length(min = 1))]
+    pub offer: String,
+    /// SKU.
+    #[schemars(length(min = 1))]
+    pub sku: String,
+}
+
+/// An image of a shared image gallery (CAPZ's deprecated form of a private compute gallery
+/// image, with the plan's fields inline).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedGalleryImage {
+    /// Subscription of the gallery.
+    #[serde(rename = "subscriptionID")]
+    #[schemars(length(min = 1))]
+    pub subscription_id: String,
+    /// Resource group of the gallery.
+    #[schemars(length(min = 1))]
+    pub resource_group: String,
+    /// Gallery.
+    #[schemars(length(min = 1))]
+    pub gallery: String,
+    /// Image definition.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Version.
+    #[schemars(length(min = 1))]
+    pub version: String,
+    /// Plan publisher, when the source image needs a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher: Option<String>,
+    /// Plan offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer: Option<String>,
+    /// Plan SKU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
 }
 
 /// The OS disk.
@@ -219,12 +293,39 @@ pub struct OSDisk {
     /// Managed disk parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_disk: Option<ManagedDisk>,
-    /// Ephemeral OS disk (not translated by Strata yet; kept).
+    /// Ephemeral OS disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff_disk_settings: Option<FreeForm>,
+    pub diff_disk_settings: Option<DiffDiskSettings>,
     /// None, ReadOnly or ReadWrite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caching_type: Option<String>,
+}
+
+/// Ephemeral OS disk settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffDiskSettings {
+    /// `Local`: the OS disk lives on the host.
+    pub option: DiffDiskOption,
+    /// Where on the host: CacheDisk, NvmeDisk or ResourceDisk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<DiffDiskPlacement>,
+}
+
+/// Ephemeral disk options.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum DiffDiskOption {
+    #[default]
+    Local,
+}
+
+/// Ephemeral disk placements.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, JsonSchema)]
+pub enum DiffDiskPlacement {
+    #[default]
+    CacheDisk,
+    NvmeDisk,
+    ResourceDisk,
 }
 
 /// OS type.
@@ -245,6 +346,9 @@ pub struct ManagedDisk {
     /// Disk encryption set (not translated by Strata yet; kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_encryption_set: Option<FreeForm>,
+    /// Security profile of the disk (confidential VMs; not translated by Strata yet; kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_profile: Option<FreeForm>,
 }
 
 /// A data disk.

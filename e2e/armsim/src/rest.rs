@@ -559,6 +559,40 @@ fn settle_location(
     Ok(Some(location))
 }
 
+/// `extendedLocation` (an edge zone of the location): `{"name", "type"}` with a type ARM knows,
+/// fixed once the resource exists. ARM keeps it on the resource and returns it on reads.
+fn check_extended_location(body: &Value, existing: Option<&Value>) -> Result<(), ArmError> {
+    let Some(ext) = body.get("extendedLocation") else {
+        if existing.and_then(|e| e.get("extendedLocation")).is_some() {
+            return Err(extended_location_changed());
+        }
+        return Ok(());
+    };
+    let name = ext.get("name").and_then(Value::as_str).unwrap_or_default();
+    let type_ = ext.get("type").and_then(Value::as_str).unwrap_or_default();
+    if name.is_empty() || !matches!(type_, "EdgeZone" | "CustomLocation") {
+        return Err(ArmError::bad_request(
+            "InvalidExtendedLocation",
+            format!(
+                "The extended location {ext} is invalid: it needs a name and a type EdgeZone or CustomLocation."
+            ),
+        ));
+    }
+    if let Some(old) = existing
+        && old.get("extendedLocation") != Some(ext)
+    {
+        return Err(extended_location_changed());
+    }
+    Ok(())
+}
+
+fn extended_location_changed() -> ArmError {
+    ArmError::conflict(
+        "PropertyChangeNotAllowed",
+        "Changing property 'extendedLocation' is not allowed.",
+    )
+}
+
 /// Takes the nested children sent inline out of the body.
 fn split_children(
     id: &ResourceId,
@@ -653,6 +687,7 @@ pub fn put(
     let existing = sim.store.get(id).map(|r| r.body.clone());
     check_if_match(call.if_match, existing.as_ref())?;
     let location = settle_location(&sim.store, id, spec, &mut body, existing.as_ref())?;
+    check_extended_location(&body, existing.as_ref())?;
     strip_back_refs(spec, &mut body);
     let mut inline = split_children(id, spec, &mut body)?;
     for child in &mut inline {

@@ -1556,3 +1556,129 @@ async fn an_unchanged_put_completes_at_once_and_a_change_takes_the_update_latenc
     assert_eq!(r.body["properties"]["provisioningState"], "Updating");
     assert_eq!(sim.wait(&r).await, "Succeeded");
 }
+
+#[tokio::test]
+async fn ipv6_prefixes_are_accepted_and_nics_get_an_address_of_each_version() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let vnet = sim
+        .put(
+            &net("g", "virtualNetworks/dual"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "addressSpace": {
+                "addressPrefixes": ["10.0.0.0/8", "2001:1234:5678:9a00::/56"] } } }),
+        )
+        .await;
+    assert_eq!(vnet.status, StatusCode::CREATED, "{:?}", vnet.body);
+    sim.wait(&vnet).await;
+    let put_subnet = |name: &str, prefixes: serde_json::Value| {
+        let path = net("g", &format!("virtualNetworks/dual/subnets/{name}"));
+        let sim = &sim;
+        async move {
+            sim.put(
+                &path,
+                NET,
+                json!({ "properties": { "addressPrefixes": prefixes } }),
+            )
+            .await
+        }
+    };
+    let subnet = put_subnet("node", json!(["10.1.0.0/16", "2001:1234:5678:9abd::/64"])).await;
+    assert_eq!(subnet.status, StatusCode::CREATED, "{:?}", subnet.body);
+    sim.wait(&subnet).await;
+    // IPv6 prefixes obey the same rules as IPv4 ones.
+    assert_eq!(
+        put_subnet(
+            "outside",
+            json!(["10.2.0.0/16", "2001:1234:5678:9b00::/64"])
+        )
+        .await
+        .code(),
+        "NetcfgInvalidSubnet"
+    );
+    assert_eq!(
+        put_subnet(
+            "overlap",
+            json!(["10.3.0.0/16", "2001:1234:5678:9abd::/64"])
+        )
+        .await
+        .code(),
+        "NetcfgSubnetRangesOverlap"
+    );
+    assert_eq!(
+        put_subnet("host", json!(["10.4.0.0/16", "2001:1234:5678:9abe::1/64"]))
+            .await
+            .code(),
+        "InvalidCIDRNotation"
+    );
+    let subnet_id = subnet.body["id"].as_str().unwrap().to_owned();
+    let nic = sim
+        .put(
+            &net("g", "networkInterfaces/nic"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "ipConfigurations": [
+                { "name": "ipconfig1", "properties": { "primary": true, "subnet": { "id": subnet_id } } },
+                { "name": "ipconfigv6", "properties": { "privateIPAddressVersion": "IPv6",
+                    "subnet": { "id": subnet_id } } },
+            ] } }),
+        )
+        .await;
+    assert_eq!(nic.status, StatusCode::CREATED, "{:?}", nic.body);
+    let configs = nic.body["properties"]["ipConfigurations"]
+        .as_array()
+        .unwrap();
+    let v4: std::net::IpAddr = configs[0]["properties"]["privateIPAddress"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let v6: std::net::IpAddr = configs[1]["properties"]["privateIPAddress"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(v4.is_ipv4(), "{v4}");
+    assert!(
+        v6.is_ipv6() && v6.to_string().starts_with("2001:1234:5678:9abd:"),
+        "{v6}"
+    );
+}
+
+#[tokio::test]
+async fn extended_location_is_kept_checked_and_fixed() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let path = net("g", "virtualNetworks/edge");
+    let body = |ext: serde_json::Value| {
+        json!({ "location": "westus", "extendedLocation": ext,
+            "properties": { "addressSpace": { "addressPrefixes": ["10.0.0.0/16"] } } })
+    };
+    let edge = json!({ "name": "microsoftlosangeles1", "type": "EdgeZone" });
+    let created = sim.put(&path, NET, body(edge.clone())).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
+    assert_eq!(created.body["extendedLocation"], edge);
+    sim.wait(&created).await;
+    assert_eq!(sim.get(&path, NET).await.body["extendedLocation"], edge);
+    let moved = sim
+        .put(
+            &path,
+            NET,
+            body(json!({ "name": "microsoftdallas1", "type": "EdgeZone" })),
+        )
+        .await;
+    assert_eq!(
+        (moved.status, moved.code()),
+        (StatusCode::CONFLICT, "PropertyChangeNotAllowed")
+    );
+    let bad = sim
+        .put(
+            &net("g", "virtualNetworks/bad"),
+            NET,
+            body(json!({ "name": "x", "type": "Planet" })),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.code()),
+        (StatusCode::BAD_REQUEST, "InvalidExtendedLocation")
+    );
+}

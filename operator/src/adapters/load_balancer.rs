@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use strata_crds::azure::LoadBalancer;
 
-use super::{AzureResource, Resolved, body, prune};
+use super::{AzureResource, Resolved, body, prune, in_edge_zone};
 use crate::kind::Kind;
 
 impl AzureResource for LoadBalancer {
@@ -78,6 +78,6 @@ impl AzureResource for LoadBalancer {
             }),
         );
         b["sku"] = json!({ "name": s.sku });
-        prune(b)
+        prune(in_edge_zone(b, s.extended_location.as_ref()))
     }
 }

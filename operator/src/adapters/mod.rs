@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use strata_crds::CloudObject;
-use strata_crds::common::{ResourceRef, Tags};
+use strata_crds::common::{ExtendedLocation, ResourceRef, Tags};
 
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
@@ -86,6 +86,14 @@ impl Resolved {
 /// A top-level ARM body: `location`, `tags`, `properties`, and whatever else is given.
 pub(crate) fn body(location: &str, tags: &Tags, properties: Value) -> Value {
     json!({ "location": location, "tags": tags, "properties": properties })
+}
+
+/// Puts a resource in an edge zone: ARM's top-level `extendedLocation` (`{"name", "type"}`).
+pub(crate) fn in_edge_zone(mut body: Value, at: Option<&ExtendedLocation>) -> Value {
+    if let Some(e) = at {
+        body["extendedLocation"] = json!({ "name": e.name, "type": e.type_ });
+    }
+    body
 }
 
 /// Removes `null` members recursively, so that an unset optional spec field is left to Azure's

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::NetworkInterface;
 
-use super::{AzureResource, Resolved, body, output, prune};
+use super::{AzureResource, Resolved, body, in_edge_zone, output, prune};
 use crate::kind::Kind;
 
 impl AzureResource for NetworkInterface {
@@ -24,12 +24,13 @@ impl AzureResource for NetworkInterface {
                     "primary": ip.primary,
                     "privateIPAllocationMethod": ip.private_ip_allocation_method,
                     "privateIPAddress": ip.private_ip_address,
+                    "privateIPAddressVersion": ip.private_ip_address_version,
                     "publicIPAddress": ip.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
                     "loadBalancerBackendAddressPools": pools,
                 }})
             })
             .collect();
-        prune(body(
+        let b = body(
             &s.location,
             &s.tags,
             json!({
@@ -37,8 +38,10 @@ impl AzureResource for NetworkInterface {
                 "networkSecurityGroup": s.network_security_group.as_ref().map(|n| r.reference(Kind::NetworkSecurityGroup, n)),
                 "enableAcceleratedNetworking": s.enable_accelerated_networking,
                 "enableIPForwarding": s.enable_ip_forwarding,
+                "dnsSettings": (!s.dns_servers.is_empty()).then(|| json!({ "dnsServers": s.dns_servers })),
             }),
-        ))
+        );
+        prune(in_edge_zone(b, s.extended_location.as_ref()))
     }
 
     fn outputs(observed: &Value) -> Map<String, Value> {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::PublicIPAddress;
 
-use super::{AzureResource, Resolved, body, output, prune};
+use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
 
 impl AzureResource for PublicIPAddress {
     fn desired(&self, _: &Resolved) -> Value {
@@ -23,7 +23,7 @@ impl AzureResource for PublicIPAddress {
         if !s.zones.is_empty() {
             b["zones"] = json!(s.zones);
         }
-        prune(b)
+        prune(in_edge_zone(b, s.extended_location.as_ref()))
     }
 
     fn outputs(observed: &Value) -> Map<String, Value> {

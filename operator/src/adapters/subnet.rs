@@ -21,6 +21,17 @@ impl AzureResource for Subnet {
             "routeTable": reference(Kind::RouteTable, &s.route_table),
             "natGateway": reference(Kind::NatGateway, &s.nat_gateway),
         });
+        // One range is ARM's `addressPrefix`; several (dual stack) are `addressPrefixes`, as CAPZ
+        // sends them (azure/services/subnets/spec.go).
+        if !s.additional_address_prefixes.is_empty()
+            && let Some(p) = properties.as_object_mut()
+        {
+            p.remove("addressPrefix");
+            let all: Vec<&String> = std::iter::once(&s.address_prefix)
+                .chain(&s.additional_address_prefixes)
+                .collect();
+            p.insert("addressPrefixes".to_owned(), json!(all));
+        }
         if !s.service_endpoints.is_empty() {
             properties["serviceEndpoints"] = s
                 .service_endpoints

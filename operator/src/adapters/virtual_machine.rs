@@ -2,9 +2,9 @@
 //! disks that go with the VM when it is deleted; reports `vmId` and the power state.
 
 use serde_json::{Map, Value, json};
-use strata_crds::azure::VirtualMachine;
+use strata_crds::azure::{OsType, VirtualMachine};
 
-use super::{AzureResource, Resolved, body, output, prune};
+use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
 use crate::kind::Kind;
 
 impl AzureResource for VirtualMachine {
@@ -33,8 +33,15 @@ impl AzureResource for VirtualMachine {
                     .unwrap_or_default();
                 json!({ "id": format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{}/images/{}/versions/{}", g.gallery, g.name, g.version) })
             }
-            (None, None, None) => Value::Null,
+            (None, None, None) => match &s.image.community_gallery {
+                Some(c) => json!({ "communityGalleryImageId": format!(
+                    "/CommunityGalleries/{}/Images/{}/Versions/{}", c.gallery, c.name, c.version) }),
+                None => Value::Null,
+            },
         };
+        let diff_disk = s.os_disk.diff_disk_settings.as_ref().map(
+            |d| json!({ "option": d.option, "placement": d.placement }),
+        );
         let data_disks: Vec<Value> = s
             .data_disks
             .iter()
@@ -50,26 +57,36 @@ impl AzureResource for VirtualMachine {
             .enumerate()
             .map(|(i, n)| json!({ "id": r.id(Kind::NetworkInterface, n), "properties": { "primary": i == 0 } }))
             .collect();
+        let os_profile = if s.os_type == Some(OsType::Windows) {
+            // As CAPZ (azure/services/virtualmachines/spec.go): a random admin password nobody
+            // keeps, and no automatic updates. ARM never returns the password; `preserve` keeps
+            // it out of updates, where ARM would refuse a different one.
+            json!({ "computerName": name, "adminUsername": s.admin_username,
+                "adminPassword": admin_password(), "customData": r.custom_data,
+                "windowsConfiguration": { "enableAutomaticUpdates": false } })
+        } else {
+            json!({ "computerName": name, "adminUsername": s.admin_username, "customData": r.custom_data,
+                "linuxConfiguration": { "disablePasswordAuthentication": true, "ssh": { "publicKeys": [{
+                    "path": format!("/home/{}/.ssh/authorized_keys", s.admin_username), "keyData": s.ssh_public_key }] } } })
+        };
         let properties = json!({
             "hardwareProfile": { "vmSize": s.vm_size },
             "storageProfile": {
                 "imageReference": image,
-                "osDisk": { "createOption": "FromImage", "diskSizeGB": s.os_disk.disk_size_gb, "caching": s.os_disk.caching,
-                    "deleteOption": "Delete", "managedDisk": { "storageAccountType": s.os_disk.storage_account_type } },
+                "osDisk": { "osType": s.os_type, "createOption": "FromImage", "diskSizeGB": s.os_disk.disk_size_gb, "caching": s.os_disk.caching,
+                    "deleteOption": "Delete", "managedDisk": { "storageAccountType": s.os_disk.storage_account_type },
+                    "diffDiskSettings": diff_disk },
                 "dataDisks": data_disks,
             },
-            "osProfile": {
-                "computerName": name,
-                "adminUsername": s.admin_username,
-                "customData": r.custom_data,
-                "linuxConfiguration": { "disablePasswordAuthentication": true, "ssh": { "publicKeys": [{
-                    "path": format!("/home/{}/.ssh/authorized_keys", s.admin_username), "keyData": s.ssh_public_key }] } },
-            },
+            "osProfile": os_profile,
             "networkProfile": { "networkInterfaces": nics },
             "availabilitySet": s.availability_set.as_ref().map(|a| r.reference(Kind::AvailabilitySet, a)),
             "diagnosticsProfile": s.boot_diagnostics.map(|on| json!({ "bootDiagnostics": { "enabled": on } })),
         });
         let mut b = body(&s.location, &s.tags, properties);
+        if let Some(p) = &s.plan {
+            b["plan"] = json!({ "name": p.name, "publisher": p.publisher, "product": p.product });
+        }
         if let Some(zone) = &s.zone {
             b["zones"] = json!([zone]);
         }
@@ -81,7 +98,17 @@ impl AzureResource for VirtualMachine {
                 .collect();
             b["identity"] = json!({ "type": identity.type_, "userAssignedIdentities": (!users.is_empty()).then_some(users) });
         }
-        prune(b)
+        prune(in_edge_zone(b, s.extended_location.as_ref()))
+    }
+
+    fn preserve(_observed: &Value, desired: &mut Value) {
+        // The resource exists: its admin password was set at creation and cannot change.
+        if let Some(os) = desired
+            .pointer_mut("/properties/osProfile")
+            .and_then(Value::as_object_mut)
+        {
+            os.remove("adminPassword");
+        }
     }
 
     fn outputs(observed: &Value) -> Map<String, Value> {
@@ -100,4 +127,14 @@ impl AzureResource for VirtualMachine {
         }
         out
     }
+}
+
+/// A Windows admin password: 64 random hexadecimal digits with an upper-case letter and a symbol
+/// (Azure wants three of lower case, upper case, digits and symbols, 12 to 123 characters).
+fn admin_password() -> String {
+    format!(
+        "{:032x}{:032x}Aa!",
+        rand::random::<u128>(),
+        rand::random::<u128>()
+    )
 }

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use strata_crds::azure::VirtualNetwork;
 
-use super::{AzureResource, Resolved, body};
+use super::{AzureResource, Resolved, body, in_edge_zone};
 
 impl AzureResource for VirtualNetwork {
     fn desired(&self, _: &Resolved) -> Value {
@@ -13,7 +13,10 @@ impl AzureResource for VirtualNetwork {
         if !s.dns_servers.is_empty() {
             properties["dhcpOptions"] = json!({ "dnsServers": s.dns_servers });
         }
-        body(&s.location, &s.tags, properties)
+        in_edge_zone(
+            body(&s.location, &s.tags, properties),
+            s.extended_location.as_ref(),
+        )
     }
 
     fn preserve(observed: &Value, desired: &mut Value) {

@@ -24,6 +24,11 @@ pub const ADMIN_USERNAME: &str = "capi";
 /// it asks for `latest` and says so in a note.
 const DEFAULT_IMAGE: (&str, &str, &str) = ("cncf-upstream", "capi", "ubuntu-2204-gen1");
 
+/// CAPZ's community gallery of reference images (`azure.DefaultPublicGalleryName`).
+const DEFAULT_PUBLIC_GALLERY: &str = "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019";
+/// CAPZ's Windows reference image in that gallery (Windows Server 2019, containerd).
+const DEFAULT_WINDOWS_IMAGE: &str = "capi-win-2019-containerd";
+
 /// Whether `machine` belongs to the control plane.
 pub fn is_control_plane(machine: &Machine) -> bool {
     machine
@@ -44,14 +49,15 @@ pub fn zone(machine: &Machine, azure_machine: &AzureMachine) -> Option<String> {
 }
 
 /// The Azure name of the availability set a machine without a zone goes into, as CAPZ names it
-/// (`<cluster>_<control-plane | deployment | set>-as`); none for a zoned machine or one that
-/// belongs to no node group.
+/// (`<cluster>_<control-plane | deployment | set>-as`); none for a zoned machine, one that
+/// belongs to no node group, or one in an edge zone (CAPZ's `MachineScope.AvailabilitySet`:
+/// edge zones have no availability sets).
 pub fn availability_set_name(
     model: &ClusterModel,
     machine: &Machine,
     azure_machine: &AzureMachine,
 ) -> Option<String> {
-    if zone(machine, azure_machine).is_some() {
+    if zone(machine, azure_machine).is_some() || model.extended_location.is_some() {
         return None;
     }
     let labels = machine.metadata.labels.as_ref();
@@ -175,19 +181,42 @@ fn unsupported_fields(i: &Input, note: &mut impl FnMut(&str, &str)) {
             "spec.systemAssignedIdentityRole",
         ),
         (
-            spec.os_disk.diff_disk_settings.is_some(),
-            "spec.osDisk.diffDiskSettings",
-        ),
-        (
             spec.os_disk
                 .managed_disk
                 .as_ref()
                 .is_some_and(|m| m.disk_encryption_set.is_some()),
             "spec.osDisk.managedDisk.diskEncryptionSet",
         ),
+        (
+            spec.os_disk
+                .managed_disk
+                .as_ref()
+                .is_some_and(|m| m.security_profile.is_some()),
+            "spec.osDisk.managedDisk.securityProfile",
+        ),
+        (
+            spec.additional_capabilities.is_some(),
+            "spec.additionalCapabilities",
+        ),
+        (
+            spec.capacity_reservation_group_id.is_some(),
+            "spec.capacityReservationGroupID",
+        ),
+        (
+            spec.role_assignment_name.is_some(),
+            "spec.roleAssignmentName",
+        ),
     ] {
         if present {
             note(field, "not translated yet");
         }
+    }
+    // Strata installs no VM extensions, so disabling them is what it does anyway; asking for
+    // CAPZ's bootstrap-detection extension is not honoured.
+    if spec.disable_vm_bootstrap_extension == Some(false) {
+        note(
+            "spec.disableVMBootstrapExtension",
+            "false is not translated: Strata installs no bootstrap-detection extension",
+        );
     }
 }

@@ -9,6 +9,9 @@ use super::Input;
 use crate::model::ClusterModel;
 use crate::{CloudResource, InputError, naming};
 
+/// Azure's limit of private IP addresses (IP configurations) per network interface.
+const MAX_IP_CONFIGS: usize = 256;
+
 /// The machine's public IP CR, when it gets one.
 pub(super) fn public_ip(
     i: &Input,
@@ -43,6 +46,7 @@ pub(super) fn public_ip(
                     dns_label: None,
                     idle_timeout_in_minutes: None,
                     zones: Vec::new(),
+                    extended_location: model.extended_location.clone(),
                 },
                 status: None,
             }
@@ -88,6 +92,15 @@ pub(super) fn network_interfaces(
             .map(|(i, n)| (format!("spec.networkInterfaces[{i}].subnetName"), n.clone()))
             .collect()
     };
+    for (i, d) in spec.dns_servers.iter().enumerate() {
+        if d.parse::<std::net::IpAddr>().is_err() {
+            return Err(err(
+                &format!("spec.dnsServers[{i}]"),
+                format!("{d:?} is not an IP address"),
+            ));
+        }
+    }
+    let dns_servers = &spec.dns_servers;
     let many = nic_specs.len() > 1;
     let mut nic_refs = Vec::new();
     for (i, (field, nic)) in nic_specs.iter().enumerate() {
@@ -160,6 +173,7 @@ pub(super) fn network_interfaces(
             primary: Some(true),
             private_ip_allocation_method: Some(AllocationMethod::Dynamic),
             private_ip_address: None,
+            private_ip_address_version: None,
             public_ip_address: if i == 0 { public_ip.clone() } else { None },
             load_balancer_backend_address_pools: pools,
         }];
@@ -172,10 +186,21 @@ pub(super) fn network_interfaces(
                 ..Default::default()
             });
         }
-        if configs.len() > 32 {
+        // A dual-stack NIC gets an IPv6 configuration too, after the IPv4 ones
+        // (azure/services/networkinterfaces/spec.go).
+        if model.ipv6 {
+            configs.push(IPConfiguration {
+                name: naming::IPV6_IP_CONFIG.to_owned(),
+                subnet: subnet_ref.clone(),
+                primary: Some(false),
+                private_ip_address_version: Some(IPVersion::IPv6),
+                ..Default::default()
+            });
+        }
+        if configs.len() > MAX_IP_CONFIGS {
             return Err(err(
                 &field.replace("subnetName", "privateIPConfigs"),
-                "at most 32 IP configurations per NIC".into(),
+                format!("at most {MAX_IP_CONFIGS} IP configurations per NIC (Azure's limit)"),
             ));
         }
         let t = tags(&name);
@@ -193,6 +218,13 @@ pub(super) fn network_interfaces(
                         .accelerated_networking
                         .or(spec.accelerated_networking),
                     enable_ip_forwarding: spec.enable_ip_forwarding,
+                    extended_location: model.extended_location.clone(),
+                    // CAPZ gives the DNS servers to the primary NIC only (MachineScope.BuildNICSpec).
+                    dns_servers: if i == 0 {
+                        dns_servers.clone()
+                    } else {
+                        Vec::new()
+                    },
                 },
                 status: None,
             }

@@ -6,7 +6,10 @@ use strata_crds::azure::{self, *};
 use strata_crds::capz::{self, VMIdentity};
 use strata_crds::common::{ResourceRef, SecretKeyRef};
 
-use super::{ADMIN_USERNAME, DEFAULT_IMAGE, Input, availability_set_name, zone};
+use super::{
+    ADMIN_USERNAME, DEFAULT_IMAGE, DEFAULT_PUBLIC_GALLERY, DEFAULT_WINDOWS_IMAGE, Input,
+    availability_set_name, zone,
+};
 use crate::{CloudResource, InputError, naming};
 
 /// The VirtualMachine CR.
@@ -20,14 +23,33 @@ pub(super) fn virtual_machine(
     let err = |field: &str, message: String| i.err(field, message);
     let tags = |name: &str| i.tags(name);
     let (machine, azure_machine) = (i.machine, i.azure_machine);
-    let image = image(spec.image.as_ref(), &err, note)?;
-    if spec.os_disk.os_type == capz::OSType::Windows {
+    let windows = spec.os_disk.os_type == capz::OSType::Windows;
+    let (image, plan) = match (&spec.image, windows) {
+        (None, true) => (windows_default_image(i, note)?, None),
+        (given, _) => image(given.as_ref(), &err, note)?,
+    };
+    // An ephemeral OS disk (CAPZ's ephemeral flavour) lives in the host's cache; CAPZ's webhook
+    // requires ReadOnly caching with it (api/v1beta1/azuremachine_validation.go ValidateOSDisk).
+    let diff_disk_settings = spec
+        .os_disk
+        .diff_disk_settings
+        .as_ref()
+        .map(|d| DiffDiskSettings {
+            option: DiffDiskOption::Local,
+            placement: d.placement.map(|p| match p {
+                capz::DiffDiskPlacement::CacheDisk => DiffDiskPlacement::CacheDisk,
+                capz::DiffDiskPlacement::NvmeDisk => DiffDiskPlacement::NvmeDisk,
+                capz::DiffDiskPlacement::ResourceDisk => DiffDiskPlacement::ResourceDisk,
+            }),
+        });
+    if diff_disk_settings.is_some() && spec.os_disk.caching_type.as_deref() != Some("ReadOnly") {
         return Err(err(
-            "spec.osDisk.osType",
-            "Strata's VMs are Linux VMs; Windows is not supported".into(),
+            "spec.osDisk.cachingType",
+            "must be ReadOnly with an ephemeral OS disk (diffDiskSettings)".into(),
         ));
     }
     let os_disk = OSDisk {
+        diff_disk_settings,
         disk_size_gb: spec.os_disk.disk_size_gb.unwrap_or(128),
         storage_account_type: storage_type(
             spec.os_disk
@@ -45,7 +67,23 @@ pub(super) fn virtual_machine(
         )?,
     };
     let data_disks = data_disks(i, note)?;
-    let ssh_public_key = ssh_public_key(i, note)?;
+    // A Windows VM logs its admin in with a password the operator generates (CAPZ: a random one
+    // nobody keeps); CAPZ documents the SSH key as Linux only.
+    let ssh_public_key = if windows {
+        if spec
+            .ssh_public_key
+            .as_deref()
+            .is_some_and(|k| !k.is_empty())
+        {
+            note(
+                "spec.sshPublicKey",
+                "not used on Windows (as in CAPZ, where it is Linux only)",
+            );
+        }
+        None
+    } else {
+        Some(ssh_public_key(i, note)?)
+    };
     let zone = zone(machine, azure_machine);
     if let Some(z) = &zone
         && !matches!(z.as_str(), "1" | "2" | "3")
@@ -105,6 +143,17 @@ pub(super) fn virtual_machine(
             })
         }
     };
+    if spec
+        .diagnostics
+        .as_ref()
+        .and_then(|d| d.boot.as_ref())
+        .is_some_and(|b| b.user_managed.is_some())
+    {
+        note(
+            "spec.diagnostics.boot.userManaged",
+            "user-managed boot diagnostics storage is not translated yet",
+        );
+    }
     let boot_diagnostics = match spec
         .diagnostics
         .as_ref()
@@ -122,20 +171,24 @@ pub(super) fn virtual_machine(
         }
     };
 
-    let t = tags(vm_name);
+    // Only a Windows VM's name is shortened (its computer name); CAPZ tags it with that name.
+    let azure_name = if windows { windows_name(vm_name) } else { None };
+    let t = tags(azure_name.as_deref().unwrap_or(vm_name));
     Ok(VirtualMachine {
         metadata: model.meta(vm_name, false, Some(&t)),
         spec: VirtualMachineSpec {
-            azure_name: None,
+            azure_name,
             owner: rg.clone(),
             location: model.location.clone(),
             tags: t,
             vm_size: spec.vm_size.clone(),
             image,
+            plan,
             os_disk,
             data_disks,
             admin_username: ADMIN_USERNAME.to_owned(),
             ssh_public_key,
+            os_type: windows.then_some(OsType::Windows),
             custom_data: Some(SecretKeyRef {
                 name: naming::custom_data_secret(vm_name),
                 key: naming::BOOTSTRAP_DATA_KEY.to_owned(),
@@ -145,8 +198,71 @@ pub(super) fn virtual_machine(
             zone,
             identity,
             boot_diagnostics,
+            extended_location: model.extended_location.clone(),
         },
         status: None,
+    })
+}
+
+/// A Windows VM's name is its computer name, at most 15 characters: CAPZ shortens a longer
+/// machine name to its first 9 characters (without a trailing '-'), '-' and its last 5
+/// (azure/scope/machine.go `MachineScope.Name`).
+fn windows_name(vm_name: &str) -> Option<String> {
+    (vm_name.len() > 15).then(|| {
+        format!(
+            "{}-{}",
+            vm_name[..9].trim_end_matches('-'),
+            &vm_name[vm_name.len() - 5..]
+        )
+    })
+}
+
+/// CAPZ's default image of a Windows machine (azure/services/virtualmachineimages
+/// `GetDefaultWindowsImage`): its community gallery's `capi-win-2019-containerd` image (the
+/// year from the `windowsServerVersion` annotation `windows-<year>`) at the Machine's Kubernetes
+/// version; the `runtime` annotation may only ask for containerd.
+fn windows_default_image(
+    i: &Input,
+    note: &mut impl FnMut(&str, &str),
+) -> Result<Image, InputError> {
+    let annotations = i.azure_machine.metadata.annotations.as_ref();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
+    if let Some(runtime) = annotation("runtime").filter(|r| !r.is_empty() && *r != "containerd") {
+        return Err(i.err(
+            "metadata.annotations.runtime",
+            format!("unsupported runtime {runtime:?}: Windows machines run containerd"),
+        ));
+    }
+    let mut name = DEFAULT_WINDOWS_IMAGE.to_owned();
+    if let Some(os) = annotation("windowsServerVersion").filter(|v| !v.is_empty()) {
+        let year = os
+            .strip_prefix("windows-")
+            .filter(|y| y.len() == 4 && y.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| {
+                i.err(
+                    "metadata.annotations.windowsServerVersion",
+                    format!("unsupported {os:?}: windows-<year> such as windows-2022"),
+                )
+            })?;
+        name = name.replace("2019", year);
+    }
+    let version = match i.machine.spec.version.as_deref() {
+        Some(v) => v.trim_start_matches('v').to_owned(),
+        None => {
+            note(
+                "spec.image",
+                "not set and the Machine names no Kubernetes version: the latest Windows image is used",
+            );
+            "latest".to_owned()
+        }
+    };
+    Ok(Image {
+        community_gallery: Some(CommunityGalleryImage {
+            gallery: DEFAULT_PUBLIC_GALLERY.to_owned(),
+            name,
+            version,
+        }),
+        ..Default::default()
     })
 }
 
@@ -203,6 +319,15 @@ fn data_disks(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<Vec<DataDi
         {
             note(
                 &format!("{field}.managedDisk.diskEncryptionSet"),
+                "not translated yet",
+            );
+        }
+        if d.managed_disk
+            .as_ref()
+            .is_some_and(|m| m.security_profile.is_some())
+        {
+            note(
+                &format!("{field}.managedDisk.securityProfile"),
                 "not translated yet",
             );
         }
@@ -273,41 +398,45 @@ fn ssh_public_key(i: &Input, note: &mut impl FnMut(&str, &str)) -> Result<String
     Ok(key)
 }
 
+/// The VM's image and the purchase plan it needs, as CAPZ's image converter makes them
+/// (azure/converters/image.go): a compute gallery image without subscription and resource group
+/// is a community gallery image; a marketplace image from a third party, or a gallery image with
+/// a plan, carries the plan.
 fn image(
     spec: Option<&capz::ImageSpec>,
     err: &impl Fn(&str, String) -> InputError,
     note: &mut impl FnMut(&str, &str),
-) -> Result<Image, InputError> {
+) -> Result<(Image, Option<PurchasePlan>), InputError> {
     let Some(spec) = spec else {
         note(
             "spec.image",
             "not set: CAPZ looks the reference image for the Kubernetes version up in Azure, \
              which the translator never calls; cncf-upstream/capi/ubuntu-2204-gen1 latest is used",
         );
-        return Ok(Image {
-            marketplace: Some(MarketplaceImage {
-                publisher: DEFAULT_IMAGE.0.to_owned(),
-                offer: DEFAULT_IMAGE.1.to_owned(),
-                sku: DEFAULT_IMAGE.2.to_owned(),
-                version: "latest".to_owned(),
-            }),
-            ..Default::default()
-        });
-    };
-    if spec.shared_gallery.is_some() {
-        return Err(err(
-            "spec.image.sharedGallery",
-            "shared gallery images are not supported; use computeGallery or id".into(),
+        return Ok((
+            Image {
+                marketplace: Some(MarketplaceImage {
+                    publisher: DEFAULT_IMAGE.0.to_owned(),
+                    offer: DEFAULT_IMAGE.1.to_owned(),
+                    sku: DEFAULT_IMAGE.2.to_owned(),
+                    version: "latest".to_owned(),
+                }),
+                ..Default::default()
+            },
+            None,
         ));
-    }
+    };
     if let Some(id) = &spec.id {
         if !arm_id_ok(id) {
             return Err(err("spec.image.id", "not an ARM resource ID".into()));
         }
-        return Ok(Image {
-            id: Some(id.clone()),
-            ..Default::default()
-        });
+        return Ok((
+            Image {
+                id: Some(id.clone()),
+                ..Default::default()
+            },
+            None,
+        ));
     }
     let bounded = |v: &str, max: usize, f: &str| -> Result<String, InputError> {
         if v.is_empty() || v.len() > max {
@@ -316,44 +445,119 @@ fn image(
             Ok(v.to_owned())
         }
     };
+    let plan =
+        |publisher: &str, product: &str, name: &str, f: &str| -> Result<PurchasePlan, InputError> {
+            Ok(PurchasePlan {
+                name: bounded(name, 128, &format!("{f}.sku"))?,
+                publisher: bounded(publisher, 128, &format!("{f}.publisher"))?,
+                product: bounded(product, 128, &format!("{f}.offer"))?,
+            })
+        };
     if let Some(m) = &spec.marketplace {
-        if m.third_party_image == Some(true) {
-            note(
-                "spec.image.marketplace.thirdPartyImage",
-                "purchase plans are not translated yet",
-            );
-        }
-        return Ok(Image {
-            marketplace: Some(MarketplaceImage {
-                publisher: bounded(&m.publisher, 128, "spec.image.marketplace.publisher")?,
-                offer: bounded(&m.offer, 128, "spec.image.marketplace.offer")?,
-                sku: bounded(&m.sku, 128, "spec.image.marketplace.sku")?,
-                version: bounded(&m.version, 64, "spec.image.marketplace.version")?,
-            }),
-            ..Default::default()
-        });
+        let image = MarketplaceImage {
+            publisher: bounded(&m.publisher, 128, "spec.image.marketplace.publisher")?,
+            offer: bounded(&m.offer, 128, "spec.image.marketplace.offer")?,
+            sku: bounded(&m.sku, 128, "spec.image.marketplace.sku")?,
+            version: bounded(&m.version, 64, "spec.image.marketplace.version")?,
+        };
+        // A third party's image needs the plan named after it (publisher, offer as product,
+        // SKU as name).
+        let plan = (m.third_party_image == Some(true))
+            .then(|| plan(&m.publisher, &m.offer, &m.sku, "spec.image.marketplace"))
+            .transpose()?;
+        return Ok((
+            Image {
+                marketplace: Some(image),
+                ..Default::default()
+            },
+            plan,
+        ));
     }
     if let Some(g) = &spec.compute_gallery {
-        if g.plan.is_some() {
-            note(
-                "spec.image.computeGallery.plan",
-                "purchase plans are not translated yet",
-            );
-        }
-        return Ok(Image {
-            compute_gallery: Some(azure::ComputeGalleryImage {
-                gallery: bounded(&g.gallery, 80, "spec.image.computeGallery.gallery")?,
-                name: bounded(&g.name, 80, "spec.image.computeGallery.name")?,
-                version: bounded(&g.version, 64, "spec.image.computeGallery.version")?,
-                subscription_id: g.subscription_id.clone(),
-                resource_group: g.resource_group.clone(),
-            }),
-            ..Default::default()
-        });
+        let gallery = bounded(&g.gallery, 128, "spec.image.computeGallery.gallery")?;
+        let name = bounded(&g.name, 80, "spec.image.computeGallery.name")?;
+        let version = bounded(&g.version, 64, "spec.image.computeGallery.version")?;
+        let plan = g
+            .plan
+            .as_ref()
+            .map(|p| {
+                plan(
+                    &p.publisher,
+                    &p.offer,
+                    &p.sku,
+                    "spec.image.computeGallery.plan",
+                )
+            })
+            .transpose()?;
+        let image = match (&g.subscription_id, &g.resource_group) {
+            (Some(subscription), Some(resource_group)) => Image {
+                compute_gallery: Some(azure::ComputeGalleryImage {
+                    gallery: bounded(&gallery, 80, "spec.image.computeGallery.gallery")?,
+                    name,
+                    version,
+                    subscription_id: Some(subscription.clone()),
+                    resource_group: Some(resource_group.clone()),
+                }),
+                ..Default::default()
+            },
+            // Without both, CAPZ takes the gallery for a community gallery's public name.
+            _ => {
+                for (part, what) in [
+                    (&gallery, "gallery"),
+                    (&name, "name"),
+                    (&version, "version"),
+                ] {
+                    if part.contains('/') {
+                        return Err(err(
+                            &format!("spec.image.computeGallery.{what}"),
+                            "must not contain '/'".into(),
+                        ));
+                    }
+                }
+                Image {
+                    community_gallery: Some(CommunityGalleryImage {
+                        gallery,
+                        name,
+                        version,
+                    }),
+                    ..Default::default()
+                }
+            }
+        };
+        return Ok((image, plan));
+    }
+    if let Some(g) = &spec.shared_gallery {
+        let f = "spec.image.sharedGallery";
+        // The plan's three fields come together or not at all (CAPZ: all set means a plan).
+        let plan = match (&g.publisher, &g.offer, &g.sku) {
+            (Some(p), Some(o), Some(s)) => Some(plan(p, o, s, f)?),
+            _ => None,
+        };
+        return Ok((
+            Image {
+                compute_gallery: Some(azure::ComputeGalleryImage {
+                    gallery: bounded(&g.gallery, 80, &format!("{f}.gallery"))?,
+                    name: bounded(&g.name, 80, &format!("{f}.name"))?,
+                    version: bounded(&g.version, 64, &format!("{f}.version"))?,
+                    subscription_id: Some(bounded(
+                        &g.subscription_id,
+                        64,
+                        &format!("{f}.subscriptionID"),
+                    )?),
+                    resource_group: Some(bounded(
+                        &g.resource_group,
+                        90,
+                        &format!("{f}.resourceGroup"),
+                    )?),
+                }),
+                ..Default::default()
+            },
+            plan,
+        ));
     }
     Err(err(
         "spec.image",
-        "one of id, marketplace or computeGallery is required".into(),
+        "one of id, marketplace, computeGallery or sharedGallery is required".into(),
     ))
 }
 
@@ -565,6 +769,97 @@ mod tests {
         assert!(ssh_key_ok(&a), "{a}");
         assert_eq!(a, unusable_ssh_key("default", "m1"));
         assert_ne!(a, unusable_ssh_key("default", "m2"));
+    }
+
+    fn image_of(json: serde_json::Value) -> Result<(Image, Option<PurchasePlan>), InputError> {
+        let spec: capz::ImageSpec = serde_json::from_value(json).unwrap();
+        let err = |field: &str, message: String| InputError {
+            object: "AzureMachine ns/m".into(),
+            field: field.into(),
+            message,
+        };
+        image(Some(&spec), &err, &mut |_: &str, _: &str| {})
+    }
+
+    #[test]
+    fn gallery_images_are_private_community_or_shared_as_in_capz() {
+        // Without subscription and resource group: a community gallery's public name.
+        let (img, plan) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "flatcar4capi", "name": "flatcar", "version": "1.0.0",
+            "plan": { "publisher": "kinvolk", "offer": "flatcar-free", "sku": "stable" } } }))
+        .unwrap();
+        assert_eq!(
+            img.community_gallery,
+            Some(CommunityGalleryImage {
+                gallery: "flatcar4capi".into(),
+                name: "flatcar".into(),
+                version: "1.0.0".into()
+            })
+        );
+        assert_eq!(
+            plan,
+            Some(PurchasePlan {
+                name: "stable".into(),
+                publisher: "kinvolk".into(),
+                product: "flatcar-free".into()
+            })
+        );
+        // Only one of the two is still a community image (CAPZ needs both for a private one).
+        let (img, _) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s" } }))
+        .unwrap();
+        assert!(img.community_gallery.is_some() && img.compute_gallery.is_none());
+        let (img, plan) = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s", "resourceGroup": "rg" } }))
+        .unwrap();
+        assert!(img.compute_gallery.is_some() && plan.is_none());
+        // A shared gallery is a private gallery; its inline publisher/offer/sku are the plan.
+        let (img, plan) = image_of(serde_json::json!({ "sharedGallery": {
+            "gallery": "g", "name": "n", "version": "1", "subscriptionID": "s", "resourceGroup": "rg",
+            "publisher": "p", "offer": "o", "sku": "k" } }))
+        .unwrap();
+        let g = img.compute_gallery.unwrap();
+        assert_eq!(
+            (g.subscription_id.as_deref(), g.resource_group.as_deref()),
+            (Some("s"), Some("rg"))
+        );
+        assert_eq!(plan.unwrap().product, "o");
+        // A third party's marketplace image carries its plan; CAPZ's own images do not.
+        let third = |third: bool| {
+            image_of(
+                serde_json::json!({ "marketplace": { "publisher": "p", "offer": "o",
+                "sku": "k", "version": "latest", "thirdPartyImage": third } }),
+            )
+            .unwrap()
+            .1
+        };
+        assert_eq!(
+            third(true),
+            Some(PurchasePlan {
+                name: "k".into(),
+                publisher: "p".into(),
+                product: "o".into()
+            })
+        );
+        assert_eq!(third(false), None);
+        let bad = image_of(serde_json::json!({ "computeGallery": {
+            "gallery": "a/b", "name": "n", "version": "1" } }))
+        .unwrap_err();
+        assert_eq!(bad.field, "spec.image.computeGallery.gallery");
+    }
+
+    #[test]
+    fn windows_names_are_shortened_to_fifteen_characters_as_in_capz() {
+        assert_eq!(
+            windows_name("win-md-win-fghij-klmno").as_deref(),
+            Some("win-md-wi-klmno")
+        );
+        // A '-' ending the first nine characters is dropped, not doubled.
+        assert_eq!(
+            windows_name("abcdefgh-ijklmnopq").as_deref(),
+            Some("abcdefgh-mnopq")
+        );
+        assert_eq!(windows_name("short-name-15ch"), None);
     }
 
     #[test]

@@ -77,11 +77,11 @@ pub(super) fn bastion(
         cr_name: naming::subnet_cr_name(name, vnet_name, &subnet_name),
         name: subnet_name,
         role: SubnetRole::Bastion,
-        cidr: spec
-            .cidr_blocks
-            .first()
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_BASTION_SUBNET_CIDR.to_owned()),
+        cidrs: if spec.cidr_blocks.is_empty() {
+            vec![DEFAULT_BASTION_SUBNET_CIDR.to_owned()]
+        } else {
+            spec.cidr_blocks.clone()
+        },
         security_group,
         route_table: spec.route_table.as_ref().and_then(|r| r.name.clone()),
         nat_gateway: None,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use strata_crds::capi::Cluster;
 use strata_crds::capz::{self, AzureCluster, SubnetRole};
-use strata_crds::common::Tags;
+use strata_crds::common::{ExtendedLocation, Tags};
 
 use crate::identity::IdentityRef;
 use crate::{InputError, Note, annotations, naming, object_ref};
@@ -89,7 +89,8 @@ pub struct SubnetModel {
     pub name: String,
     pub cr_name: String,
     pub role: SubnetRole,
-    pub cidr: String,
+    /// The address ranges: CAPZ's `cidrBlocks`, every one (azure/services/subnets/spec.go).
+    pub cidrs: Vec<String>,
     /// NSG (Azure name) and its rules, if the subnet has one.
     pub security_group: Option<String>,
     pub route_table: Option<String>,
@@ -157,7 +158,13 @@ pub struct ClusterModel {
     pub bastion: Option<BastionModel>,
     pub api_server_port: i32,
     pub additional_tags: Tags,
+    /// The VNet has an IPv6 range (CAPZ's `ClusterScope.IsIPv6Enabled`): every NIC gets an IPv6
+    /// IP configuration too.
+    pub ipv6: bool,
     pub policy: Policy,
+    /// The cluster's edge zone: CAPZ puts it on the VNet, the load balancers and their public
+    /// IPs, and the machines' NICs, public IPs and VMs.
+    pub extended_location: Option<ExtendedLocation>,
 }
 
 impl ClusterModel {
@@ -239,9 +246,22 @@ impl ClusterModel {
         // Load balancers.
         let (api_server_lb, api_server_ilb) =
             load_balancers::api_server(net, &name, &location, &err, &mut note)?;
+        // CAPZ's webhook gives a public cluster whose node (or cluster) subnets have an IPv6
+        // range a node outbound load balancer (api/v1beta1/azurecluster_default.go
+        // SetNodeOutboundLBDefaults): such subnets get no NAT gateway.
+        let default_node_outbound = capz::LoadBalancerSpec::default();
+        let needs_node_outbound = net.node_outbound_lb.is_none()
+            && spec.control_plane_enabled != Some(false)
+            && net.api_server_lb.as_ref().and_then(|l| l.type_)
+                != Some(capz::LoadBalancerType::Internal)
+            && net.subnets.iter().any(|s| {
+                matches!(s.role, SubnetRole::Node | SubnetRole::Cluster)
+                    && s.cidr_blocks.iter().any(|c| c.contains(':'))
+            });
         let node_outbound_lb = net
             .node_outbound_lb
             .as_ref()
+            .or(needs_node_outbound.then_some(&default_node_outbound))
             .map(|lb| {
                 load_balancers::outbound_lb(
                     lb,
@@ -277,6 +297,7 @@ impl ClusterModel {
             &mut note,
         );
 
+        let ipv6 = vnet_cidrs.iter().any(|c| c.contains(':'));
         Ok(ClusterModel {
             object,
             namespace: azure_cluster.metadata.namespace.clone().unwrap_or_default(),
@@ -299,6 +320,8 @@ impl ClusterModel {
             api_server_port,
             additional_tags: spec.additional_tags.clone(),
             policy: Policy::of(cluster, azure_cluster),
+            extended_location: spec.extended_location.clone(),
+            ipv6,
             name,
         })
     }
@@ -471,17 +494,101 @@ fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, 
              it is set",
         );
     }
+    if let Some(r) = &spec.identity_ref {
+        for (set, field) in [
+            (r.uid.is_some(), "uid"),
+            (r.resource_version.is_some(), "resourceVersion"),
+            (r.field_path.is_some(), "fieldPath"),
+        ] {
+            if set {
+                note(
+                    &format!("spec.identityRef.{field}"),
+                    "ignored (as by CAPZ): the identity is named by its kind, name and namespace",
+                );
+            }
+        }
+    }
+    // CAPZ writes these IDs back once the resources exist and finds the resources by name.
+    for (i, s) in net.subnets.iter().enumerate() {
+        for (set, part) in [
+            (
+                s.security_group.as_ref().is_some_and(|g| g.id.is_some()),
+                "securityGroup.id",
+            ),
+            (
+                s.route_table.as_ref().is_some_and(|r| r.id.is_some()),
+                "routeTable.id",
+            ),
+            (
+                s.nat_gateway.as_ref().is_some_and(|n| n.id.is_some()),
+                "natGateway.id",
+            ),
+        ] {
+            if set {
+                note(
+                    &format!("spec.networkSpec.subnets[{i}].{part}"),
+                    "ignored (as by CAPZ, which sets it): the resource is found by name",
+                );
+            }
+        }
+    }
+    if !net.additional_api_server_lb_ports.is_empty() {
+        note(
+            "spec.networkSpec.additionalAPIServerLBPorts",
+            "extra API server load balancer ports are not translated yet",
+        );
+    }
+    if !spec.failure_domains.is_empty() {
+        note(
+            "spec.failureDomains",
+            "not translated: the AzureCluster's failure domains come from the translator's \
+             zones setting",
+        );
+    }
+    if spec.control_plane_enabled == Some(false) {
+        note(
+            "spec.controlPlaneEnabled",
+            "false is not translated: Strata builds the API server load balancer as for a \
+             cluster with control-plane machines",
+        );
+    }
+    if spec
+        .azure_environment
+        .as_deref()
+        .is_some_and(|e| e != "AzurePublicCloud")
+    {
+        note(
+            "spec.azureEnvironment",
+            "not translated: the operator reaches the cloud its own settings name",
+        );
+    }
+    if spec.cloud_provider_config_overrides.is_some() {
+        note(
+            "spec.cloudProviderConfigOverrides",
+            "not translated: CAPZ writes them into the cloud-provider configuration Secret, \
+             which Strata does not write",
+        );
+    }
     let internal = net
         .api_server_lb
         .as_ref()
         .is_some_and(|lb| lb.type_ == Some(capz::LoadBalancerType::Internal));
-    if !internal
-        && (net.private_dns_zone_name.is_some() || net.private_dns_zone_resource_group.is_some())
-    {
+    if !internal {
         // As CAPZ: only a private cluster (Internal API server load balancer) gets a zone.
-        note(
-            "spec.networkSpec.privateDNSZoneName",
-            "used only when apiServerLB.type is Internal (as in CAPZ); no private DNS zone is made",
-        );
+        for (set, field) in [
+            (net.private_dns_zone_name.is_some(), "privateDNSZoneName"),
+            (
+                net.private_dns_zone_resource_group.is_some(),
+                "privateDNSZoneResourceGroup",
+            ),
+            (net.private_dns_zone.is_some(), "privateDNSZone"),
+        ] {
+            if set {
+                note(
+                    &format!("spec.networkSpec.{field}"),
+                    "used only when apiServerLB.type is Internal (as in CAPZ); no private DNS zone is made",
+                );
+            }
+        }
     }
 }

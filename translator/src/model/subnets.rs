@@ -71,13 +71,11 @@ pub(super) fn subnets(
             SubnetRole::Node => format!("10.{}.0.0/16", index.unwrap_or(1)),
             SubnetRole::Bastion => "10.255.255.224/27".to_owned(),
         };
-        let cidr = s.cidr_blocks.first().cloned().unwrap_or(default_cidr);
-        if s.cidr_blocks.len() > 1 {
-            note(
-                &format!("{field}.cidrBlocks"),
-                "only the first CIDR block of a subnet is translated (as CAPZ does)",
-            );
-        }
+        let cidrs = if s.cidr_blocks.is_empty() {
+            vec![default_cidr]
+        } else {
+            s.cidr_blocks.clone()
+        };
         let ipv6 = s.cidr_blocks.iter().any(|c| c.contains(':'));
         let sg_name = s.security_group.as_ref().and_then(|g| g.name.clone());
         let security_group = match s.role {
@@ -144,6 +142,27 @@ pub(super) fn subnets(
                 .unwrap_or_else(|| naming::nat_gateway_ip(&n));
             (n, ip)
         });
+        if let Some(g) = given_nat {
+            if !g.zones.is_empty() {
+                note(
+                    &format!("{field}.natGateway.zones"),
+                    "NAT gateway zones are not translated yet: the NAT gateway is regional",
+                );
+            }
+            let ip = g.nat_gateway_ip.as_ref();
+            if ip.is_some_and(|p| p.dns_name.is_some()) {
+                note(
+                    &format!("{field}.natGateway.ip.dnsName"),
+                    "not translated yet: the NAT gateway's IP gets no DNS name",
+                );
+            }
+            if ip.is_some_and(|p| !p.ip_tags.is_empty()) {
+                note(
+                    &format!("{field}.natGateway.ip.ipTags"),
+                    "IP tags are not translated yet",
+                );
+            }
+        }
         if !s.private_endpoints.is_empty() {
             note(
                 &format!("{field}.privateEndpoints"),
@@ -168,7 +187,7 @@ pub(super) fn subnets(
             cr_name: naming::subnet_cr_name(name, vnet_name, &s.name),
             name: s.name.clone(),
             role: s.role,
-            cidr,
+            cidrs,
             security_group,
             route_table,
             nat_gateway,

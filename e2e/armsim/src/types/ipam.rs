@@ -1,10 +1,14 @@
 //! Private addresses in subnets, shared by NIC IP configurations and internal load balancer
 //! frontends: a dynamic address is the next free one of the subnet (Azure keeps the first four
 //! and the last address of every subnet), a static one is checked. The addresses in use are read
-//! from the store, so deleting the holder frees its address.
+//! from the store, so deleting the holder frees its address. A configuration with
+//! `privateIPAddressVersion: IPv6` gets its address from the subnet's IPv6 prefix (a dual-stack
+//! subnet has one of each).
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use serde_json::{Value, json};
 
@@ -32,7 +36,7 @@ fn items<'v>(body: &'v Value, pointer: &str) -> &'v [Value] {
 }
 
 /// Addresses held in a subnet by every holder but `self_key`.
-fn used_in_subnet(store: &Store, subnet_key: &str, self_key: &str) -> HashSet<Ipv4Addr> {
+fn used_in_subnet(store: &Store, subnet_key: &str, self_key: &str) -> HashSet<IpAddr> {
     store
         .all()
         .filter(|r| r.id.key() != self_key)
@@ -60,7 +64,7 @@ pub fn assign(
     configs: &mut [Value],
     existing: &[Value],
 ) -> Result<(), ArmError> {
-    let mut taken_here: HashSet<Ipv4Addr> = HashSet::new();
+    let mut taken_here: HashSet<IpAddr> = HashSet::new();
     for config in configs.iter_mut() {
         let name = config
             .get("name")
@@ -75,9 +79,11 @@ pub fn assign(
             .get_key(&subnet_key)
             .map(|r| r.body.clone())
             .unwrap_or_default();
+        let ipv6 = str_at(config, "/properties/privateIPAddressVersion") == Some("IPv6");
         let Some(net) = subnet_prefixes(&subnet)
-            .first()
-            .and_then(|p| p.parse::<ipnet::Ipv4Net>().ok())
+            .iter()
+            .filter_map(|p| p.parse::<IpNet>().ok())
+            .find(|n| matches!(n, IpNet::V6(_)) == ipv6)
         else {
             continue;
         };
@@ -87,7 +93,7 @@ pub fn assign(
             .unwrap_or("Dynamic")
             .to_string();
         let requested =
-            str_at(config, "/properties/privateIPAddress").and_then(|a| a.parse::<Ipv4Addr>().ok());
+            str_at(config, "/properties/privateIPAddress").and_then(|a| a.parse::<IpAddr>().ok());
         let previous = existing
             .iter()
             .find(|c| c.get("name").and_then(Value::as_str) == Some(name.as_str()))
@@ -96,7 +102,7 @@ pub fn assign(
                     .is_some_and(|s| s.eq_ignore_ascii_case(&subnet_key))
             })
             .and_then(|c| str_at(c, "/properties/privateIPAddress"))
-            .and_then(|a| a.parse::<Ipv4Addr>().ok());
+            .and_then(|a| a.parse::<IpAddr>().ok());
         let what = format!("IP configuration {owner}/{array}/{name}");
         let address = if method == "Static" {
             let Some(addr) = requested else {

@@ -1,6 +1,6 @@
 //! `Microsoft.Network/virtualNetworks` and their `subnets`: address space and subnet prefix rules.
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use serde_json::Value;
 
 use super::{BackRef, Fill, Put, Spec, fill};
@@ -63,9 +63,9 @@ const SUBNET_DEFAULTS: &[Fill] = &[
     fill("/properties/delegations", "[]"),
 ];
 
-/// Parses a CIDR the way ARM accepts it: valid IPv4 and no host bits set.
-pub fn parse_prefix(prefix: &str, owner: &str) -> Result<Ipv4Net, ArmError> {
-    let net: Ipv4Net = prefix.parse().map_err(|_| {
+/// Parses a CIDR the way ARM accepts it: valid IPv4 or IPv6 and no host bits set.
+pub fn parse_prefix(prefix: &str, owner: &str) -> Result<IpNet, ArmError> {
+    let net: IpNet = prefix.parse().map_err(|_| {
         ArmError::bad_request(
             "InvalidAddressPrefixFormat",
             format!("Address prefix {prefix} of resource {owner} is not formatted correctly. It should follow CIDR notation, for example 10.0.0.0/24."),
@@ -102,7 +102,7 @@ pub fn subnet_prefixes(subnet: &Value) -> Vec<String> {
     one.into_iter().chain(many).collect()
 }
 
-fn address_space(vnet: &Value, owner: &str) -> Result<Vec<Ipv4Net>, ArmError> {
+fn address_space(vnet: &Value, owner: &str) -> Result<Vec<IpNet>, ArmError> {
     vnet.pointer("/properties/addressSpace/addressPrefixes")
         .and_then(Value::as_array)
         .map(|a| {
@@ -164,7 +164,7 @@ fn prepare_subnet(put: &mut Put<'_>) -> Result<(), ArmError> {
     }
     for sibling in &put.siblings {
         for other in subnet_prefixes(sibling) {
-            let Ok(other) = other.parse::<Ipv4Net>() else {
+            let Ok(other) = other.parse::<IpNet>() else {
                 continue;
             };
             if nets
