@@ -151,11 +151,7 @@ impl Registry {
     }
 
     /// Issues a token for the client-credentials grant, or an Azure AD error.
-    fn issue(
-        &mut self,
-        tenant: &str,
-        form: &HashMap<String, String>,
-    ) -> Result<String, (StatusCode, serde_json::Value)> {
+    fn issue(&mut self, tenant: &str, form: &HashMap<String, String>) -> Issued<String> {
         let aad = |status: StatusCode, error: &str, description: String| {
             (
                 status,
@@ -280,7 +276,7 @@ impl Registry {
         &mut self,
         query: &HashMap<String, String>,
         headers: &HeaderMap,
-    ) -> Result<(String, String), (StatusCode, serde_json::Value)> {
+    ) -> Issued<(String, String)> {
         let refuse = |status: StatusCode, message: String| {
             (
                 status,
@@ -383,6 +379,40 @@ fn rfc3339(seconds: i64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// What an Azure AD endpoint answers: a token, or an error with its status.
+type Issued<T> = Result<T, (StatusCode, serde_json::Value)>;
+
+/// The log entry of a token request (Azure AD's side: no subscription).
+fn token_entry<T>(
+    method: &str,
+    path: String,
+    result: &Issued<T>,
+    principal: Option<String>,
+    started: Instant,
+) -> Entry {
+    let status = result.as_ref().err().map_or(StatusCode::OK, |(s, _)| *s);
+    Entry {
+        time: chrono::Utc::now().to_rfc3339(),
+        method: method.into(),
+        path,
+        api_version: None,
+        status: status.as_u16(),
+        code: None,
+        subscription: None,
+        principal,
+        assertion: None,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    }
+}
+
+/// The answer: the token's body, or the error's.
+fn respond<T>(result: Issued<T>, body: impl FnOnce(T) -> serde_json::Value) -> Response {
+    match result {
+        Ok(issued) => Json(body(issued)).into_response(),
+        Err((status, error)) => (status, Json(error)).into_response(),
+    }
+}
+
 /// `POST /{tenant}/oauth2/v2.0/token`.
 pub async fn token(
     State(app): State<App>,
@@ -393,39 +423,33 @@ pub async fn token(
     let mut sim = app.lock();
     let result = sim.auth.issue(&tenant, &form);
     let lifetime = sim.auth.lifetime();
-    let status = match &result {
-        Ok(_) => StatusCode::OK,
-        Err((s, _)) => *s,
-    };
-    sim.log.push(Entry {
-        time: chrono::Utc::now().to_rfc3339(),
-        method: "POST".into(),
-        path: format!("/{tenant}/oauth2/v2.0/token"),
-        api_version: None,
-        status: status.as_u16(),
+    let entry = Entry {
         code: result
             .as_ref()
             .err()
             .and_then(|(_, b)| b["error"].as_str().map(str::to_string)),
-        subscription: None,
-        principal: form.get("client_id").cloned(),
         assertion: form
             .get("client_assertion")
             .map(String::as_str)
             .and_then(jwt_claims)
             .and_then(|c| c.get("jti").and_then(|j| j.as_str()).map(str::to_owned)),
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-    });
-    match result {
-        Ok(token) => Json(json!({
+        ..token_entry(
+            "POST",
+            format!("/{tenant}/oauth2/v2.0/token"),
+            &result,
+            form.get("client_id").cloned(),
+            started,
+        )
+    };
+    sim.log.push(entry);
+    respond(result, |token| {
+        json!({
             "token_type": "Bearer",
             "expires_in": lifetime.as_secs(),
             "ext_expires_in": lifetime.as_secs(),
             "access_token": token,
-        }))
-        .into_response(),
-        Err((status, body)) => (status, Json(body)).into_response(),
-    }
+        })
+    })
 }
 
 /// `GET /msi/token`: the managed-identity endpoint (`IDENTITY_ENDPOINT`) of the host.
@@ -438,34 +462,28 @@ pub async fn managed_identity_token(
     let mut sim = app.lock();
     let result = sim.auth.issue_managed(&query, &headers);
     let lifetime = sim.auth.lifetime();
-    let status = match &result {
-        Ok(_) => StatusCode::OK,
-        Err((s, _)) => *s,
-    };
-    sim.log.push(Entry {
-        time: chrono::Utc::now().to_rfc3339(),
-        method: "GET".into(),
-        path: MANAGED_IDENTITY_PATH.into(),
+    let entry = Entry {
         api_version: query.get("api-version").cloned(),
-        status: status.as_u16(),
-        code: None,
-        subscription: None,
-        principal: query.get("client_id").cloned(),
-        assertion: None,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-    });
-    match result {
-        // `expires_on` is a string of Unix seconds in this protocol.
-        Ok((token, client_id)) => Json(json!({
+        ..token_entry(
+            "GET",
+            MANAGED_IDENTITY_PATH.into(),
+            &result,
+            query.get("client_id").cloned(),
+            started,
+        )
+    };
+    sim.log.push(entry);
+    // `expires_on` is a string of Unix seconds in this protocol.
+    let expires_on = chrono::Utc::now().timestamp() + lifetime.as_secs() as i64;
+    respond(result, |(token, client_id)| {
+        json!({
             "access_token": token,
-            "expires_on": (chrono::Utc::now().timestamp() + lifetime.as_secs() as i64).to_string(),
+            "expires_on": expires_on.to_string(),
             "resource": query.get("resource"),
             "token_type": "Bearer",
             "client_id": client_id,
-        }))
-        .into_response(),
-        Err((status, body)) => (status, Json(body)).into_response(),
-    }
+        })
+    })
 }
 
 #[cfg(test)]
@@ -506,7 +524,7 @@ mod tests {
             q
         };
         let mut headers = HeaderMap::new();
-        let status = |r: Result<(String, String), (StatusCode, serde_json::Value)>| match r {
+        let status = |r: Issued<(String, String)>| match r {
             Ok(_) => StatusCode::OK,
             Err((s, _)) => s,
         };
