@@ -5,22 +5,27 @@ CARGO ?= cargo
 
 .PHONY: test tools demo-tools crds lint fmt demo
 
-## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing),
-## then the suites of the API test server, the operator, the translator and the end-to-end tests
-## a second time against the real kube-apiserver + etcd that `make tools` unpacks
-## (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why. The second run names the
-## four packages in one command: their features then unify as in the workspace build, so no
-## dependency is compiled a second time.
+## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing)
+## twice: on the in-memory API test server, then the suites of the API test server, the operator,
+## the translator and the end-to-end tests again against the real kube-apiserver + etcd that
+## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why.
+## One build serves both passes; e2e/run-test-binaries.py runs their test binaries TEST_JOBS at a
+## time (cargo runs them one by one, and they mostly wait: see docs/testing.md).
 ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
 ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
+TEST_BUILD := $(CURDIR)/target/test-build.json
+TEST_JOBS ?= 2
 test: tools
-	$(CARGO) test --workspace --all-targets --locked
+	$(CARGO) test --workspace --all-targets --locked --no-run \
+		--message-format=json-render-diagnostics > $(TEST_BUILD)
 	$(CARGO) test --workspace --doc --locked
-	@echo "== strata-envtest, strata-operator, strata-translator and strata-e2e on kube-apiserver + etcd (KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS))"
 	@rm -f $(ENVTEST_SKIPS)
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) STRATA_ENVTEST_SKIP_LOG=$(ENVTEST_SKIPS) \
-		$(CARGO) test -p strata-envtest -p strata-operator -p strata-translator -p strata-e2e \
-		--all-targets --locked
+	python3 e2e/run-test-binaries.py $(TEST_BUILD) --jobs $(TEST_JOBS) \
+		--times $(CURDIR)/target/test-times.json --first chaos \
+		--pass memory \
+		--pass kube:strata-envtest,strata-operator,strata-translator,strata-e2e \
+		--env kube:KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
+		--env kube:STRATA_ENVTEST_SKIP_LOG=$(ENVTEST_SKIPS)
 	@touch $(ENVTEST_SKIPS); \
 		echo "== on kube-apiserver: $$(sort -u $(ENVTEST_SKIPS) | wc -l) tests skipped:"; \
 		sort -u $(ENVTEST_SKIPS) | sed 's/^/  - /'

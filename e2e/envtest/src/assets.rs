@@ -29,6 +29,8 @@ pub const ADMIN_GROUP: &str = "system:masters";
 pub const KUBE_APISERVER: &str = "kube-apiserver";
 pub const ETCD: &str = "etcd";
 
+/// etcd's data directory, below a control plane's directory.
+const ETCD_DATA: &str = "etcd";
 const ETCD_START_TIMEOUT: Duration = Duration::from_secs(30);
 const APISERVER_START_TIMEOUT: Duration = Duration::from_secs(90);
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -433,7 +435,7 @@ impl Etcd {
     pub async fn start(binary: &Path, dir: &Path) -> Result<Self, TestEnvError> {
         let ports = free_ports(2)?;
         let flags = EtcdFlags {
-            data_dir: dir.join("etcd"),
+            data_dir: dir.join(ETCD_DATA),
             client_port: ports[0],
             peer_port: ports[1],
             no_fsync: false,
@@ -523,14 +525,71 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Start etcd and kube-apiserver from `assets`, install CRDs and namespaces, and wait until
-    /// the API server is ready and every CRD plural is served.
+    /// the API server is ready and every CRD plural is served. etcd starts from the seed of these
+    /// binaries, CRDs and namespaces (see [`seed`]), made by the first start that needs it.
     pub async fn start(
         assets: &Path,
         crds: &[Value],
         namespaces: &[String],
     ) -> Result<Self, TestEnvError> {
         let bins = Binaries::find(assets)?;
+        let key = seed::key(&bins, crds, namespaces);
+        let found = &bins;
+        let seed = seed::get_or_make(&key, |dest| async move {
+            let cp = Self::boot(found, crds, namespaces, None).await?;
+            cp.forget_kubernetes_service().await?;
+            let data = cp.etcd.flags().data_dir.clone();
+            let _dir = cp.stop();
+            seed::copy_tree(&data, &dest)?;
+            Ok(())
+        })
+        .await;
+        Self::boot(&bins, crds, namespaces, seed.as_deref()).await
+    }
+
+    /// As [`ControlPlane::start`], on an empty etcd: nothing of an earlier boot.
+    pub async fn start_on_empty_etcd(
+        assets: &Path,
+        crds: &[Value],
+        namespaces: &[String],
+    ) -> Result<Self, TestEnvError> {
+        Self::boot(&Binaries::find(assets)?, crds, namespaces, None).await
+    }
+
+    /// Delete the `kubernetes` Service and its endpoints before a seed is taken: they carry this
+    /// boot's port, which kube-apiserver's bootstrap controller does not correct in an existing
+    /// Service. A seeded kube-apiserver creates them anew, with its own port, as at a first boot.
+    /// (The controller recreates them only every ten seconds, and the seed is taken at once.)
+    async fn forget_kubernetes_service(&self) -> Result<(), TestEnvError> {
+        for path in [
+            "/api/v1/namespaces/default/services/kubernetes",
+            "/api/v1/namespaces/default/endpoints/kubernetes",
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes",
+        ] {
+            let req = http::Request::delete(path)
+                .body(Vec::new())
+                .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+            match self.client.request_text(req).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Start both processes in a new temporary directory, etcd on a copy of `seed` when given
+    /// (whose CRDs and namespaces are then already there) or else on an empty data directory.
+    async fn boot(
+        bins: &Binaries,
+        crds: &[Value],
+        namespaces: &[String],
+        seed: Option<&Path>,
+    ) -> Result<Self, TestEnvError> {
         let dir = TempDir::new("strata-envtest-assets")?;
+        if let Some(seed) = seed {
+            seed::copy_tree(seed, &dir.path().join(ETCD_DATA))?;
+        }
         let etcd = Etcd::start(&bins.etcd, dir.path()).await?;
         let certs = Certs::generate()?;
         let cert_paths = certs.write(&dir.path().join("certs"))?;
@@ -569,7 +628,9 @@ impl ControlPlane {
             || get(&client, "/api/v1/namespaces/default"),
         )
         .await?;
-        crate::testenv::install_into_cluster(&client, crds.to_vec(), namespaces).await?;
+        if seed.is_none() {
+            crate::testenv::install_into_cluster(&client, crds.to_vec(), namespaces).await?;
+        }
         for (api_version, plural) in crd_plurals(crds) {
             let what = format!("{plural} in discovery of {api_version}");
             wait_for(&mut apiserver, DISCOVERY_TIMEOUT, &what, || {
@@ -586,6 +647,19 @@ impl ControlPlane {
             kubeconfig_path,
             client,
         })
+    }
+
+    /// Kill both processes (kube-apiserver first) and hand back their directory.
+    fn stop(self) -> TempDir {
+        let Self {
+            apiserver,
+            etcd,
+            dir,
+            ..
+        } = self;
+        drop(apiserver);
+        drop(etcd);
+        dir
     }
 
     pub fn etcd_url(&self) -> String {
@@ -661,6 +735,8 @@ where
         tokio::time::sleep(POLL).await;
     }
 }
+
+mod seed;
 
 #[cfg(test)]
 mod tests;

@@ -165,6 +165,8 @@ pub struct TestEnvBuilder {
     kubebuilder_assets: Option<PathBuf>,
     /// Set by [`TestEnvBuilder::embedded`]: the in-memory server whatever the environment says.
     embedded: bool,
+    /// Set by [`TestEnvBuilder::empty_etcd`]: no seed for kube-apiserver's etcd.
+    empty_etcd: bool,
 }
 
 impl TestEnvBuilder {
@@ -223,6 +225,14 @@ impl TestEnvBuilder {
         self
     }
 
+    /// In `KUBEBUILDER_ASSETS` mode, boot kube-apiserver on an empty etcd rather than on the seed
+    /// of an earlier boot (see `assets::seed`): for tests about the history a new cluster starts
+    /// with (resource versions from 1, watch windows), which a seeded etcd has already moved on.
+    pub fn empty_etcd(mut self) -> Self {
+        self.empty_etcd = true;
+        self
+    }
+
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let mut crds = self.crds.clone();
         for d in &self.crd_dirs {
@@ -244,7 +254,11 @@ impl TestEnvBuilder {
             .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from))
             .filter(|d| !self.embedded && !d.as_os_str().is_empty());
         if let Some(dir) = assets {
-            let cp = ControlPlane::start(&dir, &crds, &self.namespaces).await?;
+            let cp = if self.empty_etcd {
+                ControlPlane::start_on_empty_etcd(&dir, &crds, &self.namespaces).await?
+            } else {
+                ControlPlane::start(&dir, &crds, &self.namespaces).await?
+            };
             return Ok(TestEnv {
                 client: cp.client.clone(),
                 url: cp.url.clone(),

@@ -59,7 +59,11 @@ fn gizmo_crd() -> Value {
 }
 
 async fn env_ns() -> (TestEnv, String) {
-    let env = TestEnv::builder().crd(gizmo_crd()).start().await.unwrap();
+    env_ns_on(TestEnv::builder()).await
+}
+
+async fn env_ns_on(builder: strata_envtest::TestEnvBuilder) -> (TestEnv, String) {
+    let env = builder.crd(gizmo_crd()).start().await.unwrap();
     let ns = format!("f-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
     Api::<Namespace>::all(env.client())
@@ -1515,7 +1519,7 @@ fn events(text: &str) -> Vec<Value> {
 // the history. Watches from inside the window replay what followed.
 #[tokio::test]
 async fn watch_from_before_the_window_is_expired() {
-    let (env, ns) = env_ns().await;
+    let (env, ns) = env_ns_on(TestEnv::builder().empty_etcd()).await;
     let c = env.client();
     let cms = format!("/api/v1/namespaces/{ns}/configmaps");
     let (_, list) = raw(&c, "GET", &cms, "", None).await;

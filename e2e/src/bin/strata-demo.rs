@@ -206,13 +206,22 @@ async fn demo(
             .unwrap_or(&cluster_file)
             .display()
     );
-    let out = Command::new("kubectl")
+    // Asynchronously, and given up on a signal: kubectl on a loaded machine takes seconds, and a
+    // SIGTERM meanwhile must stop the demo at once (dropping the child kills it).
+    let apply = tokio::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["apply", "--server-side", "-f"])
         .arg(&cluster_file)
-        .output()
-        .context("running kubectl")?;
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::select! {
+        out = apply => out.context("running kubectl")?,
+        signal = stop.requested() => {
+            println!("interrupted ({}); stopping everything", signal.name);
+            return Ok(ExitCode::from(signal.exit_code));
+        }
+    };
     if !out.status.success() {
         bail!(
             "kubectl apply failed: {}",

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Run the test executables `cargo test --no-run --message-format=json` built, several at a time.
+
+`make test` runs every test twice: once on the in-memory API test server and once on the real
+kube-apiserver + etcd (KUBEBUILDER_ASSETS). `cargo test` runs its test binaries one after the
+other, and most of them spend their time waiting (for a controller's requeue, an emulated ARM
+operation, a watch): measured per binary, the kube-apiserver pass used one core on average of the
+machine's two. This runner takes the executables of one build and runs both passes' binaries from
+one queue, `--jobs` at a time, the longest known ones first, each as cargo would run it (working
+directory = its package's directory). cargo-nextest does this and more, but it is not in the Rust
+toolchain and building it from crates.io costs a cold `make test` minutes: more than it saves.
+
+A binary's output is printed when it ends: in full when it failed, else its result line. The exit
+status is 1 when any binary failed. Each binary runs in its own process group, killed whole when
+the runner is interrupted, so the etcd and kube-apiserver a test started do not outlive it.
+
+Usage:
+  run-test-binaries.py BUILD_JSON --pass NAME[:PKG,PKG...] [--env NAME:VAR=VALUE ...]
+                       [--jobs N] [--first SUBSTRING,...] [--times FILE]
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def executables(build_json):
+    """(package name, package dir, target name, kind, executable) of every test executable."""
+    out = []
+    with open(build_json) as f:
+        for line in f:
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+                continue
+            if not msg.get("profile", {}).get("test"):
+                continue
+            target = msg["target"]
+            pkg_dir = os.path.dirname(msg["manifest_path"])
+            # A package id is "path+file:///dir#name@version", or "path+file:///dir#version"
+            # when the name is the directory's.
+            url, _, fragment = msg["package_id"].partition("#")
+            pkg = fragment.split("@")[0] if "@" in fragment else os.path.basename(url)
+            out.append((pkg, pkg_dir, target["name"], target["kind"][0], msg["executable"]))
+    return out
+
+
+class Runner:
+    def __init__(self, jobs):
+        self.jobs = jobs
+        self.lock = threading.Lock()
+        self.failed = []
+        self.times = {}
+        self.groups = set()
+        self.stopping = False
+
+    def run(self, job):
+        name, label, pkg_dir, exe, env = job
+        if self.stopping:
+            return
+        with tempfile.TemporaryFile() as log:
+            start = time.monotonic()
+            proc = subprocess.Popen(
+                [exe, "-q"], cwd=pkg_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+            with self.lock:
+                self.groups.add(proc.pid)
+            code = proc.wait()
+            with self.lock:
+                self.groups.discard(proc.pid)
+            took = time.monotonic() - start
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace")
+        result = [l for l in text.splitlines() if l.startswith("test result:")]
+        # "ok. 36 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 84.68s"
+        summary = (
+            "; ".join(result[-1][len("test result: "):].split("; ")[:3]) if result
+            else f"exit status {code}"
+        )
+        with self.lock:
+            self.times[name] = took
+            if code != 0:
+                self.failed.append(label)
+                print(f"---- FAILED {label} ({took:.0f} s), its output:\n{text}", flush=True)
+            else:
+                print(f"{took:6.1f} s  {label}: {summary}", flush=True)
+
+    def kill_all(self):
+        self.stopping = True
+        with self.lock:
+            for pgid in list(self.groups):
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("build_json")
+    ap.add_argument("--pass", dest="passes", action="append", required=True,
+                    help="NAME or NAME:PKG,PKG (only those packages' binaries in this pass)")
+    ap.add_argument("--env", action="append", default=[], help="NAME:VAR=VALUE for pass NAME")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--first", default="", help="binaries whose label contains one of these run first")
+    ap.add_argument("--times", help="a JSON file of each binary's last duration: read to order, written after")
+    args = ap.parse_args()
+
+    bins = executables(args.build_json)
+    if not bins:
+        sys.exit(f"run-test-binaries: no test executable in {args.build_json}")
+    known = {}
+    if args.times and os.path.exists(args.times):
+        with open(args.times) as f:
+            known = json.load(f)
+    first = [s for s in args.first.split(",") if s]
+
+    jobs = []
+    for spec in args.passes:
+        name, _, pkgs = spec.partition(":")
+        only = set(pkgs.split(",")) if pkgs else None
+        env = dict(os.environ)
+        for e in args.env:
+            pass_name, _, assignment = e.partition(":")
+            if pass_name == name:
+                var, _, value = assignment.partition("=")
+                env[var] = value
+        for pkg, pkg_dir, target, kind, exe in bins:
+            if only is not None and pkg not in only:
+                continue
+            label = f"[{name}] {pkg} {kind} {target}"
+            jobs.append((label, label, pkg_dir, exe, env))
+
+    def order(job):
+        label = job[0]
+        pinned = next((i for i, s in enumerate(first) if s in label), len(first))
+        return (pinned, -known.get(label, 0.0))
+
+    jobs.sort(key=order)
+    runner = Runner(args.jobs)
+
+    def stop(signum, _frame):
+        runner.kill_all()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+    start = time.monotonic()
+    print(f"run-test-binaries: {len(jobs)} test binaries, {args.jobs} at a time", flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(runner.run, jobs))
+    took = time.monotonic() - start
+
+    if args.times:
+        known.update(runner.times)
+        with open(args.times, "w") as f:
+            json.dump(known, f, indent=1, sort_keys=True)
+    slowest = sorted(runner.times.items(), key=lambda kv: -kv[1])[:10]
+    print(f"run-test-binaries: {len(jobs)} binaries in {took:.0f} s; the slowest:")
+    for label, t in slowest:
+        print(f"  {t:6.1f} s  {label}")
+    if runner.failed:
+        print("run-test-binaries: FAILED:\n  " + "\n  ".join(runner.failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
