@@ -36,7 +36,7 @@ use super::{
     validation = kube::core::Rule::new("(has(self.osType) && self.osType == 'Windows') != has(self.sshPublicKey)")
         .message("a Linux scale set needs sshPublicKey; a Windows one takes none (the operator gives it a generated admin password)")
         .field_path(".sshPublicKey"),
-    validation = kube::core::Rule::new("!(has(self.osType) && self.osType == 'Windows') || (has(self.computerNamePrefix) ? size(self.computerNamePrefix) <= 9 : (has(self.azureName) && size(self.azureName) <= 9))")
+    validation = kube::core::Rule::new("!(has(self.osType) && self.osType == 'Windows') || (has(self.computerNamePrefix) ? size(self.computerNamePrefix) <= 9 : (!has(self.azureName) || size(self.azureName) <= 9))")
         .message("a Windows scale set's computer name prefix (computerNamePrefix, else azureName) is at most 9 characters (Azure adds 6)")
         .field_path(".computerNamePrefix")
 )]
