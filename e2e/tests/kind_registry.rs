@@ -96,4 +96,4 @@ fn the_translator_role_grants_exactly_the_registered_kinds() {
 }
 
 /// Registered kinds no translation builds yet (issue 25: `spec.networkSpec.vnet.peerings`).
-const NOT_TRANSLATED: &[&str] = &["virtualnetworkpeerings", "virtualmachinescalesets"];
+const NOT_TRANSLATED: &[&str] = &["virtualnetworkpeerings"];

@@ -327,7 +327,9 @@ fn translate_pool_full() -> (Value, Vec<Note>) {
     }
     let t = inputs.translate().unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        t.resources.iter().any(|r| r.kind() == "VirtualMachineScaleSet"),
+        t.resources
+            .iter()
+            .any(|r| r.kind() == "VirtualMachineScaleSet"),
         "no scale set"
     );
     (amp, t.notes)
