@@ -247,11 +247,12 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let mut next = existing.last().map_or(0, |(n, _)| n + 1);
-    for i in existing.len()..want {
+    // New instances take the IDs after the highest existing one.
+    let first = existing.last().map_or(0, |(n, _)| n + 1);
+    for (next, i) in (first..).zip(existing.len()..want) {
         let id: ResourceId = put.id.child("virtualMachines", &next.to_string());
         let zone = (!zones.is_empty()).then(|| json!([zones[i % zones.len()]]));
-        let body = json!({
+        let mut body = json!({
             "id": id.to_string(),
             "name": format!("{}_{next}", put.id.name()),
             "type": INSTANCE.type_name,
@@ -273,14 +274,12 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
                 },
             },
         });
-        let mut body = body;
         if body["zones"].is_null()
             && let Some(o) = body.as_object_mut()
         {
             o.remove("zones");
         }
         put.implicit.push((id, body));
-        next += 1;
     }
 }
 
