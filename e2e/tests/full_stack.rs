@@ -260,8 +260,8 @@ async fn private_cluster_gets_its_dns_zone_link_record_and_bastion_then_deletes_
 /// templates/cluster-template-machinepool.yaml, without the objects CAPI would make), driven by
 /// the CAPI-core stand-in: the control plane comes from its KubeadmControlPlane, the worker pool
 /// is one scale set with one instance per replica; the AzureMachinePool reports the instances'
-/// providerIDs, replicas and readiness as CAPZ does, and the MachinePool copies them; deleting
-/// the Cluster empties the emulator.
+/// providerIDs, replicas and readiness as CAPZ does, and the MachinePool copies them; scaling the
+/// MachinePool to 3 and 1 scales the scale set; deleting the Cluster empties the emulator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machinepool_flavour_converges_with_one_scale_set_instance_per_replica_then_deletes_to_nothing()
  {
@@ -379,6 +379,43 @@ async fn machinepool_flavour_converges_with_one_scale_set_instance_per_replica_t
     );
     // The control plane is a VM of its own, as in CAPZ.
     assert_eq!(of_type("Microsoft.Compute/virtualMachines").len(), 1);
+
+    // Scaling the MachinePool (as `kubectl scale machinepool` does) scales the scale set: one
+    // instance and one providerID per replica, up and down.
+    for replicas in [3_usize, 1] {
+        pools
+            .patch_scale(
+                "mp-mp-0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&serde_json::json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .unwrap();
+        stack
+            .eventually(
+                &format!("{replicas} instances, each with its providerID"),
+                Duration::from_secs(120),
+                || async {
+                    let amp = amps.get("mp-mp-0").await.unwrap();
+                    let instances = stack
+                        .sim_resources()
+                        .await
+                        .into_iter()
+                        .filter(|r| {
+                            r["type"] == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+                        })
+                        .count();
+                    amp.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                        && amp
+                            .data
+                            .pointer("/spec/providerIDList")
+                            .and_then(Value::as_array)
+                            .is_some_and(|l| l.len() == replicas)
+                        && instances == replicas
+                },
+            )
+            .await;
+    }
 
     let clusters = stack.capi("Cluster");
     clusters
