@@ -293,3 +293,132 @@ fn unsupported_fields(amp: &AzureMachinePool, note: &mut impl FnMut(&str, &str))
         );
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use strata_crds::capi::Cluster;
+    use strata_crds::capz::AzureCluster;
+
+    fn inputs(
+        name: &str,
+        windows: bool,
+        bootstrap: bool,
+    ) -> (ClusterModel, MachinePool, AzureMachinePool) {
+        let cluster: Cluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "c", "namespace": "ns"}, "spec": {}}))
+        .unwrap();
+        let azc: AzureCluster = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"location": "westeurope", "resourceGroup": "c",
+                "subscriptionID": "00000000-0000-0000-0000-000000000000",
+                "networkSpec": {"vnet": {"name": "c-vnet"}}}}))
+        .unwrap();
+        let model = ClusterModel::new(&cluster, &azc, &mut Vec::new()).unwrap();
+        let mut bootstrap_ref = json!({});
+        if bootstrap {
+            bootstrap_ref["dataSecretName"] = json!(format!("{name}-bootstrap"));
+        }
+        let pool: MachinePool = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachinePool",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c", "replicas": 3, "failureDomains": ["1", "2"],
+                "template": {"spec": {"clusterName": "c", "version": "v1.30.2",
+                    "bootstrap": bootstrap_ref,
+                    "infrastructureRef": {"kind": "AzureMachinePool", "name": name}}}}}))
+        .unwrap();
+        let amp: AzureMachinePool = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachinePool",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"location": "West Europe", "template": {"vmSize": "Standard_D2s_v3",
+                "osDisk": {"osType": if windows { "Windows" } else { "Linux" }, "diskSizeGB": 30,
+                    "cachingType": "ReadOnly"},
+                "dataDisks": [{"nameSuffix": "bad name", "diskSizeGB": 8}]}}}))
+        .unwrap();
+        (model, pool, amp)
+    }
+
+    fn scale_set(t: &Translation) -> &VirtualMachineScaleSet {
+        t.resources
+            .iter()
+            .find_map(|r| match r {
+                CloudResource::VirtualMachineScaleSet(s) => Some(s),
+                _ => None,
+            })
+            .expect("a scale set")
+    }
+
+    #[test]
+    fn the_vm_rules_name_the_pools_own_fields() {
+        // A data disk name the VM rules refuse: the error names the pool's template field.
+        let (model, pool, amp) = inputs("pool", false, true);
+        let e = translate_pool(&model, &pool, &amp).unwrap_err();
+        assert_eq!(e.field, "spec.template.dataDisks[0].nameSuffix", "{e}");
+        assert_eq!(
+            pool_field("spec.osDisk.cachingType"),
+            "spec.template.osDisk.cachingType"
+        );
+        assert_eq!(
+            pool_field("spec.networkInterfaces[0].subnetName"),
+            "spec.template.networkInterfaces[0].subnetName"
+        );
+        assert_eq!(pool_field("spec.identity"), "spec.identity");
+        assert_eq!(
+            pool_field("Machine.spec.failureDomain"),
+            "MachinePool.spec.template.spec.failureDomain"
+        );
+    }
+
+    #[test]
+    fn a_pool_becomes_one_scale_set_once_its_bootstrap_data_exists() {
+        let (model, pool, mut amp) = inputs("pool-0", false, false);
+        amp.spec.template.data_disks.clear();
+        let t = translate_pool(&model, &pool, &amp).unwrap();
+        assert!(t.resources.is_empty(), "no bootstrap data, no scale set");
+
+        let (model, pool, mut amp) = inputs("pool-0", false, true);
+        amp.spec.template.data_disks.clear();
+        let t = translate_pool(&model, &pool, &amp).unwrap();
+        let s = scale_set(&t);
+        assert_eq!(s.metadata.name.as_deref(), Some("pool-0"));
+        assert_eq!(s.spec.capacity, 3);
+        assert_eq!(s.spec.zones, ["1", "2"]);
+        assert_eq!(s.spec.location, "westeurope");
+        assert_eq!(s.spec.orchestration_mode, OrchestrationMode::Uniform);
+        assert_eq!(s.spec.network_interfaces.len(), 1);
+        assert_eq!(s.spec.network_interfaces[0].name, "pool-0-nic-0");
+        assert_eq!(
+            s.spec.network_interfaces[0].enable_ip_forwarding,
+            Some(true)
+        );
+        assert_eq!(
+            s.spec.custom_data.as_ref().map(|c| c.name.as_str()),
+            Some("pool-0-customdata")
+        );
+        assert_eq!(s.spec.admin_username, "capi");
+    }
+
+    #[test]
+    fn a_windows_pool_longer_than_nine_characters_is_named_as_capz_names_it() {
+        let (model, pool, mut amp) = inputs("cluster-mp-win", true, true);
+        amp.spec.template.data_disks.clear();
+        let t = translate_pool(&model, &pool, &amp).unwrap();
+        let s = scale_set(&t);
+        assert_eq!(s.spec.azure_name.as_deref(), Some("win-p-win"));
+        assert_eq!(s.spec.network_interfaces[0].name, "win-p-win-nic-0");
+        assert_eq!(
+            s.spec.tags.get("Name").map(String::as_str),
+            Some("win-p-win")
+        );
+        assert!(s.spec.ssh_public_key.is_none());
+
+        let (model, pool, mut amp) = inputs("short", true, true);
+        amp.spec.template.data_disks.clear();
+        let t = translate_pool(&model, &pool, &amp).unwrap();
+        assert_eq!(scale_set(&t).spec.azure_name, None);
+    }
+}
