@@ -116,6 +116,19 @@ impl Inputs {
         ));
     }
 
+    /// Whether the input holds the AzureCluster of cluster `cluster` in `ns` (named by its Cluster,
+    /// or of the same name).
+    fn has_azure_cluster(&self, ns: &str, cluster: &str) -> bool {
+        let named = self
+            .clusters
+            .get(&(ns.to_owned(), cluster.to_owned()))
+            .and_then(|c| c.spec.infrastructure_ref.as_ref())
+            .and_then(|r| r.name.as_ref());
+        self.azure_clusters
+            .keys()
+            .any(|(cns, cname)| cns == ns && (cname == cluster || named == Some(cname)))
+    }
+
     /// Translates everything: each AzureCluster with its Cluster, availability sets for its
     /// machines, and each Machine with its AzureMachine.
     pub fn translate(&self) -> Result<Translation, InputError> {
@@ -194,27 +207,25 @@ impl Inputs {
             }
         }
         for ((ns, name), m) in &self.machines {
-            let known = self.azure_clusters.keys().any(|(cns, cname)| {
-                cns == ns
-                    && (cname == &m.spec.cluster_name
-                        || self
-                            .clusters
-                            .get(&(ns.clone(), m.spec.cluster_name.clone()))
-                            .is_some_and(|c| {
-                                c.spec
-                                    .infrastructure_ref
-                                    .as_ref()
-                                    .and_then(|r| r.name.as_ref())
-                                    == Some(cname)
-                            }))
-            });
-            if !known {
+            if !self.has_azure_cluster(ns, &m.spec.cluster_name) {
                 out.notes.push(Note {
                     object: format!("Machine {ns}/{name}"),
                     field: "spec.clusterName".to_owned(),
                     message: format!(
                         "no AzureCluster of cluster {:?} in the input: not rendered",
                         m.spec.cluster_name
+                    ),
+                });
+            }
+        }
+        for ((ns, name), p) in &self.machine_pools {
+            if !self.has_azure_cluster(ns, &p.spec.cluster_name) {
+                out.notes.push(Note {
+                    object: format!("MachinePool {ns}/{name}"),
+                    field: "spec.clusterName".to_owned(),
+                    message: format!(
+                        "no AzureCluster of cluster {:?} in the input: not rendered",
+                        p.spec.cluster_name
                     ),
                 });
             }
