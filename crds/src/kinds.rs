@@ -45,6 +45,7 @@ macro_rules! with_cloud_kinds {
             AvailabilitySet in availability_set,
             NetworkInterface in network_interface,
             VirtualMachine in virtual_machine,
+            VirtualMachineScaleSet in virtual_machine_scale_set,
         }
     };
 }

@@ -26,6 +26,7 @@ pub fn crds() -> Vec<CrdFile> {
         capz::AzureCluster::crd(),
         capz::AzureMachine::crd(),
         capz::AzureMachineTemplate::crd(),
+        capz::AzureMachinePool::crd(),
         capz::AzureClusterIdentity::crd(),
     ];
     let capi = [
@@ -33,6 +34,7 @@ pub fn crds() -> Vec<CrdFile> {
         capi::Machine::crd(),
         capi::MachineDeployment::crd(),
         capi::MachineSet::crd(),
+        capi::MachinePool::crd(),
         capi::KubeadmControlPlane::crd(),
         capi::KubeadmConfig::crd(),
         capi::KubeadmConfigTemplate::crd(),

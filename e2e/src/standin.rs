@@ -12,9 +12,14 @@
 //!   data Secret (`<machine>`, key `value`; workers only once the control plane is initialized, as
 //!   the kubeadm bootstrap provider waits for it), and copies the AzureMachine's `providerID`,
 //!   `ready` and `addresses` to the Machine.
+//! - `MachinePool`: makes itself the owner of its `AzureMachinePool` (with the cluster label),
+//!   writes a bootstrap data Secret (`<pool>`, once the control plane is initialized) and names it
+//!   in `spec.template.spec.bootstrap.dataSecretName`, and copies the AzureMachinePool's
+//!   `providerIDList`, `replicas` and `ready` (no Nodes here: an instance with a providerID counts
+//!   as a ready replica); on deletion it deletes the AzureMachinePool and waits for it to go.
 //! - `Cluster`: owns its AzureCluster and copies its readiness, failure domains and
-//!   `controlPlaneEndpoint`; on deletion it deletes in CAPI's order: MachineDeployments and the
-//!   control plane (whose finalizers delete their Machines, workers before control plane), then any
+//!   `controlPlaneEndpoint`; on deletion it deletes in CAPI's order: MachineDeployments,
+//!   MachinePools and the control plane (whose finalizers delete their Machines, workers before control plane), then any
 //!   other Machine, then the AzureCluster, and releases its finalizer when all are gone.
 //!
 //! Every decision is taken in a reconcile woken by watches (reflectors), with counts read live from
@@ -36,8 +41,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde_json::{Value, json};
-use strata_crds::capi::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
-use strata_crds::capz::{AzureCluster, AzureMachine};
+use strata_crds::capi::{Cluster, KubeadmControlPlane, Machine, MachineDeployment, MachinePool};
+use strata_crds::capz::{AzureCluster, AzureMachine, AzureMachinePool};
 use tracing::{debug, info, warn};
 
 /// Label CAPI puts on every object of a cluster.
@@ -56,6 +61,7 @@ pub const TEMPLATE: &str = "standin.strata.dev/infrastructure-template";
 const CLUSTER_FINALIZER: &str = "cluster.cluster.x-k8s.io";
 const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 const MD_FINALIZER: &str = "machinedeployment.cluster.x-k8s.io";
+const MP_FINALIZER: &str = "machinepool.cluster.x-k8s.io";
 const KCP_FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 const INFRA: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta1";
@@ -132,6 +138,9 @@ pub async fn run(client: Client, settings: Settings) {
         .watches(scoped::<Machine>(&client, ns), wc.clone(), |m| {
             Some(ObjectRef::new(&m.spec.cluster_name).within(&ns_of(&m)))
         })
+        .watches(scoped::<MachinePool>(&client, ns), wc.clone(), |p| {
+            Some(ObjectRef::new(&p.spec.cluster_name).within(&ns_of(&p)))
+        })
         .run(reconcile_cluster, error_policy, ctx.clone())
         .for_each(log_result("Cluster"));
 
@@ -184,7 +193,25 @@ pub async fn run(client: Client, settings: Settings) {
         .run(reconcile_machine, error_policy, ctx.clone())
         .for_each(log_result("Machine"));
 
-    tokio::join!(clusters, kcps, mds, machines);
+    // MachinePool: woken by its AzureMachinePool and bootstrap Secret, and by its Cluster.
+    let pools = Controller::new(scoped::<MachinePool>(&client, ns), wc.clone());
+    let p_store = pools.store();
+    let pools = pools
+        .owns(scoped::<AzureMachinePool>(&client, ns), wc.clone())
+        .owns(scoped::<Secret>(&client, ns), wc.clone())
+        .watches(scoped::<Cluster>(&client, ns), wc.clone(), move |c| {
+            let (name, ns) = (c.name_any(), ns_of(&c));
+            p_store
+                .state()
+                .into_iter()
+                .filter(|p| p.spec.cluster_name == name && ns_of(p.as_ref()) == ns)
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .run(reconcile_machine_pool, error_policy, ctx.clone())
+        .for_each(log_result("MachinePool"));
+
+    tokio::join!(clusters, kcps, mds, machines, pools);
 }
 
 fn log_result<T: std::fmt::Debug, Q: std::fmt::Display>(
@@ -458,6 +485,16 @@ async fn reconcile_cluster(c: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action, Err
         for md in &own_mds {
             delete_if_present(&mds, md).await?;
         }
+        let pools: Api<MachinePool> = Api::namespaced(client.clone(), &ns);
+        let own_pools: Vec<_> = pools
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .filter(|p| p.spec.cluster_name == name)
+            .collect();
+        for p in &own_pools {
+            delete_if_present(&pools, p).await?;
+        }
         let kcp = match &kcp_name {
             Some(k) => kcps.get_opt(k).await?,
             None => None,
@@ -478,7 +515,8 @@ async fn reconcile_cluster(c: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action, Err
                 delete_if_present(&machines, m).await?;
             }
         }
-        let pending = own_mds.len() + usize::from(kcp.is_some()) + own_machines.len();
+        let pending =
+            own_mds.len() + own_pools.len() + usize::from(kcp.is_some()) + own_machines.len();
         if pending > 0 {
             write_status(&clusters, c.as_ref(), json!({"phase": "Deleting"})).await?;
             return Ok(Action::await_change());
@@ -983,6 +1021,142 @@ async fn reconcile_machine(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, Err
         m.as_ref(),
         json!({"bootstrapReady": bootstrap_ready, "infrastructureReady": infra_ready,
             "addresses": addresses, "phase": phase, "observedGeneration": m.metadata.generation}),
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+// ----- MachinePool ---------------------------------------------------------------------------
+
+async fn reconcile_machine_pool(p: Arc<MachinePool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let ns = ns_of(p.as_ref());
+    let name = p.name_any();
+    let client = &ctx.client;
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), &ns);
+    let amps: Api<AzureMachinePool> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let infra = &p.spec.template.spec.infrastructure_ref;
+    let amp_name = infra.name.clone().unwrap_or_else(|| name.clone());
+    let amp = amps.get_opt(&amp_name).await?;
+
+    if deleting(p.as_ref()) {
+        // CAPI deletes the infrastructure pool and waits until it is gone (the translator has
+        // deleted its scale set and released it), then the bootstrap data.
+        if let Some(amp) = &amp {
+            delete_if_present(&amps, amp).await?;
+            return Ok(Action::await_change());
+        }
+        if let Some(secret) = secrets.get_opt(&name).await?
+            && secret
+                .owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == p.uid().as_ref())
+        {
+            delete_if_present(&secrets, &secret).await?;
+        }
+        remove_finalizer(&pools, p.as_ref(), MP_FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    add_finalizer(&pools, p.as_ref(), MP_FINALIZER).await?;
+
+    // CAPI owns the infrastructure pool and labels it with the cluster.
+    if let Some(amp) = &amp {
+        let uid = p.uid().unwrap_or_default();
+        let labelled = amp.labels().get(CLUSTER_NAME) == Some(&p.spec.cluster_name);
+        if !labelled || !amp.owner_references().iter().any(|o| o.uid == uid) {
+            let mut owners = amp.owner_references().to_vec();
+            owners.retain(|o| o.uid != uid);
+            owners.push(owner_ref(p.as_ref(), true));
+            let patch = json!({"metadata": {"ownerReferences": owners,
+                "labels": {CLUSTER_NAME: p.spec.cluster_name},
+                "resourceVersion": amp.resource_version()}});
+            amps.patch(&amp_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            return Ok(Action::await_change());
+        }
+    }
+
+    // Bootstrap data once the control plane is initialized (the pool's nodes join it).
+    let cluster = live_cluster(client, &ns, &p.spec.cluster_name).await?;
+    let cp_initialized = cluster.as_ref().is_some_and(|c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True")
+        })
+    });
+    if p.spec.template.spec.bootstrap.data_secret_name.is_none() && cp_initialized {
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+            "metadata": {"name": name, "labels": {CLUSTER_NAME: p.spec.cluster_name},
+                "ownerReferences": [owner_ref(p.as_ref(), true)]},
+            "stringData": {"format": "cloud-config",
+                "value": format!("#cloud-config\n# bootstrap data written by the Strata CAPI-core stand-in for pool {name}\n")},
+        });
+        let secret: Secret = serde_json::from_value(secret)?;
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        pools
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    &json!({"spec": {"template": {"spec": {"bootstrap": {"dataSecretName": name}}}}}),
+                ),
+            )
+            .await?;
+        return Ok(Action::await_change());
+    }
+
+    // Copy what the infrastructure provider reports (CAPI's machine pool contract).
+    let amp_v = amp.as_ref().map(serde_json::to_value).transpose()?;
+    let ids: Vec<String> = amp_v
+        .as_ref()
+        .and_then(|v| v.pointer("/spec/providerIDList"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids != p.spec.provider_id_list {
+        pools
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"providerIDList": ids}})),
+            )
+            .await?;
+    }
+    let infra_ready =
+        amp_v.as_ref().and_then(|v| v.pointer("/status/ready")) == Some(&Value::Bool(true));
+    let replicas = amp_v
+        .as_ref()
+        .and_then(|v| v.pointer("/status/replicas"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let desired = i64::from(p.spec.replicas.unwrap_or(1));
+    let ready = if infra_ready { ids.len() as i64 } else { 0 };
+    let bootstrap_ready = p.spec.template.spec.bootstrap.data_secret_name.is_some();
+    let phase = match (bootstrap_ready, infra_ready) {
+        (_, true) if ready == desired => "Running",
+        (_, true) if ready < desired => "ScalingUp",
+        (_, true) => "ScalingDown",
+        (true, false) => "Provisioning",
+        (false, false) => "Pending",
+    };
+    write_status(
+        &pools,
+        p.as_ref(),
+        json!({"bootstrapReady": bootstrap_ready, "infrastructureReady": infra_ready,
+            "replicas": replicas, "readyReplicas": ready, "availableReplicas": ready,
+            "unavailableReplicas": (desired - ready).max(0), "phase": phase,
+            "observedGeneration": p.metadata.generation}),
     )
     .await?;
     Ok(Action::await_change())

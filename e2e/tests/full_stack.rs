@@ -255,3 +255,182 @@ async fn private_cluster_gets_its_dns_zone_link_record_and_bastion_then_deletes_
         )
         .await;
 }
+
+/// CAPZ's machinepool flavour as clusterctl fills it (the golden's own copy of
+/// templates/cluster-template-machinepool.yaml, without the objects CAPI would make), driven by
+/// the CAPI-core stand-in: the control plane comes from its KubeadmControlPlane, the worker pool
+/// is one scale set with one instance per replica; the AzureMachinePool reports the instances'
+/// providerIDs, replicas and readiness as CAPZ does, and the MachinePool copies them; scaling the
+/// MachinePool to 3 and 1 scales the scale set; deleting the Cluster empties the emulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machinepool_flavour_converges_with_one_scale_set_instance_per_replica_then_deletes_to_nothing()
+ {
+    let mut stack = Stack::start("fullpool").await;
+    stack.start_standin();
+    let golden = std::fs::read_to_string(
+        repo_root().join("translator/tests/golden/flavour-machinepool/input.yaml"),
+    )
+    .unwrap();
+    let template = golden
+        .split("# The control-plane machine CAPI makes")
+        .next()
+        .unwrap()
+        .replace("        dataSecretName: mp-mp-0-bootstrap\n", "");
+    stack.apply_yaml(&template).await;
+
+    let amps = stack.api(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "AzureMachinePool",
+        "azuremachinepools",
+    );
+    let pools = stack.capi("MachinePool");
+    stack
+        .eventually(
+            "the AzureMachinePool is ready with a providerID per replica",
+            Duration::from_secs(240),
+            || async {
+                let amp = amps.get("mp-mp-0").await.unwrap();
+                amp.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                    && amp
+                        .data
+                        .pointer("/spec/providerIDList")
+                        .and_then(Value::as_array)
+                        .is_some_and(|l| l.len() == 2)
+            },
+        )
+        .await;
+    stack
+        .eventually(
+            "the MachinePool copies the providerIDs and readiness",
+            Duration::from_secs(60),
+            || async {
+                let p = pools.get("mp-mp-0").await.unwrap();
+                p.data.pointer("/status/readyReplicas") == Some(&serde_json::json!(2))
+                    && p.data.pointer("/status/infrastructureReady") == Some(&Value::Bool(true))
+                    && p.data.pointer("/status/phase") == Some(&serde_json::json!("Running"))
+                    && p.data
+                        .pointer("/spec/providerIDList")
+                        .and_then(Value::as_array)
+                        .is_some_and(|l| l.len() == 2)
+            },
+        )
+        .await;
+
+    let amp = amps.get("mp-mp-0").await.unwrap();
+    let ids: Vec<&str> = amp.data["spec"]["providerIDList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        assert!(
+            id.starts_with(
+                "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+            ) && id.ends_with(&format!(
+                "/providers/Microsoft.Compute/virtualMachineScaleSets/mp-mp-0/virtualMachines/{i}"
+            )),
+            "{id}"
+        );
+    }
+    assert!(
+        amp.data["spec"]["providerID"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/virtualMachineScaleSets/mp-mp-0")),
+        "{}",
+        amp.data["spec"]
+    );
+    assert_eq!(amp.data["status"]["replicas"], 2);
+    assert_eq!(amp.data["status"]["provisioningState"], "Succeeded");
+    let instances = amp.data["status"]["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 2);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["provisioningState"] == "Succeeded" && i["version"] == "v1.30.2"),
+        "{instances:?}"
+    );
+
+    let resources = stack.sim_resources().await;
+    let of_type =
+        |t: &str| -> Vec<&Value> { resources.iter().filter(|r| r["type"] == t).collect() };
+    let sets = of_type("Microsoft.Compute/virtualMachineScaleSets");
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    let set = sets[0];
+    assert_eq!(set["name"], "mp-mp-0");
+    assert_eq!(set["sku"]["capacity"], 2);
+    assert_eq!(set["properties"]["orchestrationMode"], "Uniform");
+    assert_eq!(set["properties"]["upgradePolicy"]["mode"], "Manual");
+    let profile = &set["properties"]["virtualMachineProfile"];
+    assert_eq!(profile["osProfile"]["computerNamePrefix"], "mp-mp-0");
+    let nic = &profile["networkProfile"]["networkInterfaceConfigurations"][0];
+    assert_eq!(nic["name"], "mp-mp-0-nic-0");
+    assert_eq!(nic["properties"]["enableIPForwarding"], true);
+    assert!(
+        nic["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("/virtualNetworks/mp-vnet/subnets/node-subnet")),
+        "{nic}"
+    );
+    assert_eq!(
+        of_type("Microsoft.Compute/virtualMachineScaleSets/virtualMachines").len(),
+        2
+    );
+    // The control plane is a VM of its own, as in CAPZ.
+    assert_eq!(of_type("Microsoft.Compute/virtualMachines").len(), 1);
+
+    // Scaling the MachinePool (as `kubectl scale machinepool` does) scales the scale set: one
+    // instance and one providerID per replica, up and down.
+    for replicas in [3_usize, 1] {
+        pools
+            .patch_scale(
+                "mp-mp-0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&serde_json::json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .unwrap();
+        stack
+            .eventually(
+                &format!("{replicas} instances, each with its providerID"),
+                Duration::from_secs(120),
+                || async {
+                    let amp = amps.get("mp-mp-0").await.unwrap();
+                    let instances = stack
+                        .sim_resources()
+                        .await
+                        .into_iter()
+                        .filter(|r| {
+                            r["type"] == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+                        })
+                        .count();
+                    amp.data.pointer("/status/ready") == Some(&Value::Bool(true))
+                        && amp
+                            .data
+                            .pointer("/spec/providerIDList")
+                            .and_then(Value::as_array)
+                            .is_some_and(|l| l.len() == replicas)
+                        && instances == replicas
+                },
+            )
+            .await;
+    }
+
+    let clusters = stack.capi("Cluster");
+    clusters
+        .delete("mp", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack
+        .eventually(
+            "Azure is empty and the Cluster gone",
+            Duration::from_secs(240),
+            || async {
+                stack.sim_resources().await.is_empty()
+                    && clusters.get_opt("mp").await.unwrap().is_none()
+            },
+        )
+        .await;
+    assert!(amps.get_opt("mp-mp-0").await.unwrap().is_none());
+}

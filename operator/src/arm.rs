@@ -198,10 +198,13 @@ fn http_error(response: &RawResponse, retry_after: Option<Duration>) -> ArmError
 }
 
 impl ArmClient {
-    fn url(&self, kind: Kind, id: &ArmId, expand: Option<&str>) -> Url {
+    fn url(&self, kind: Kind, id: &ArmId, below: Option<&str>, expand: Option<&str>) -> Url {
         let mut url = self.endpoint.clone();
         let base = self.endpoint.path().trim_end_matches('/');
-        url.set_path(&format!("{base}{id}"));
+        match below {
+            Some(segment) => url.set_path(&format!("{base}{id}/{segment}")),
+            None => url.set_path(&format!("{base}{id}")),
+        }
         url.set_query(None);
         url.query_pairs_mut()
             .append_pair("api-version", self.versions.get(kind));
@@ -221,14 +224,29 @@ impl ArmClient {
         id: &ArmId,
         body: Option<&Value>,
     ) -> Result<(RawResponse, Option<Duration>), ArmError> {
+        self.send_at(method, class, kind, id, None, body).await
+    }
+
+    /// [`Self::send`] to the collection `below` the resource (`…/virtualMachines`) when given.
+    async fn send_at(
+        &self,
+        method: Method,
+        class: Class,
+        kind: Kind,
+        id: &ArmId,
+        below: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<(RawResponse, Option<Duration>), ArmError> {
         if let Err(Held(remaining)) = self.throttle.acquire(&id.subscription, class).await {
             return Err(ArmError::Held {
                 class: class_name(class),
                 remaining,
             });
         }
-        let expand = kind.read_expand().filter(|_| method == Method::Get);
-        let mut request = Request::new(self.url(kind, id, expand), method);
+        let expand = kind
+            .read_expand()
+            .filter(|_| method == Method::Get && below.is_none());
+        let mut request = Request::new(self.url(kind, id, below, expand), method);
         request.insert_header("accept", "application/json");
         if let Some(body) = body {
             request.insert_header("content-type", "application/json");
@@ -312,6 +330,37 @@ impl ArmClient {
             return Ok(None);
         }
         json_of(&response).map(Some)
+    }
+
+    /// GET of the collection `segment` below a resource (a scale set's `virtualMachines`), with
+    /// the kind's API version: its items (an error if ARM pages them). `None` when ARM answers
+    /// 404 (the resource is gone).
+    pub async fn list_below(
+        &self,
+        kind: Kind,
+        id: &ArmId,
+        segment: &str,
+    ) -> Result<Option<Vec<Value>>, ArmError> {
+        let (response, _) = self
+            .send_at(Method::Get, Class::Read, kind, id, Some(segment), None)
+            .await?;
+        if u16::from(response.status()) == 404 {
+            return Ok(None);
+        }
+        let page = json_of(&response)?;
+        if page.get("nextLink").and_then(Value::as_str).is_some() {
+            // Strata's pools stay far below a page (ARM pages scale set VMs by 1000 or so); a
+            // partial list would under-report instances, so say so rather than guess.
+            return Err(ArmError::Transport(format!(
+                "ARM paged the list of {id}/{segment}; paging of listed collections is not supported"
+            )));
+        }
+        Ok(Some(
+            page.get("value")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        ))
     }
 
     /// PUT (create or update); answers the body ARM returned (its `provisioningState` says

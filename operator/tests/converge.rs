@@ -14,7 +14,11 @@ use serde_json::{Value, json};
 
 async fn apply_samples(w: &World) -> Vec<(String, String)> {
     let mut objects = Vec::new();
-    for file in ["cluster-resources.yaml", "load-balancer-and-outbound.yaml"] {
+    for file in [
+        "cluster-resources.yaml",
+        "load-balancer-and-outbound.yaml",
+        "scale-set.yaml",
+    ] {
         objects.extend(
             w.apply_file(&repo_root().join("samples/azure").join(file))
                 .await,
@@ -73,6 +77,24 @@ async fn samples_converge_with_one_put_each_then_resync_only_reads() {
     );
     let pip = w.get("PublicIPAddress", "web-0-pip").await.unwrap();
     assert!(pip.data.pointer("/status/ipAddress").is_some());
+    // A scale set reports the instances ARM lists for it, made by its one PUT.
+    let set = w.get("VirtualMachineScaleSet", "web-pool").await.unwrap();
+    let status = set.data.pointer("/status").unwrap();
+    assert_eq!(status["readyInstances"], json!(2), "{status}");
+    let instances = status["instances"].as_array().unwrap();
+    let ids: Vec<&str> = instances
+        .iter()
+        .map(|i| i["instanceId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["0", "1"], "{status}");
+    assert_eq!(instances[0]["computerName"], "web-pool000000");
+    assert!(
+        instances[1]["id"]
+            .as_str()
+            .unwrap()
+            .ends_with("/virtualMachineScaleSets/web-pool/virtualMachines/1"),
+        "{status}"
+    );
 
     // A full resync: a fresh operator reconciles every CR again and finds nothing to change.
     w.clear_requests().await;

@@ -162,12 +162,13 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         w.apply_file(&repo_root().join("samples/azure/load-balancer-and-outbound.yaml"))
             .await,
     );
-    // Every kind the role grants is used: the peering, private DNS and bastion samples bring the
-    // kinds the two files above lack.
+    // Every kind the role grants is used: the peering, private DNS, bastion and scale set
+    // samples bring the kinds the two files above lack.
     for sample in [
         "virtual-network-peering.yaml",
         "private-dns.yaml",
         "bastion-host.yaml",
+        "scale-set.yaml",
     ] {
         objects.extend(
             w.apply_file(&repo_root().join("samples/azure").join(sample))

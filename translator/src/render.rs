@@ -2,15 +2,16 @@
 //! the same pure functions and no cluster.
 //!
 //! Objects are paired as CAPI pairs them: a Cluster with the AzureCluster its `infrastructureRef`
-//! names, a Machine with its AzureMachine. An AzureCluster without a Cluster in the input (a
-//! flavour's AzureCluster on its own) is rendered as if a Cluster of the same name pointed at it.
-//! Templates and other kinds are read past: templates are never translated, only AzureMachines.
+//! names, a Machine with its AzureMachine, a MachinePool with the AzureMachinePool its template
+//! names. An AzureCluster without a Cluster in the input (a flavour's AzureCluster on its own) is
+//! rendered as if a Cluster of the same name pointed at it. Templates and other kinds are read
+//! past: templates are never translated, only AzureMachines and AzureMachinePools.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use strata_crds::capi::{Cluster, ClusterSpec, Machine};
-use strata_crds::capz::{AzureCluster, AzureMachine};
+use strata_crds::capi::{Cluster, ClusterSpec, Machine, MachinePool};
+use strata_crds::capz::{AzureCluster, AzureMachine, AzureMachinePool};
 
 use crate::{CloudResource, InputError, Note, Translation, cluster, machine};
 
@@ -21,6 +22,8 @@ pub struct Inputs {
     pub azure_clusters: BTreeMap<(String, String), AzureCluster>,
     pub machines: BTreeMap<(String, String), Machine>,
     pub azure_machines: BTreeMap<(String, String), AzureMachine>,
+    pub machine_pools: BTreeMap<(String, String), MachinePool>,
+    pub azure_machine_pools: BTreeMap<(String, String), AzureMachinePool>,
     /// Fields of the CAPZ objects that their types do not declare (`coverage`).
     pub notes: Vec<Note>,
 }
@@ -85,6 +88,16 @@ impl Inputs {
                     self.note_undeclared(&object, &value, &typed);
                     self.azure_machines.insert(key, typed);
                 }
+                ("cluster.x-k8s.io/v1beta1", "MachinePool") => {
+                    self.machine_pools
+                        .insert(key, serde_json::from_value(value).map_err(parse_err)?);
+                }
+                ("infrastructure.cluster.x-k8s.io/v1beta1", "AzureMachinePool") => {
+                    let typed: AzureMachinePool =
+                        serde_json::from_value(value.clone()).map_err(parse_err)?;
+                    self.note_undeclared(&object, &value, &typed);
+                    self.azure_machine_pools.insert(key, typed);
+                }
                 (_, "") => return Err(doc_err("no kind".to_owned())),
                 _ => {}
             }
@@ -101,6 +114,19 @@ impl Inputs {
             &raw["spec"],
             &typed["spec"],
         ));
+    }
+
+    /// Whether the input holds the AzureCluster of cluster `cluster` in `ns` (named by its Cluster,
+    /// or of the same name).
+    fn has_azure_cluster(&self, ns: &str, cluster: &str) -> bool {
+        let named = self
+            .clusters
+            .get(&(ns.to_owned(), cluster.to_owned()))
+            .and_then(|c| c.spec.infrastructure_ref.as_ref())
+            .and_then(|r| r.name.as_ref());
+        self.azure_clusters
+            .keys()
+            .any(|(cns, cname)| cns == ns && (cname == cluster || named == Some(cname)))
     }
 
     /// Translates everything: each AzureCluster with its Cluster, availability sets for its
@@ -160,29 +186,46 @@ impl Inputs {
             for (m, azm) in pairs {
                 out.extend(machine::translate_with(&model, m, azm)?);
             }
+            for ((pns, pname), pool) in &self.machine_pools {
+                let infra = &pool.spec.template.spec.infrastructure_ref;
+                if pns != ns
+                    || pool.spec.cluster_name != cluster_name
+                    || infra.kind.as_deref() != Some("AzureMachinePool")
+                {
+                    continue;
+                }
+                let amp_name = infra.name.clone().unwrap_or_default();
+                let amp = self
+                    .azure_machine_pools
+                    .get(&(ns.clone(), amp_name.clone()))
+                    .ok_or_else(|| InputError {
+                        object: format!("MachinePool {pns}/{pname}"),
+                        field: "spec.template.spec.infrastructureRef.name".to_owned(),
+                        message: format!("no AzureMachinePool {amp_name:?} in the input"),
+                    })?;
+                out.extend(machine::translate_pool(&model, pool, amp)?);
+            }
         }
         for ((ns, name), m) in &self.machines {
-            let known = self.azure_clusters.keys().any(|(cns, cname)| {
-                cns == ns
-                    && (cname == &m.spec.cluster_name
-                        || self
-                            .clusters
-                            .get(&(ns.clone(), m.spec.cluster_name.clone()))
-                            .is_some_and(|c| {
-                                c.spec
-                                    .infrastructure_ref
-                                    .as_ref()
-                                    .and_then(|r| r.name.as_ref())
-                                    == Some(cname)
-                            }))
-            });
-            if !known {
+            if !self.has_azure_cluster(ns, &m.spec.cluster_name) {
                 out.notes.push(Note {
                     object: format!("Machine {ns}/{name}"),
                     field: "spec.clusterName".to_owned(),
                     message: format!(
                         "no AzureCluster of cluster {:?} in the input: not rendered",
                         m.spec.cluster_name
+                    ),
+                });
+            }
+        }
+        for ((ns, name), p) in &self.machine_pools {
+            if !self.has_azure_cluster(ns, &p.spec.cluster_name) {
+                out.notes.push(Note {
+                    object: format!("MachinePool {ns}/{name}"),
+                    field: "spec.clusterName".to_owned(),
+                    message: format!(
+                        "no AzureCluster of cluster {:?} in the input: not rendered",
+                        p.spec.cluster_name
                     ),
                 });
             }

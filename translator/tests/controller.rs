@@ -1005,16 +1005,18 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
     })
     .await;
     // Beside the default cluster, a private one (CAPZ's private flavour), whose translation writes
-    // the kinds the default one lacks: the bastion host and the private DNS zone, link and record.
+    // the kinds the default one lacks: the bastion host and the private DNS zone, link and record;
+    // and a machine pool in the default one (its scale set).
     let private_cluster = sample("default-cluster.yaml")
         .split("\n---\n")
         .find(|d| d.contains("\nkind: Cluster\n"))
         .unwrap()
         .replace("strata-demo", "strata-private");
     let input = format!(
-        "{}\n{}\n---\n{private_cluster}\n---\n{}",
+        "{}\n{}\n{}\n---\n{private_cluster}\n---\n{}",
         sample("default-cluster.yaml"),
         capi_machines("strata-demo"),
+        capi_machine_pool("strata-demo", 2),
         sample("private-cluster.yaml"),
     );
     // As in a real management cluster: the identity lives in another namespace and allows
@@ -1048,7 +1050,20 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
             .await
             .unwrap();
     }
-    eventually("cluster and machines ready", || async {
+    let amps = Api::<strata_crds::capz::AzureMachinePool>::namespaced(env.client.clone(), &env.ns);
+    for p in Api::<strata_crds::capi::MachinePool>::namespaced(env.client.clone(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachinePool", "name": p.name_any(), "uid": p.uid().unwrap()}]}});
+        amps.patch(&p.name_any(), &PatchParams::default(), &Patch::Merge(owner))
+            .await
+            .unwrap();
+    }
+    eventually("cluster, machines and pool ready", || async {
         make_all_ready(&env).await;
         let cluster = azure_cluster(&env, "strata-demo")
             .await
@@ -1059,12 +1074,15 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
                 .status
                 .is_some_and(|s| s.ready);
         let machines = azms.list(&ListParams::default()).await.unwrap().items;
+        let pool = amps.get("strata-demo-mp-0").await.unwrap();
         (cluster
             && !machines.is_empty()
             && machines
                 .iter()
-                .all(|m| m.status.as_ref().is_some_and(|s| s.ready)))
-        .then_some(())
+                .all(|m| m.status.as_ref().is_some_and(|s| s.ready))
+            && pool.status.as_ref().is_some_and(|s| s.ready)
+            && pool.spec.provider_id_list.len() == 2)
+            .then_some(())
     })
     .await;
     for m in azms.list(&ListParams::default()).await.unwrap().items {
@@ -1072,6 +1090,9 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
             .await
             .unwrap();
     }
+    amps.delete("strata-demo-mp-0", &DeleteParams::default())
+        .await
+        .unwrap();
     for cluster in ["strata-demo", "strata-private"] {
         Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
             .delete(cluster, &DeleteParams::default())

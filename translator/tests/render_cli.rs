@@ -73,6 +73,21 @@ fn several_files_and_stdin_render_together() {
     assert!(stdout.contains("kind: VirtualMachine"), "{stdout}");
 }
 
+/// A machine pool whose cluster is not in the input is not rendered, and says so.
+#[test]
+fn a_machine_pool_without_its_cluster_is_noted_not_rendered() {
+    let pool = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: MachinePool\nmetadata: {name: lost-mp-0}\nspec:\n  clusterName: lost\n  template:\n    spec:\n      clusterName: lost\n      bootstrap: {dataSecretName: lost-mp-0}\n      infrastructureRef: {kind: AzureMachinePool, name: lost-mp-0}\n";
+    let (code, stdout, stderr) = render(&["-f", "-"], Some(pool));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("VirtualMachineScaleSet"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "MachinePool default/lost-mp-0: spec.clusterName: no AzureCluster of cluster \"lost\""
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn bad_input_is_one_line_naming_object_and_field_with_exit_2() {
     let cases = [

@@ -7,11 +7,13 @@ mod cluster;
 mod kubeadm;
 mod machine;
 mod machine_deployment;
+mod machine_pool;
 
 pub use cluster::*;
 pub use kubeadm::*;
 pub use machine::*;
 pub use machine_deployment::*;
+pub use machine_pool::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

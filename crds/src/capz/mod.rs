@@ -5,10 +5,12 @@
 mod azure_cluster;
 mod azure_cluster_identity;
 mod azure_machine;
+mod azure_machine_pool;
 
 pub use azure_cluster::*;
 pub use azure_cluster_identity::*;
 pub use azure_machine::*;
+pub use azure_machine_pool::*;
 
 /// API group of the CAPZ types.
 pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";

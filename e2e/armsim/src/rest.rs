@@ -653,6 +653,7 @@ fn prepare_children(
             parent: Some(parent),
             siblings: before.iter().chain(after.iter()).map(|c| &c.body).collect(),
             implicit: Vec::new(),
+            removed: Vec::new(),
         };
         (child.spec.prepare)(&mut ctx)?;
         types::defaults::apply(child.spec.defaults, &mut child.body);
@@ -740,6 +741,7 @@ pub fn put(
         parent: parent.as_ref(),
         siblings: siblings.iter().collect(),
         implicit: Vec::new(),
+        removed: Vec::new(),
     };
     (spec.prepare)(&mut ctx)?;
     if spec.resource_guid {
@@ -748,11 +750,12 @@ pub fn put(
         });
     }
     let implicit = std::mem::take(&mut ctx.implicit);
+    let removed = std::mem::take(&mut ctx.removed);
     types::defaults::apply(spec.defaults, &mut body);
     prepare_children(&sim.store, &mut inline, &body, &etag, state)?;
 
     // Children missing from the inline list are removed, as ARM does; not while they are in use.
-    let mut dropped = BTreeSet::new();
+    let mut dropped: BTreeSet<String> = removed.iter().map(ResourceId::key).collect();
     for (segment, _) in spec.children {
         for c in sim.store.children(id, segment) {
             if !inline.iter().any(|i| i.id.key() == c.id.key()) {
@@ -802,6 +805,11 @@ pub fn put(
         });
     }
     for (implicit_id, mut implicit_body) in implicit {
+        // What the PUT creates below the resource (a scale set's new instances) is part of its
+        // operation: it is `Succeeded` when the operation is.
+        if implicit_id.key().starts_with(&format!("{}/", id.key())) {
+            keys.push(implicit_id.key());
+        }
         if let Some(implicit_spec) = types::spec(&implicit_id.type_name()) {
             types::defaults::apply(implicit_spec.defaults, &mut implicit_body);
             sim.store.insert(Resource {

@@ -322,6 +322,23 @@ fn fleet(g: &str) -> Vec<(&'static str, String, &'static str, Value)> {
             }),
         ),
         (
+            "Microsoft.Compute/virtualMachineScaleSets",
+            compute(g, "virtualMachineScaleSets/pool"),
+            COMPUTE,
+            json!({
+                "location": "westeurope",
+                "sku": { "name": "Standard_D2s_v3", "capacity": 1 },
+                "properties": {
+                    "virtualMachineProfile": {
+                        "osProfile": { "computerNamePrefix": "pool", "adminUsername": "capi", "customData": "c2VjcmV0" },
+                        "storageProfile": { "imageReference": { "publisher": "Canonical", "offer": "ubuntu", "sku": "22_04", "version": "latest" } },
+                        "networkProfile": { "networkInterfaceConfigurations": [ { "name": "pool-nic-0", "properties": {
+                            "primary": true, "ipConfigurations": [ { "name": "ipConfig0", "properties": { "subnet": { "id": subnet } } } ] } } ] }
+                    }
+                }
+            }),
+        ),
+        (
             "Microsoft.Network/virtualNetworks",
             net(g, "virtualNetworks/hub"),
             NET,

@@ -1682,3 +1682,110 @@ async fn extended_location_is_kept_checked_and_fixed() {
         (StatusCode::BAD_REQUEST, "InvalidExtendedLocation")
     );
 }
+
+/// A scale set's PUT makes `sku.capacity` instances (`Creating` until the set's operation ends),
+/// listed under `…/virtualMachines` with numeric instance IDs and computer names of the prefix
+/// and six base-36 digits; a lower capacity removes the highest IDs; the instances cannot be
+/// PUT into being on their own; deleting the set takes them along.
+#[tokio::test]
+async fn a_scale_set_makes_lists_and_removes_its_instances_by_capacity() {
+    let sim = Sim::start().await;
+    let g = "vmss";
+    sim.network(g).await;
+    let set = compute(g, "virtualMachineScaleSets/pool");
+    let body = |capacity: i64| {
+        json!({ "location": "westeurope", "sku": { "name": "Standard_B2s", "capacity": capacity },
+            "properties": { "orchestrationMode": "Uniform", "overprovision": false, "upgradePolicy": { "mode": "Manual" },
+                "virtualMachineProfile": {
+                    "osProfile": { "computerNamePrefix": "pool", "adminUsername": "capi", "customData": "c2VjcmV0",
+                        "linuxConfiguration": { "disablePasswordAuthentication": true } },
+                    "storageProfile": { "imageReference": { "publisher": "cncf-upstream", "offer": "capi", "sku": "ubuntu-2204-gen1", "version": "latest" },
+                        "osDisk": { "createOption": "FromImage", "diskSizeGB": 128, "managedDisk": { "storageAccountType": "Premium_LRS" } } },
+                    "networkProfile": { "networkInterfaceConfigurations": [ { "name": "pool-nic-0", "properties": {
+                        "primary": true, "ipConfigurations": [ { "name": "ipConfig0", "properties": { "subnet": { "id": sim.subnet_id(g) } } } ] } } ] } } } })
+    };
+    let list = format!("{set}/virtualMachines");
+    let instances = |reply: &Reply| -> Vec<(String, String, String)> {
+        reply.body["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|vm| {
+                (
+                    vm["instanceId"].as_str().unwrap().to_owned(),
+                    vm["properties"]["osProfile"]["computerName"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                    vm["properties"]["provisioningState"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    let started = sim.put(&set, COMPUTE, body(2)).await;
+    assert_eq!(started.status, StatusCode::CREATED, "{}", started.body);
+    assert_eq!(started.body["properties"]["provisioningState"], "Creating");
+    let during = sim.get(&list, COMPUTE).await;
+    assert_eq!(during.status, StatusCode::OK, "{}", during.body);
+    assert_eq!(
+        instances(&during),
+        [
+            ("0".into(), "pool000000".into(), "Creating".into()),
+            ("1".into(), "pool000001".into(), "Creating".into())
+        ]
+    );
+    assert_eq!(sim.wait(&started).await, "Succeeded");
+    let made = sim.get(&set, COMPUTE).await.body;
+    assert!(made["properties"]["uniqueId"].is_string(), "{made}");
+    assert!(
+        made["properties"]["virtualMachineProfile"]["osProfile"]
+            .get("customData")
+            .is_none(),
+        "custom data is write-only: {made}"
+    );
+    let after = sim.get(&list, COMPUTE).await;
+    assert!(
+        instances(&after).iter().all(|(_, _, s)| s == "Succeeded"),
+        "{}",
+        after.body
+    );
+
+    // Scale in to one: instance 1 goes.
+    sim.create(&set, COMPUTE, body(1)).await;
+    let one = sim.get(&list, COMPUTE).await;
+    assert_eq!(
+        instances(&one),
+        [("0".into(), "pool000000".into(), "Succeeded".into())]
+    );
+
+    // No instance is made on its own, and the capacity has ARM's bounds.
+    let alone = sim
+        .put(&format!("{set}/virtualMachines/7"), COMPUTE, json!({}))
+        .await;
+    assert_eq!(alone.status, StatusCode::NOT_FOUND, "{}", alone.body);
+    let too_many = sim.put(&set, COMPUTE, body(1001)).await;
+    assert_eq!(too_many.code(), "InvalidParameter", "{}", too_many.body);
+    let mut flexible = body(1);
+    flexible["properties"]["orchestrationMode"] = json!("Flexible");
+    let changed = sim.put(&set, COMPUTE, flexible).await;
+    assert_eq!(
+        changed.code(),
+        "PropertyChangeNotAllowed",
+        "{}",
+        changed.body
+    );
+
+    let gone = sim.delete(&set, COMPUTE).await;
+    assert_eq!(sim.wait(&gone).await, "Succeeded");
+    assert_eq!(sim.get(&set, COMPUTE).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        sim.get(&format!("{set}/virtualMachines/0"), COMPUTE)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -37,6 +37,15 @@ pub trait AzureResource: CloudObject {
     /// Before a PUT: keep what Azure holds that a PUT of this kind would otherwise remove and that
     /// other CRs manage (a virtual network's subnets).
     fn preserve(_observed: &Value, _desired: &mut Value) {}
+
+    /// A collection below the resource (type segment) that is listed after each GET finding
+    /// the resource, for the status: a scale set's `virtualMachines`, its instances.
+    const LISTED: Option<&'static str> = None;
+
+    /// Kind-specific status fields read from the listed collection's items.
+    fn listed_outputs(_items: &[Value]) -> Map<String, Value> {
+        Map::new()
+    }
 }
 
 /// The ARM IDs of everything a desired body refers to.

@@ -2,7 +2,7 @@
 //! disks that go with the VM when it is deleted; reports `vmId` and the power state.
 
 use serde_json::{Map, Value, json};
-use strata_crds::azure::{OsType, VirtualMachine};
+use strata_crds::azure::{Image, OsType, VirtualMachine};
 
 use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
 use crate::kind::Kind;
@@ -14,31 +14,7 @@ impl AzureResource for VirtualMachine {
             r.id.as_ref()
                 .map(|id| id.name().to_owned())
                 .unwrap_or_default();
-        let image = match (&s.image.marketplace, &s.image.id, &s.image.compute_gallery) {
-            (Some(m), _, _) => {
-                json!({ "publisher": m.publisher, "offer": m.offer, "sku": m.sku, "version": m.version })
-            }
-            (None, Some(id), _) => json!({ "id": id }),
-            (None, None, Some(g)) => {
-                let own = r.id.as_ref();
-                let sub = g
-                    .subscription_id
-                    .clone()
-                    .or_else(|| own.map(|i| i.subscription.clone()))
-                    .unwrap_or_default();
-                let rg = g
-                    .resource_group
-                    .clone()
-                    .or_else(|| own.map(|i| i.resource_group.clone()))
-                    .unwrap_or_default();
-                json!({ "id": format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{}/images/{}/versions/{}", g.gallery, g.name, g.version) })
-            }
-            (None, None, None) => match &s.image.community_gallery {
-                Some(c) => json!({ "communityGalleryImageId": format!(
-                    "/CommunityGalleries/{}/Images/{}/Versions/{}", c.gallery, c.name, c.version) }),
-                None => Value::Null,
-            },
-        };
+        let image = image_reference(&s.image, r);
         let diff_disk = s.os_disk.diff_disk_settings.as_ref().map(
             |d| json!({ "option": d.option, "placement": d.placement }),
         );
@@ -129,9 +105,40 @@ impl AzureResource for VirtualMachine {
     }
 }
 
+
+/// ARM `imageReference` of an image (VMs and scale sets alike): a gallery image without
+/// subscription or resource group is in the resource's own.
+pub(super) fn image_reference(image: &Image, r: &Resolved) -> Value {
+    match (&image.marketplace, &image.id, &image.compute_gallery) {
+        (Some(m), _, _) => {
+            json!({ "publisher": m.publisher, "offer": m.offer, "sku": m.sku, "version": m.version })
+        }
+        (None, Some(id), _) => json!({ "id": id }),
+        (None, None, Some(g)) => {
+            let own = r.id.as_ref();
+            let sub = g
+                .subscription_id
+                .clone()
+                .or_else(|| own.map(|i| i.subscription.clone()))
+                .unwrap_or_default();
+            let rg = g
+                .resource_group
+                .clone()
+                .or_else(|| own.map(|i| i.resource_group.clone()))
+                .unwrap_or_default();
+            json!({ "id": format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{}/images/{}/versions/{}", g.gallery, g.name, g.version) })
+        }
+        (None, None, None) => match &image.community_gallery {
+            Some(c) => json!({ "communityGalleryImageId": format!(
+                "/CommunityGalleries/{}/Images/{}/Versions/{}", c.gallery, c.name, c.version) }),
+            None => Value::Null,
+        },
+    }
+}
+
 /// A Windows admin password: 64 random hexadecimal digits with an upper-case letter and a symbol
 /// (Azure wants three of lower case, upper case, digits and symbols, 12 to 123 characters).
-fn admin_password() -> String {
+pub(super) fn admin_password() -> String {
     format!(
         "{:032x}{:032x}Aa!",
         rand::random::<u128>(),

@@ -48,6 +48,8 @@ pub(super) struct Attempt<K> {
     pub(super) id: Option<ArmId>,
     pub(super) observed: Option<Value>,
     pub(super) desired: Option<Value>,
+    /// The items of the kind's listed collection (`AzureResource::LISTED`), read with the GET.
+    pub(super) listed: Option<Vec<Value>>,
     /// A PUT was sent in this reconcile (one write per reconcile).
     pub(super) wrote: bool,
     /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
@@ -137,6 +139,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         id: known_id,
         observed: None,
         desired: None,
+        listed: None,
         wrote: false,
         missing_tag: None,
     })
@@ -183,6 +186,16 @@ pub(super) async fn observe<K: AzureResource>(
         Ok(b) => b,
         Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
     };
+    // The listed collection (a scale set's instances) is read while the resource is there and
+    // not being deleted; its status is reported once the resource is Ready.
+    if let (Some(segment), Some(_)) = (K::LISTED, &body)
+        && !a.obs.deleting
+    {
+        match client.arm.list_below(K::KIND, &own, segment).await {
+            Ok(items) => a.listed = items,
+            Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
+        }
+    }
     let mut resolved = a.deps.resolved.clone();
     resolved.id = Some(own.clone());
     if let Some(secret) = obj.custom_data().filter(|_| !a.obs.deleting) {

@@ -222,10 +222,14 @@ pub(super) fn ready<K: AzureResource>(
         return Err(Error::Invariant("Ready before the resource was observed"));
     };
     ctx.succeeded(&a.key);
+    let mut outputs = K::outputs(body);
+    if let Some(items) = &a.listed {
+        outputs.extend(K::listed_outputs(items));
+    }
     Ok(End::report(
         Report::new(reason, message)
             .observed(own, Some(body))
-            .outputs(K::outputs(body)),
+            .outputs(outputs),
         Requeue::After(ctx.pacing.resync()),
     ))
 }

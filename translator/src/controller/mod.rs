@@ -1,6 +1,6 @@
-//! The controller: two kube-runtime controllers (AzureCluster, AzureMachine) fed by watches on
-//! the CAPI/CAPZ objects, the identities, the bootstrap Secrets (label-selected) and the cloud
-//! CRs they own. Each reconcile fetches, checks the cluster's identity ([`identity::check`]; a
+//! The controller: three kube-runtime controllers (AzureCluster, AzureMachine, AzureMachinePool)
+//! fed by watches on the CAPI/CAPZ objects, the identities, the bootstrap Secrets
+//! (label-selected) and the cloud CRs they own. Each reconcile fetches, checks the cluster's identity ([`identity::check`]; a
 //! refusal writes only status and an Event), calls the pure translation, server-side applies the
 //! result (field manager `strata-translator`, controller-owned, labelled with the cluster name),
 //! deletes owned CRs that are no longer desired, and writes status back to CAPI. Deletion of
@@ -13,6 +13,7 @@
 mod apply;
 mod reconcile_cluster;
 mod reconcile_machine;
+mod reconcile_pool;
 mod watches;
 
 use std::collections::BTreeMap;
@@ -30,8 +31,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
-use strata_crds::capi::{self, Cluster, Machine};
-use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine};
+use strata_crds::capi::{self, Cluster, Machine, MachinePool};
+use strata_crds::capz::{AzureCluster, AzureClusterIdentity, AzureMachine, AzureMachinePool};
 use strata_crds::{CloudKind, azure};
 use strata_runtime::Health;
 use strata_runtime::Shard;
@@ -46,6 +47,7 @@ use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machi
 use apply::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
+use reconcile_pool::*;
 use watches::*;
 
 /// Controller settings.
@@ -315,9 +317,38 @@ pub async fn run_observed(
             }
         });
 
+    // AzureMachinePool controller: woken by its MachinePool and its scale set; it looks again
+    // every few seconds while it waits for the cluster, the bootstrap data or Azure.
+    let queue = Queue::new::<AzureMachinePool>(&metrics);
+    let pools_synced = Synced::default();
+    let pools = queue
+        .controller(api::<AzureMachinePool>(&client, ns), &wc, &pools_synced)
+        .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+    let pools = owns_pool_crs(pools, &queue, &client, ns)
+        .watches(
+            api::<MachinePool>(&client, ns),
+            wc.clone(),
+            queue.counted(|p: MachinePool| {
+                let r = &p.spec.template.spec.infrastructure_ref;
+                (r.kind.as_deref() == Some("AzureMachinePool"))
+                    .then(|| r.name.clone())
+                    .flatten()
+                    .map(|n| ObjectRef::new(&n).within(&p.namespace().unwrap_or_default()))
+            }),
+        )
+        .shutdown_on_signal()
+        .run(reconcile_pool, error_policy, ctx.clone())
+        .for_each({
+            let queue = queue.clone();
+            move |r| {
+                queue.settle(r, "AzureMachinePool");
+                futures::future::ready(())
+            }
+        });
+
     tokio::select! {
         _ = machine_reflector => {}
-        _ = futures::future::join(clusters, ms) => {}
+        _ = futures::future::join3(clusters, ms, pools) => {}
     }
 }
 

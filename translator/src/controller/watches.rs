@@ -172,6 +172,8 @@ owned_kinds!(owns_cluster_crs, CLUSTER_KINDS: ResourceGroup, VirtualNetwork, Net
 // An AzureMachine's (its custom-data Secret is watched with the bootstrap Secrets, in
 // `run_observed`).
 owned_kinds!(owns_machine_crs, MACHINE_KINDS: PublicIPAddress, NetworkInterface, VirtualMachine);
+// An AzureMachinePool's.
+owned_kinds!(owns_pool_crs, POOL_KINDS: VirtualMachineScaleSet);
 
 pub(crate) fn cluster_label<K: Resource>(obj: &K) -> Option<String> {
     obj.meta()

@@ -6,6 +6,7 @@
 //! machine uses.
 
 mod network;
+mod pool;
 mod vm;
 
 use strata_crds::capi::{Cluster, Machine};
@@ -15,6 +16,7 @@ use strata_crds::common::{ResourceRef, Tags};
 use crate::model::ClusterModel;
 use crate::{InputError, Note, Translation, naming, object_ref};
 
+pub use pool::translate_pool;
 pub(crate) use vm::check_names;
 
 /// CAPZ's admin user on its VMs.

@@ -81,6 +81,8 @@ pub fn resource_of(kind: &str) -> Option<ApiResource> {
         "AzureCluster" => ApiResource::erase::<AzureCluster>(&()),
         "Machine" => ApiResource::erase::<Machine>(&()),
         "AzureMachine" => ApiResource::erase::<AzureMachine>(&()),
+        "MachinePool" => ApiResource::erase::<strata_crds::capi::MachinePool>(&()),
+        "AzureMachinePool" => ApiResource::erase::<strata_crds::capz::AzureMachinePool>(&()),
         "AzureClusterIdentity" => ApiResource::erase::<AzureClusterIdentity>(&()),
         "Secret" => ApiResource::erase::<Secret>(&()),
         _ => return None,
@@ -111,6 +113,33 @@ pub async fn create_all(env: &Env, text: &str) {
             .await
             .unwrap();
     }
+}
+
+/// What CAPI core would hold for a machine pool of `replicas` in a cluster once its bootstrap
+/// data exists: the MachinePool, its AzureMachinePool (CAPZ's machinepool flavour's) and the
+/// bootstrap Secret.
+pub fn capi_machine_pool(cluster: &str, replicas: i32) -> String {
+    let name = format!("{cluster}-mp-0");
+    let docs = [
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachinePool",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {"clusterName": cluster, "replicas": replicas, "template": {"spec": {
+                "clusterName": cluster, "version": "v1.30.2",
+                "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                    "kind": "AzureMachinePool", "name": name}}}}}),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachinePool",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {"location": "westeurope", "template": {"vmSize": "Standard_D2s_v3",
+                "osDisk": {"osType": "Linux", "diskSizeGB": 30, "managedDisk": {"storageAccountType": "Premium_LRS"}},
+                "sshPublicKey": ""}}}),
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{name}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "stringData": {"value": format!("#cloud-config for {name}"), "format": "cloud-config"}}),
+    ];
+    docs.iter()
+        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+        .collect()
 }
 
 /// What CAPI core would create for a cluster: a control-plane Machine and a worker, their
@@ -217,6 +246,20 @@ pub async fn make_all_ready(env: &Env) {
         match kind.as_str() {
             "PublicIPAddress" => status["ipAddress"] = json!("20.1.2.3"),
             "NetworkInterface" => status["privateIPAddress"] = json!("10.0.0.4"),
+            "VirtualMachineScaleSet" => {
+                let set = format!(
+                    "/subscriptions/s/resourceGroups/Strata-RG/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+                );
+                let capacity = o.data["spec"]["capacity"].as_i64().unwrap_or(0);
+                let instances: Vec<Value> = (0..capacity)
+                    .map(|i| json!({"instanceId": i.to_string(), "id": format!("{set}/virtualMachines/{i}"),
+                        "computerName": format!("{name}{i:06}"), "provisioningState": "Succeeded",
+                        "latestModelApplied": true}))
+                    .collect();
+                status["id"] = json!(set);
+                status["readyInstances"] = json!(capacity);
+                status["instances"] = json!(instances);
+            }
             "VirtualMachine" => {
                 status["id"] = json!(format!(
                     "/subscriptions/s/resourceGroups/Strata-RG/providers/Microsoft.Compute/virtualMachines/{name}"

@@ -26,6 +26,7 @@ mod public_ip;
 mod resource_group;
 mod route_table;
 mod virtual_machine;
+mod virtual_machine_scale_set;
 mod virtual_network;
 mod virtual_network_peering;
 
@@ -162,6 +163,8 @@ pub struct Put<'a> {
     pub siblings: Vec<&'a Value>,
     /// Resources the PUT creates implicitly (a VM's OS disk).
     pub implicit: Vec<(ResourceId, Value)>,
+    /// Resources the PUT removes implicitly (a scale set's instances beyond a lowered capacity).
+    pub removed: Vec<ResourceId>,
 }
 
 impl Put<'_> {
@@ -358,6 +361,8 @@ static SPECS: &[&Spec] = &[
     &network_interface::SPEC,
     &availability_set::SPEC,
     &virtual_machine::SPEC,
+    &virtual_machine_scale_set::SPEC,
+    &virtual_machine_scale_set::INSTANCE,
     &disk::SPEC,
 ];
 

@@ -1,0 +1,310 @@
+//! `Microsoft.Compute/virtualMachineScaleSets` and their instances
+//! (`…/virtualMachineScaleSets/<set>/virtualMachines/<instanceId>`): `sku.capacity` instances,
+//! made and removed by the set's PUT (new ones `Creating` until the set's operation ends; a lower
+//! capacity removes the highest instance IDs, as Azure's default scale-in policy does), listed by
+//! `GET …/virtualMachines`. Read-only `uniqueId` and `timeCreated`, write-only secrets, the
+//! orchestration mode fixed at creation.
+
+use serde_json::{Value, json};
+
+use super::{Fill, Put, Spec, fill, fill_if, str_at};
+use crate::error::ArmError;
+use crate::id::ResourceId;
+
+pub static SPEC: Spec = Spec {
+    name_rule: super::NameRule {
+        min: 1,
+        max: 64,
+        pattern: r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$",
+        describe: "Virtual machine scale set names can be up to 64 characters long, cannot contain special characters such as '_', and cannot end with '.' or '-'.",
+    },
+    defaults: DEFAULTS,
+    prepare,
+    update_seconds: 10.0,
+    ..Spec::compute(
+        "Microsoft.Compute/virtualMachineScaleSets",
+        60.0,
+        30.0,
+        "OperationNotAllowed",
+    )
+};
+
+/// The instances: made and removed only through their set (a PUT of one that does not exist is
+/// refused, as ARM does), deleted with it.
+pub static INSTANCE: Spec = Spec {
+    name_rule: super::NameRule {
+        min: 1,
+        max: 10,
+        pattern: r"^[0-9]+$",
+        describe: "Instance IDs of a virtual machine scale set are numbers.",
+    },
+    located: false,
+    prepare: prepare_instance,
+    ..Spec::compute(
+        "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+        10.0,
+        30.0,
+        "OperationNotAllowed",
+    )
+};
+
+const PROFILE: &str = "/properties/virtualMachineProfile";
+const OS_PROFILE: &str = "/properties/virtualMachineProfile/osProfile";
+const WINDOWS: &str = "/properties/virtualMachineProfile/osProfile/windowsConfiguration";
+
+/// What ARM fills in on a scale set (Microsoft.Compute 2024-07-01, the
+/// `VirtualMachineScaleSets_CreateOrUpdate` example responses and the swagger's defaults).
+const DEFAULTS: &[Fill] = &[
+    fill("/sku/tier", "\"Standard\""),
+    fill("/properties/orchestrationMode", "\"Uniform\""),
+    fill_if(
+        "/properties/upgradePolicy",
+        r#"{"mode": "Manual"}"#,
+        "/properties/orchestrationMode",
+        "Uniform",
+    ),
+    fill_if(
+        "/properties/overprovision",
+        "true",
+        "/properties/orchestrationMode",
+        "Uniform",
+    ),
+    fill_if(
+        "/properties/doNotRunExtensionsOnOverprovisionedVMs",
+        "false",
+        "/properties/orchestrationMode",
+        "Uniform",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/storageProfile/osDisk/caching",
+        "\"ReadWrite\"",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/storageProfile/osDisk/createOption",
+        "\"FromImage\"",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/storageProfile/dataDisks",
+        "[]",
+    ),
+    fill("/properties/virtualMachineProfile/osProfile/secrets", "[]"),
+    fill(
+        "/properties/virtualMachineProfile/osProfile/allowExtensionOperations",
+        "true",
+    ),
+];
+
+fn invalid(message: String) -> ArmError {
+    ArmError::bad_request("InvalidParameter", message)
+}
+
+fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
+    if str_at(put.body, "/sku/name").is_none() {
+        return Err(invalid(
+            "Required parameter 'sku.name' is missing (null).".into(),
+        ));
+    }
+    let capacity = match put.body.pointer("/sku/capacity") {
+        None | Some(Value::Null) => put
+            .existing
+            .and_then(|e| e.pointer("/sku/capacity"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0),
+        Some(v) => match v.as_i64().filter(|c| (0..=1000).contains(c)) {
+            Some(c) => c,
+            None => {
+                return Err(invalid(format!(
+                    "The value {v} of parameter 'sku.capacity' is not in the range 0-1000."
+                )));
+            }
+        },
+    };
+    put.body["sku"]["capacity"] = json!(capacity);
+    if let Some(existing) = put.existing {
+        let (old, new) = (
+            str_at(existing, "/properties/orchestrationMode"),
+            str_at(put.body, "/properties/orchestrationMode"),
+        );
+        if new.is_some() && new != old {
+            return Err(ArmError::conflict(
+                "PropertyChangeNotAllowed",
+                "Changing property 'orchestrationMode' is not allowed.",
+            ));
+        }
+        // A PUT without the model keeps it (CAPZ leaves it out when only the capacity changes).
+        if put.body.pointer(PROFILE).is_none()
+            && let Some(profile) = existing.pointer(PROFILE)
+        {
+            super::set_pointer(put.body, PROFILE, profile.clone());
+        }
+    }
+    let Some(prefix) = str_at(
+        put.body,
+        "/properties/virtualMachineProfile/osProfile/computerNamePrefix",
+    )
+    .map(str::to_owned) else {
+        return Err(invalid(
+            "Required parameter 'virtualMachineProfile.osProfile.computerNamePrefix' is missing (null).".into(),
+        ));
+    };
+    let windows = put.body.pointer(WINDOWS).is_some()
+        || str_at(
+            put.body,
+            "/properties/virtualMachineProfile/storageProfile/osDisk/osType",
+        ) == Some("Windows");
+    let max = if windows { 9 } else { 58 };
+    if prefix.is_empty() || prefix.chars().count() > max {
+        return Err(invalid(format!(
+            "The value of parameter 'computerNamePrefix' is invalid: '{prefix}' must be 1 to {max} characters long."
+        )));
+    }
+    let nics = put
+        .body
+        .pointer("/properties/virtualMachineProfile/networkProfile/networkInterfaceConfigurations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if nics.is_empty() {
+        return Err(invalid(
+            "Required parameter 'virtualMachineProfile.networkProfile.networkInterfaceConfigurations' is missing (null).".into(),
+        ));
+    }
+    for nic in &nics {
+        let configs = nic
+            .pointer("/properties/ipConfigurations")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        if configs.is_empty() {
+            return Err(invalid(format!(
+                "Network interface configuration '{}' has no IP configurations.",
+                str_at(nic, "/name").unwrap_or_default()
+            )));
+        }
+    }
+    // Secrets are write-only.
+    if let Some(os) = put
+        .body
+        .pointer_mut(OS_PROFILE)
+        .and_then(Value::as_object_mut)
+    {
+        os.remove("adminPassword");
+        os.remove("customData");
+    }
+    put.keep_or("/properties/uniqueId", || {
+        json!(uuid::Uuid::new_v4().to_string())
+    });
+    put.keep_or("/properties/timeCreated", || {
+        json!(chrono::Utc::now().to_rfc3339())
+    });
+    instances(put, capacity, &prefix);
+    Ok(())
+}
+
+/// Six base-36 digits of an instance ID: what Azure appends to the computer name prefix.
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = [b'0'; 6];
+    for slot in out.iter_mut().rev() {
+        *slot = DIGITS[(n % 36) as usize];
+        n /= 36;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Brings the instances to `capacity`: new ones get the next instance IDs, a lower capacity
+/// removes the highest; a changed model leaves the kept ones on the old one
+/// (`latestModelApplied: false`, upgrade policy `Manual`).
+fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
+    let mut existing: Vec<(u64, Value)> = put
+        .store
+        .children(put.id, "virtualMachines")
+        .filter_map(|r| Some((r.id.name().parse::<u64>().ok()?, r.body.clone())))
+        .collect();
+    existing.sort_by_key(|(n, _)| *n);
+    let want = usize::try_from(capacity).unwrap_or(0);
+    let model_changed = put
+        .existing
+        .is_some_and(|e| e.pointer(PROFILE) != put.body.pointer(PROFILE));
+    for (n, _) in existing.iter().skip(want) {
+        put.removed
+            .push(put.id.child("virtualMachines", &n.to_string()));
+    }
+    if model_changed {
+        for (n, body) in existing.iter().take(want) {
+            let mut body = body.clone();
+            body["properties"]["latestModelApplied"] = json!(false);
+            put.implicit
+                .push((put.id.child("virtualMachines", &n.to_string()), body));
+        }
+    }
+    let state = match str_at(put.body, "/properties/provisioningState") {
+        Some("Succeeded") => "Succeeded",
+        _ => "Creating",
+    };
+    let zones: Vec<Value> = put
+        .body
+        .get("zones")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    // New instances take the IDs after the highest existing one.
+    let first = existing.last().map_or(0, |(n, _)| n + 1);
+    for (next, i) in (first..).zip(existing.len()..want) {
+        let id: ResourceId = put.id.child("virtualMachines", &next.to_string());
+        let zone = (!zones.is_empty()).then(|| json!([zones[i % zones.len()]]));
+        let mut body = json!({
+            "id": id.to_string(),
+            "name": format!("{}_{next}", put.id.name()),
+            "type": INSTANCE.type_name,
+            "instanceId": next.to_string(),
+            "location": put.body.get("location").cloned().unwrap_or(Value::Null),
+            "sku": { "name": put.body["sku"]["name"], "tier": put.body["sku"]["tier"] },
+            "zones": zone,
+            "properties": {
+                "latestModelApplied": true,
+                "vmId": uuid::Uuid::new_v4().to_string(),
+                "provisioningState": state,
+                "timeCreated": chrono::Utc::now().to_rfc3339(),
+                "osProfile": {
+                    "computerName": format!("{prefix}{}", base36(next)),
+                    "adminUsername": put.body.pointer("/properties/virtualMachineProfile/osProfile/adminUsername"),
+                },
+                "storageProfile": {
+                    "imageReference": put.body.pointer("/properties/virtualMachineProfile/storageProfile/imageReference"),
+                },
+            },
+        });
+        if body["zones"].is_null()
+            && let Some(o) = body.as_object_mut()
+        {
+            o.remove("zones");
+        }
+        put.implicit.push((id, body));
+    }
+}
+
+fn prepare_instance(put: &mut Put<'_>) -> Result<(), ArmError> {
+    if put.existing.is_none() {
+        return Err(ArmError::not_found(
+            "NotFound",
+            format!(
+                "The entity was not found: instance {} of {} does not exist; instances are added through the scale set's sku.capacity.",
+                put.id.name(),
+                put.id.parent().map(|p| p.to_string()).unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base36;
+
+    #[test]
+    fn computer_name_suffixes_are_six_base36_digits() {
+        assert_eq!(base36(0), "000000");
+        assert_eq!(base36(35), "00000z");
+        assert_eq!(base36(36), "000010");
+    }
+}

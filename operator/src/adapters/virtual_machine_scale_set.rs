@@ -1,0 +1,202 @@
+//! `VirtualMachineScaleSet` → `Microsoft.Compute/virtualMachineScaleSets`, the body CAPZ sends
+//! for an `AzureMachinePool` (azure/services/scalesets/spec.go): Uniform orchestration with
+//! upgrade policy `Manual`, no overprovisioning, no single placement group; NIC configurations
+//! with IP forwarding and `ipConfig<n>` IP configurations. Reports the unique ID and, from the
+//! listed instances, their IDs, computer names and provisioning states.
+
+use serde_json::{Map, Value, json};
+use strata_crds::azure::{OrchestrationMode, OsType, VirtualMachineScaleSet};
+
+use super::virtual_machine::{admin_password, image_reference};
+use super::{AzureResource, Resolved, body, output, prune};
+use crate::kind::Kind;
+
+impl AzureResource for VirtualMachineScaleSet {
+    fn desired(&self, r: &Resolved) -> Value {
+        let s = &self.spec;
+        let name =
+            r.id.as_ref()
+                .map(|id| id.name().to_owned())
+                .unwrap_or_default();
+        let diff_disk = s
+            .os_disk
+            .diff_disk_settings
+            .as_ref()
+            .map(|d| json!({ "option": d.option, "placement": d.placement }));
+        let data_disks: Vec<Value> = s
+            .data_disks
+            .iter()
+            .map(|d| {
+                json!({ "lun": d.lun, "name": format!("{name}_{}", d.name_suffix), "createOption": "Empty",
+                    "diskSizeGB": d.disk_size_gb, "caching": d.caching,
+                    "managedDisk": { "storageAccountType": d.storage_account_type } })
+            })
+            .collect();
+        let nics: Vec<Value> = s
+            .network_interfaces
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let subnet = r.reference(Kind::Subnet, &n.subnet);
+                let pools: Vec<Value> = n
+                    .load_balancer_backend_address_pools
+                    .iter()
+                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(Kind::LoadBalancer, &p.load_balancer), p.pool) }))
+                    .collect();
+                let mut configs: Vec<Value> = (0..n.private_ip_configs)
+                    .map(|j| {
+                        json!({ "name": format!("ipConfig{j}"), "properties": {
+                            "privateIPAddressVersion": "IPv4", "subnet": subnet,
+                            "primary": (j == 0).then_some(true),
+                            "loadBalancerBackendAddressPools": (j == 0 && !pools.is_empty()).then(|| pools.clone()),
+                        }})
+                    })
+                    .collect();
+                if n.ipv6_enabled {
+                    configs.push(json!({ "name": "ipConfigv6", "properties": {
+                        "privateIPAddressVersion": "IPv6", "primary": false, "subnet": subnet } }));
+                }
+                json!({ "name": n.name, "properties": {
+                    "primary": (i == 0).then_some(true),
+                    "enableIPForwarding": n.enable_ip_forwarding,
+                    "enableAcceleratedNetworking": n.enable_accelerated_networking,
+                    "ipConfigurations": configs,
+                }})
+            })
+            .collect();
+        let prefix = s.computer_name_prefix.clone().unwrap_or(name);
+        let os_profile = if s.os_type == Some(OsType::Windows) {
+            json!({ "computerNamePrefix": prefix, "adminUsername": s.admin_username,
+                "adminPassword": admin_password(), "customData": r.custom_data,
+                "windowsConfiguration": { "enableAutomaticUpdates": false } })
+        } else {
+            json!({ "computerNamePrefix": prefix, "adminUsername": s.admin_username, "customData": r.custom_data,
+                "linuxConfiguration": { "disablePasswordAuthentication": true, "ssh": { "publicKeys": [{
+                    "path": format!("/home/{}/.ssh/authorized_keys", s.admin_username), "keyData": s.ssh_public_key }] } } })
+        };
+        let uniform = s.orchestration_mode == OrchestrationMode::Uniform;
+        let properties = json!({
+            "orchestrationMode": s.orchestration_mode,
+            "singlePlacementGroup": false,
+            // Uniform: CAPZ's settings; Flexible: one fault domain, NICs made by the set.
+            "overprovision": uniform.then_some(false),
+            "upgradePolicy": uniform.then(|| json!({ "mode": "Manual" })),
+            "platformFaultDomainCount": (!uniform).then_some(1),
+            "virtualMachineProfile": {
+                "osProfile": os_profile,
+                "storageProfile": {
+                    "imageReference": image_reference(&s.image, r),
+                    "osDisk": { "osType": s.os_type, "createOption": "FromImage", "diskSizeGB": s.os_disk.disk_size_gb,
+                        "caching": s.os_disk.caching, "managedDisk": { "storageAccountType": s.os_disk.storage_account_type },
+                        "diffDiskSettings": diff_disk },
+                    "dataDisks": data_disks,
+                },
+                "networkProfile": {
+                    "networkInterfaceConfigurations": nics,
+                    "networkApiVersion": (!uniform).then_some("2020-11-01"),
+                },
+                "diagnosticsProfile": s.boot_diagnostics.map(|on| json!({ "bootDiagnostics": { "enabled": on } })),
+                "scheduledEventsProfile": s.terminate_notification_timeout.map(|m| json!({
+                    "terminateNotificationProfile": { "notBeforeTimeout": format!("PT{m}M"), "enable": true } })),
+            },
+        });
+        let mut b = body(&s.location, &s.tags, properties);
+        b["sku"] = json!({ "name": s.vm_size, "tier": "Standard", "capacity": s.capacity });
+        if !s.zones.is_empty() {
+            b["zones"] = json!(s.zones);
+        }
+        if let Some(p) = &s.plan {
+            b["plan"] = json!({ "name": p.name, "publisher": p.publisher, "product": p.product });
+        }
+        if let Some(identity) = &s.identity {
+            let users: Map<String, Value> = identity
+                .user_assigned_identities
+                .iter()
+                .map(|id| (id.clone(), json!({})))
+                .collect();
+            b["identity"] = json!({ "type": identity.type_, "userAssignedIdentities": (!users.is_empty()).then_some(users) });
+        }
+        prune(b)
+    }
+
+    fn preserve(_observed: &Value, desired: &mut Value) {
+        // Set at creation; ARM never returns it and refuses another one.
+        if let Some(os) = desired
+            .pointer_mut("/properties/virtualMachineProfile/osProfile")
+            .and_then(Value::as_object_mut)
+        {
+            os.remove("adminPassword");
+        }
+    }
+
+    fn outputs(observed: &Value) -> Map<String, Value> {
+        let mut out = Map::new();
+        output(observed, "/properties/uniqueId", "uniqueId", &mut out);
+        out
+    }
+
+    const LISTED: Option<&'static str> = Some("virtualMachines");
+
+    fn listed_outputs(items: &[Value]) -> Map<String, Value> {
+        let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let mut instances: Vec<Value> = items
+            .iter()
+            .filter_map(|vm| {
+                let id = text(vm, "/id")?;
+                let instance_id = text(vm, "/instanceId")
+                    .or_else(|| id.rsplit('/').next().map(str::to_owned))?;
+                Some(json!({
+                    "instanceId": instance_id,
+                    "id": id,
+                    "computerName": text(vm, "/properties/osProfile/computerName"),
+                    "provisioningState": text(vm, "/properties/provisioningState"),
+                    "latestModelApplied": vm.pointer("/properties/latestModelApplied").and_then(Value::as_bool),
+                }))
+            })
+            .map(prune)
+            .collect();
+        // Instance IDs are numbers in a Uniform set: in their order, not the text's.
+        instances.sort_by_key(|i| {
+            let id = i["instanceId"].as_str().unwrap_or_default();
+            (id.parse::<u64>().unwrap_or(u64::MAX), id.to_owned())
+        });
+        let ready = instances
+            .iter()
+            .filter(|i| i["provisioningState"] == "Succeeded")
+            .count();
+        let mut out = Map::new();
+        out.insert("readyInstances".into(), json!(ready));
+        out.insert("instances".into(), Value::Array(instances));
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_are_reported_in_instance_id_order_with_the_ready_count() {
+        let vm = |n: &str, state: &str| {
+            json!({ "id": format!("/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/mp/virtualMachines/{n}"),
+                "instanceId": n, "properties": { "provisioningState": state, "latestModelApplied": true,
+                    "osProfile": { "computerName": format!("mp00000{n}") } } })
+        };
+        let out = VirtualMachineScaleSet::listed_outputs(&[
+            vm("10", "Succeeded"),
+            vm("2", "Creating"),
+            vm("3", "Succeeded"),
+        ]);
+        assert_eq!(out["readyInstances"], json!(2));
+        let ids: Vec<&str> = out["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["instanceId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["2", "3", "10"]);
+        assert_eq!(out["instances"][0]["provisioningState"], "Creating");
+        assert_eq!(out["instances"][0]["computerName"], "mp000002");
+    }
+}
