@@ -5,6 +5,8 @@
 //! cluster-level CRs (several machines share one); [`availability_set_name`] says which one a
 //! machine uses.
 
+mod disks;
+mod image;
 mod network;
 mod pool;
 mod vm;
