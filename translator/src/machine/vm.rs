@@ -10,6 +10,7 @@ use super::{
     ADMIN_USERNAME, DEFAULT_IMAGE, DEFAULT_PUBLIC_GALLERY, DEFAULT_WINDOWS_IMAGE, Input,
     availability_set_name, zone,
 };
+use crate::model::ClusterModel;
 use crate::{CloudResource, InputError, naming};
 
 /// The VirtualMachine CR.
@@ -172,8 +173,8 @@ pub(super) fn virtual_machine(
     };
 
     // Only a Windows VM's name is shortened (its computer name); CAPZ tags it with that name.
-    let azure_name = if windows { windows_name(vm_name) } else { None };
-    let t = tags(azure_name.as_deref().unwrap_or(vm_name));
+    let azure_name = ClusterModel::azure_name(vm_name, &i.azure_vm_name);
+    let t = tags(&i.azure_vm_name);
     Ok(VirtualMachine {
         metadata: model.meta(vm_name, false, Some(&t)),
         spec: VirtualMachineSpec {
@@ -207,7 +208,7 @@ pub(super) fn virtual_machine(
 /// A Windows VM's name is its computer name, at most 15 characters: CAPZ shortens a longer
 /// machine name to its first 9 characters (without a trailing '-'), '-' and its last 5
 /// (azure/scope/machine.go `MachineScope.Name`).
-fn windows_name(vm_name: &str) -> Option<String> {
+pub(super) fn windows_name(vm_name: &str) -> Option<String> {
     (vm_name.len() > 15).then(|| {
         format!(
             "{}-{}",
