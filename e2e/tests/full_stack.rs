@@ -192,6 +192,13 @@ async fn private_cluster_gets_its_dns_zone_link_record_and_bastion_then_deletes_
             )
             .await;
     }
+    // CAPZ's endpoint of a private cluster: the A record's name in the zone, not the bare IP
+    // (azure/scope/cluster.go APIServerHost).
+    let azc = stack.azure_clusters().get("strata-private").await.unwrap();
+    assert_eq!(
+        azc.data.pointer("/spec/controlPlaneEndpoint/host"),
+        Some(&Value::String("apiserver.strata-private.capz.io".into()))
+    );
     let resources = stack.sim_resources().await;
     let of_type =
         |t: &str| -> Vec<&Value> { resources.iter().filter(|r| r["type"] == t).collect() };

@@ -752,6 +752,59 @@ async fn nics_get_the_next_free_private_address() {
 }
 
 #[tokio::test]
+async fn a_nic_takes_at_most_256_ip_configurations() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    sim.create(
+        &net("g", "virtualNetworks/vnet"),
+        NET,
+        json!({ "location": "westeurope",
+            "properties": { "addressSpace": { "addressPrefixes": ["10.0.0.0/16"] } } }),
+    )
+    .await;
+    // A /22: room for 257 addresses, so that only the per-NIC limit can refuse.
+    sim.create(
+        &net("g", "virtualNetworks/vnet/subnets/default"),
+        NET,
+        json!({ "properties": { "addressPrefix": "10.0.0.0/22" } }),
+    )
+    .await;
+    let body = |n: usize| {
+        let configs: Vec<_> = (0..n)
+            .map(|i| {
+                json!({ "name": format!("ip{i}"),
+                "properties": { "subnet": { "id": sim.subnet_id("g") }, "primary": i == 0 } })
+            })
+            .collect();
+        json!({ "location": "westeurope", "properties": { "ipConfigurations": configs } })
+    };
+    let r = sim
+        .put(&net("g", "networkInterfaces/big"), NET, body(257))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.code(), "NetworkInterfaceIpConfigurationCountExceedsLimit");
+    assert!(r.body.to_string().contains("256"), "{}", r.body);
+    assert_eq!(
+        sim.get(&net("g", "networkInterfaces/big"), NET)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    // The refused PUT took no address: 256 fit, each with its own.
+    let nic = sim
+        .create(&net("g", "networkInterfaces/big"), NET, body(256))
+        .await;
+    let configs = nic["properties"]["ipConfigurations"].as_array().unwrap();
+    assert_eq!(configs.len(), 256);
+    assert_eq!(
+        configs[0]["properties"]["privateIPAddress"], "10.0.0.4",
+        "{}",
+        configs[0]
+    );
+    assert_eq!(configs[255]["properties"]["privateIPAddress"], "10.0.1.3");
+}
+
+#[tokio::test]
 async fn public_ips_come_from_a_documentation_range() {
     let sim = Sim::start().await;
     sim.group("g").await;

@@ -351,7 +351,8 @@ pub(crate) async fn reconcile_cluster_inner(
     })
 }
 
-/// The API server's address: the public IP's FQDN or address, or the internal frontend's IP.
+/// The API server's address: the public IP's FQDN or address, or, for a private cluster, CAPZ's
+/// `apiserver.<private DNS zone>` (the A record points it at the internal frontend's IP).
 pub(crate) async fn control_plane_endpoint(
     client: &Client,
     ns: &str,
@@ -378,6 +379,9 @@ pub(crate) async fn control_plane_endpoint(
                 .map(str::to_owned)
         });
         return Ok(host.map(|h| (h, model.api_server_port)));
+    }
+    if let Some(host) = &model.private_api_server_host {
+        return Ok(Some((host.clone(), model.api_server_port)));
     }
     Ok(frontend
         .private_ip
