@@ -40,6 +40,15 @@ async fn default_cluster_becomes_ready_with_endpoint_provider_ids_and_addresses_
         )
         .await;
     let azc = clusters.get("strata-demo").await.unwrap();
+    // The failure domains are westeurope's zones as the emulator's Resource SKUs list them,
+    // read by the operator (no --zones given).
+    let domains: Vec<&String> = azc
+        .data
+        .pointer("/status/failureDomains")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(domains, ["1", "2", "3"], "{}", azc.data);
     let host = azc
         .data
         .pointer("/spec/controlPlaneEndpoint/host")
