@@ -547,8 +547,8 @@ fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, 
     if !spec.failure_domains.is_empty() {
         note(
             "spec.failureDomains",
-            "not translated: the AzureCluster's failure domains come from the translator's \
-             zones setting",
+            "not translated: the AzureCluster's failure domains are the location's zones from \
+             ARM (or the translator's --zones), as CAPZ sets them in the status",
         );
     }
     if spec.control_plane_enabled == Some(false) {
