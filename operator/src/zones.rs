@@ -182,6 +182,7 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
         }
     };
     let previous = obj.status.clone().unwrap_or_default();
+    let generation = obj.metadata.generation;
     let (status, requeue) = match answer {
         Ok(skus) => {
             let (sizes, zones) = zones_of(&skus, &location);
@@ -193,15 +194,19 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
             let status = LocationZonesStatus {
                 zones,
                 sizes,
+                observed_generation: generation,
                 observed_at: Some(Timestamp::now().to_string()),
-                conditions: vec![condition(&previous, "True", "Observed", message)],
+                conditions: vec![condition(
+                    &previous, generation, "True", "Observed", message,
+                )],
             };
             (status, CACHE_TTL)
         }
         // What ARM said last stays; the condition says why it is not fresh.
         Err((reason, message)) => {
             let status = LocationZonesStatus {
-                conditions: vec![condition(&previous, "False", &reason, message)],
+                observed_generation: generation,
+                conditions: vec![condition(&previous, generation, "False", &reason, message)],
                 ..previous.clone()
             };
             (status, RETRY)
@@ -217,6 +222,7 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
                 .conditions
                 .first()
                 .map(|c| (&c.status, &c.reason, &c.message))
+        || status.observed_generation != previous.observed_generation
         || previous.observed_at.is_none();
     if changed {
         let api: Api<LocationZones> = Api::namespaced(ctx.kube.clone(), &namespace);
@@ -232,6 +238,7 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
 
 fn condition(
     previous: &LocationZonesStatus,
+    generation: Option<i64>,
     status: &str,
     reason: &str,
     message: String,
@@ -247,7 +254,7 @@ fn condition(
         status: status.to_owned(),
         reason: reason.to_owned(),
         message,
-        observed_generation: None,
+        observed_generation: generation,
         last_transition_time: transition,
     }
 }

@@ -49,6 +49,9 @@ pub struct LocationZonesStatus {
     /// to an empty list.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sizes: BTreeMap<String, Vec<String>>,
+    /// The `metadata.generation` the status describes (kstatus style).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// When ARM was last asked (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
