@@ -86,14 +86,20 @@ pub fn zones_of(skus: &[Value], location: &str) -> (BTreeMap<String, Vec<String>
     (sizes, union.into_iter().collect())
 }
 
-/// ARM's answers per (subscription, location), lower-cased.
+/// (subscription, location), lower-cased.
+type Key = (String, String);
+
+/// ARM's SKU list of a location and when it came.
+type Answer = (Instant, Arc<Vec<Value>>);
+
+/// ARM's answers per [`Key`].
 #[derive(Default)]
 pub struct ZoneCache {
-    entries: Mutex<HashMap<(String, String), (Instant, Arc<Vec<Value>>)>>,
+    entries: Mutex<HashMap<Key, Answer>>,
 }
 
 impl ZoneCache {
-    fn get(&self, key: &(String, String)) -> Option<Arc<Vec<Value>>> {
+    fn get(&self, key: &Key) -> Option<Arc<Vec<Value>>> {
         let entries = self
             .entries
             .lock()
@@ -104,7 +110,7 @@ impl ZoneCache {
             .map(|(_, skus)| skus.clone())
     }
 
-    fn put(&self, key: (String, String), skus: Arc<Vec<Value>>) {
+    fn put(&self, key: Key, skus: Arc<Vec<Value>>) {
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -131,7 +137,7 @@ pub async fn run(ctx: Arc<Context>, scope: Scope) {
     let zctx = Arc::new(ZoneContext {
         ctx,
         cache: ZoneCache::default(),
-        shard: scope.shard.clone(),
+        shard: scope.shard,
     });
     Controller::new(api, config)
         .shutdown_on_signal()

@@ -878,7 +878,7 @@ async fn resource_skus_list_the_zones_of_a_location_per_vm_size() {
         list("name%20eq%20%27x%27").await.code(),
         "InvalidFilterInQueryString"
     );
-    let r = sim.call(Method::GET, &skus, None).await;
+    let r = sim.call(Method::GET, skus, None).await;
     assert_eq!(r.code(), "MissingApiVersionParameter");
     let r = sim
         .call(Method::GET, &format!("{skus}?api-version=1999-01-01"), None)
