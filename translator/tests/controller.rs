@@ -876,6 +876,12 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
         expected.iter().all(|k| crs.contains_key(k)).then_some(())
     })
     .await;
+    let zones_api =
+        Api::<strata_crds::azure::LocationZones>::namespaced(env.client.clone(), &env.ns);
+    eventually("the cluster's LocationZones", || async {
+        zones_api.get_opt("strata-demo-zones").await.unwrap()
+    })
+    .await;
     // A stand-in for the reconciler's finalizer: the AzureCluster must wait for it.
     dyn_api(&env, "ResourceGroup")
         .patch(
@@ -916,6 +922,15 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
     })
     .await;
     assert!(cloud_crs(&env).await.is_empty());
+    // Deleted with the cluster, without the garbage collector.
+    assert!(
+        zones_api
+            .get_opt("strata-demo-zones")
+            .await
+            .unwrap()
+            .is_none(),
+        "the LocationZones outlived its AzureCluster"
+    );
 }
 
 #[tokio::test]
