@@ -22,6 +22,8 @@ pub fn crds() -> Vec<CrdFile> {
         .iter()
         .map(|kind| kind.crd())
         .map(with_cloud_columns);
+    // Not a cloud kind (no ARM resource behind it), so without the cloud columns.
+    let observed = [crate::azure::LocationZones::crd()];
     let capz = [
         capz::AzureCluster::crd(),
         capz::AzureMachine::crd(),
@@ -40,6 +42,7 @@ pub fn crds() -> Vec<CrdFile> {
         capi::KubeadmConfigTemplate::crd(),
     ];
     cloud
+        .chain(observed)
         .chain(capz)
         .chain(capi)
         .map(|crd| CrdFile {

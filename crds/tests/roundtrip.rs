@@ -34,6 +34,7 @@ fn round_trip(input: &Value) -> Value {
     }
     strata_crds::with_cloud_kinds!(cloud_kinds);
     match kind {
+        "LocationZones" => trip::<azure::LocationZones>(input),
         "AzureCluster" => trip::<capz::AzureCluster>(input),
         "AzureMachine" => trip::<capz::AzureMachine>(input),
         "AzureMachineTemplate" => trip::<capz::AzureMachineTemplate>(input),
@@ -85,8 +86,9 @@ fn every_kind_round_trips_without_losing_fields() {
             }
         }
     }
-    // Every cloud kind of the registry and the eleven CAPI/CAPZ kinds of the match above.
-    let expected = strata_crds::CloudKind::ALL.len() + 11;
+    // Every cloud kind of the registry, LocationZones and the eleven CAPI/CAPZ kinds of the
+    // match above.
+    let expected = strata_crds::CloudKind::ALL.len() + 12;
     assert_eq!(
         kinds.len(),
         expected,

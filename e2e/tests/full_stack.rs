@@ -40,6 +40,15 @@ async fn default_cluster_becomes_ready_with_endpoint_provider_ids_and_addresses_
         )
         .await;
     let azc = clusters.get("strata-demo").await.unwrap();
+    // The failure domains are westeurope's zones as the emulator's Resource SKUs list them,
+    // read by the operator (no --zones given).
+    let domains: Vec<&String> = azc
+        .data
+        .pointer("/status/failureDomains")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(domains, ["1", "2", "3"], "{}", azc.data);
     let host = azc
         .data
         .pointer("/spec/controlPlaneEndpoint/host")
@@ -192,6 +201,13 @@ async fn private_cluster_gets_its_dns_zone_link_record_and_bastion_then_deletes_
             )
             .await;
     }
+    // CAPZ's endpoint of a private cluster: the A record's name in the zone, not the bare IP
+    // (azure/scope/cluster.go APIServerHost).
+    let azc = stack.azure_clusters().get("strata-private").await.unwrap();
+    assert_eq!(
+        azc.data.pointer("/spec/controlPlaneEndpoint/host"),
+        Some(&Value::String("apiserver.strata-private.capz.io".into()))
+    );
     let resources = stack.sim_resources().await;
     let of_type =
         |t: &str| -> Vec<&Value> { resources.iter().filter(|r| r["type"] == t).collect() };

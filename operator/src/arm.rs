@@ -32,6 +32,9 @@ use crate::metrics::Metrics;
 use crate::throttle::{Class, Held, Throttle};
 use crate::transport::Transport;
 
+/// The API version of the Resource SKUs list (Microsoft.Compute `ResourceSkus_List`).
+pub const RESOURCE_SKUS_API_VERSION: &str = "2021-07-01";
+
 /// An ARM call that failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ArmError {
@@ -237,16 +240,30 @@ impl ArmClient {
         below: Option<&str>,
         body: Option<&Value>,
     ) -> Result<(RawResponse, Option<Duration>), ArmError> {
-        if let Err(Held(remaining)) = self.throttle.acquire(&id.subscription, class).await {
+        let expand = kind
+            .read_expand()
+            .filter(|_| method == Method::Get && below.is_none());
+        let url = self.url(kind, id, below, expand);
+        self.send_to(method, class, &id.subscription, url, body)
+            .await
+    }
+
+    /// [`Self::send`] to any URL of the subscription's ARM endpoint.
+    async fn send_to(
+        &self,
+        method: Method,
+        class: Class,
+        subscription: &str,
+        url: Url,
+        body: Option<&Value>,
+    ) -> Result<(RawResponse, Option<Duration>), ArmError> {
+        if let Err(Held(remaining)) = self.throttle.acquire(subscription, class).await {
             return Err(ArmError::Held {
                 class: class_name(class),
                 remaining,
             });
         }
-        let expand = kind
-            .read_expand()
-            .filter(|_| method == Method::Get && below.is_none());
-        let mut request = Request::new(self.url(kind, id, below, expand), method);
+        let mut request = Request::new(url, method);
         request.insert_header("accept", "application/json");
         if let Some(body) = body {
             request.insert_header("content-type", "application/json");
@@ -278,19 +295,18 @@ impl ArmClient {
         let status = u16::from(response.status());
         self.metrics.arm_request(verb, status);
         if let Some(left) = remaining(response.headers(), class) {
-            self.throttle
-                .observe_remaining(&id.subscription, class, left);
+            self.throttle.observe_remaining(subscription, class, left);
         }
         let wait = retry_after(response.headers(), SystemTime::now());
         if status == 429 {
             if let Some(wait) = wait {
                 tracing::info!(
-                    subscription = %id.subscription,
+                    subscription = %subscription,
                     class = class_name(class),
                     retry_after_s = wait.as_secs_f64(),
                     "ARM throttled the subscription: holding its bucket"
                 );
-                self.throttle.hold(&id.subscription, class, wait);
+                self.throttle.hold(subscription, class, wait);
             }
             return Err(http_error(&response, wait));
         }
@@ -375,6 +391,50 @@ impl ArmClient {
         }
         self.pace(id, status, wait);
         json_of(&response)
+    }
+
+    /// The Resource SKUs of a location (`GET /subscriptions/{sub}/providers/Microsoft.Compute/skus`
+    /// with `$filter=location eq '<location>'`, every page): the `value` entries.
+    pub async fn resource_skus(
+        &self,
+        subscription: &str,
+        location: &str,
+    ) -> Result<Vec<Value>, ArmError> {
+        let mut url = self.endpoint.clone();
+        let base = self.endpoint.path().trim_end_matches('/');
+        url.set_path(&format!(
+            "{base}/subscriptions/{subscription}/providers/Microsoft.Compute/skus"
+        ));
+        url.set_query(None);
+        url.query_pairs_mut()
+            .append_pair("api-version", RESOURCE_SKUS_API_VERSION)
+            .append_pair("$filter", &format!("location eq '{location}'"));
+        let mut skus = Vec::new();
+        // ARM pages long lists with `nextLink`; a bound keeps a looping answer from spinning.
+        for _ in 0..100 {
+            let (response, _) = self
+                .send_to(Method::Get, Class::Read, subscription, url.clone(), None)
+                .await?;
+            if u16::from(response.status()) == 404 {
+                return Err(http_error(&response, None));
+            }
+            let page = json_of(&response)?;
+            if let Some(items) = page["value"].as_array() {
+                skus.extend(items.iter().cloned());
+            }
+            match page["nextLink"].as_str().map(Url::parse) {
+                Some(Ok(next)) => url = next,
+                Some(Err(e)) => {
+                    return Err(ArmError::Transport(format!(
+                        "ARM's nextLink is not a URL: {e}"
+                    )));
+                }
+                None => return Ok(skus),
+            }
+        }
+        Err(ArmError::Transport(
+            "ARM's Resource SKUs list did not end after 100 pages".to_owned(),
+        ))
     }
 
     /// DELETE; `Ok` once ARM accepted it (202) or found nothing (204, 404). The loop then GETs

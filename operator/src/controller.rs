@@ -51,8 +51,10 @@ pub async fn run(
     }
     let controllers = future::join_all(strata_crds::with_cloud_kinds!(controllers));
     // The controllers end on the shutdown signal; the identity watch ends with them.
+    // LocationZones is not a cloud kind: its own controller, beside the kinds' ones.
+    let zones = crate::zones::run(ctx.clone(), scope.clone());
     tokio::select! {
-        _ = controllers => {}
+        _ = future::join(controllers, zones) => {}
         _ = watch_identities(ctx, identities) => {}
     }
 }

@@ -32,6 +32,7 @@ pub mod reconcile;
 pub mod reported;
 pub mod throttle;
 pub mod transport;
+pub mod zones;
 
 use std::sync::Arc;
 

@@ -184,6 +184,16 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
         }))
         .await,
     );
+    // A location's zones (its status is written from ARM's SKU list with that identity).
+    objects.push(
+        w.apply(serde_json::json!({
+            "apiVersion": "azure.strata.dev/v1alpha1", "kind": "LocationZones",
+            "metadata": {"name": "zones",
+                "annotations": {"strata.dev/identity": format!("{admin_ns}/sp-identity")}},
+            "spec": {"location": "westeurope"}
+        }))
+        .await,
+    );
     w.wait_all_ready(&objects, Duration::from_secs(60)).await;
     // Two changes of the same field: the second "Updated" event repeats the first, and the
     // recorder patches the event's series instead of creating another.

@@ -47,15 +47,11 @@ enum Command {
 struct RunCmd {
     #[command(flatten)]
     run: RunArgs,
-    /// Availability zones reported as the clusters' failure domains (empty: none, for regions
-    /// without zones).
-    #[arg(
-        long,
-        env = "STRATA_TRANSLATOR_ZONES",
-        value_delimiter = ',',
-        default_value = "1,2,3"
-    )]
-    zones: Vec<String>,
+    /// Availability zones reported as every cluster's failure domains, overriding ARM (an empty
+    /// value: none). Unset: each cluster's location's zones, as strata-operator reads them
+    /// from ARM's Resource SKUs list (CAPZ's failure domains).
+    #[arg(long, env = "STRATA_TRANSLATOR_ZONES", value_delimiter = ',')]
+    zones: Option<Vec<String>>,
 }
 
 fn main() -> ExitCode {
@@ -144,7 +140,7 @@ mod tests {
         let bare = parse(&flags).unwrap();
         assert!(bare.command.is_none());
         assert_eq!(bare.run.run.metrics_addr, "127.0.0.1:9000".parse().unwrap());
-        assert_eq!(bare.run.zones, ["1"]);
+        assert_eq!(bare.run.zones, Some(vec!["1".to_owned()]));
         assert!(bare.run.run.leader_elect);
         let with_run = parse(&[&["run"][..], &flags].concat()).unwrap();
         let Some(Command::Run(cmd)) = with_run.command else {

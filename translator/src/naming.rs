@@ -140,6 +140,11 @@ pub fn outbound_backend_pool(lb: &str) -> String {
 
 /// A private cluster's DNS zone: `<cluster>.capz.io` (CAPZ `azure/defaults.go`
 /// `GeneratePrivateDNSZoneName`).
+/// The `LocationZones` CR of a cluster (the zones of its location, read from ARM).
+pub fn location_zones(cluster: &str) -> String {
+    format!("{cluster}-zones")
+}
+
 pub fn private_dns_zone(cluster: &str) -> String {
     format!("{cluster}.capz.io")
 }

@@ -160,6 +160,84 @@ async fn default_cluster_with_machines_gets_the_rendered_crs_owned_and_labelled(
     );
 }
 
+/// Failure domains from ARM: the translator asks for its location's zones in a LocationZones it
+/// owns (with the cluster's credential annotations), is not Ready before the operator has
+/// answered, and reports the zones the status lists; `--zones` overrides ARM and makes none.
+#[tokio::test]
+async fn failure_domains_are_the_location_zones_from_arm_unless_the_flag_overrides_them() {
+    let env = start("tr-zones").await;
+    create_all(&env, &sample("default-cluster.yaml")).await;
+    let zones_api =
+        Api::<strata_crds::azure::LocationZones>::namespaced(env.client.clone(), &env.ns);
+    let lz = eventually("the cluster's LocationZones", || async {
+        zones_api.get_opt("strata-demo-zones").await.unwrap()
+    })
+    .await;
+    assert_eq!(lz.spec.location, "westeurope");
+    assert_eq!(
+        lz.annotations().get("strata.dev/identity"),
+        Some(&format!("{}/cluster-identity", env.ns))
+    );
+    let azc = azure_cluster(&env, "strata-demo").await;
+    assert_eq!(lz.owner_references()[0].uid, azc.uid().unwrap());
+    // Every cloud CR Ready, but the zones not read yet: not Ready, and it says why.
+    let waiting = eventually("waiting for the zones", || async {
+        make_cloud_crs_ready(&env).await;
+        let azc = azure_cluster(&env, "strata-demo").await;
+        let s = azc.status?;
+        let ready = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+        ready
+            .message
+            .as_deref()?
+            .contains("waiting for the zones")
+            .then_some(s)
+    })
+    .await;
+    assert!(!waiting.ready);
+    // The operator's answer: a GPU size's two zones, say.
+    set_location_zones(&env, "strata-demo-zones", json!(["2", "3"])).await;
+    let azc = eventually("ready with the location's zones", || async {
+        let azc = azure_cluster(&env, "strata-demo").await;
+        azc.status.as_ref().is_some_and(|s| s.ready).then_some(azc)
+    })
+    .await;
+    let domains: Vec<_> = azc.status.unwrap().failure_domains.into_keys().collect();
+    assert_eq!(domains, ["2", "3"]);
+    // A location without zones: no failure domains.
+    set_location_zones(&env, "strata-demo-zones", json!([])).await;
+    eventually("no failure domains", || async {
+        let azc = azure_cluster(&env, "strata-demo").await;
+        azc.status.filter(|s| s.failure_domains.is_empty())
+    })
+    .await;
+
+    // The flag overrides ARM: its zones, and no LocationZones is asked for.
+    let flagged = start_with("tr-zones-flag", |_, client, ns| {
+        let settings = strata_translator::controller::Settings {
+            namespace: Some(ns.to_owned()),
+            zones: Some(vec!["1".into()]),
+            ..Default::default()
+        };
+        tokio::spawn(strata_translator::controller::run(client, settings))
+    })
+    .await;
+    create_all(&flagged, &sample("default-cluster.yaml")).await;
+    let azc = eventually("ready with the flag's zone", || async {
+        make_all_ready(&flagged).await;
+        let azc = azure_cluster(&flagged, "strata-demo").await;
+        azc.status.as_ref().is_some_and(|s| s.ready).then_some(azc)
+    })
+    .await;
+    let domains: Vec<_> = azc.status.unwrap().failure_domains.into_keys().collect();
+    assert_eq!(domains, ["1"]);
+    let none =
+        Api::<strata_crds::azure::LocationZones>::namespaced(flagged.client.clone(), &flagged.ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+    assert!(none.items.is_empty(), "{:?}", none.items);
+}
+
 /// Writes the subnets of `azc` the way `kubectl patch` would: a merge patch of the spec only, so
 /// that the controller's concurrent status writes cannot make the edit fail with a conflict (a
 /// get-then-replace did, on kube-apiserver under load).
@@ -798,6 +876,12 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
         expected.iter().all(|k| crs.contains_key(k)).then_some(())
     })
     .await;
+    let zones_api =
+        Api::<strata_crds::azure::LocationZones>::namespaced(env.client.clone(), &env.ns);
+    eventually("the cluster's LocationZones", || async {
+        zones_api.get_opt("strata-demo-zones").await.unwrap()
+    })
+    .await;
     // A stand-in for the reconciler's finalizer: the AzureCluster must wait for it.
     dyn_api(&env, "ResourceGroup")
         .patch(
@@ -838,6 +922,15 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
     })
     .await;
     assert!(cloud_crs(&env).await.is_empty());
+    // Deleted with the cluster, without the garbage collector.
+    assert!(
+        zones_api
+            .get_opt("strata-demo-zones")
+            .await
+            .unwrap()
+            .is_none(),
+        "the LocationZones outlived its AzureCluster"
+    );
 }
 
 #[tokio::test]

@@ -17,6 +17,10 @@ macro_rules! kind_modules {
 }
 crate::with_cloud_kinds!(kind_modules);
 
+// Not a cloud kind: read from ARM, never written to it.
+mod location_zones;
+pub use location_zones::*;
+
 /// API group of the cloud CRs.
 pub const GROUP: &str = "azure.strata.dev";
 /// API version of the cloud CRs.

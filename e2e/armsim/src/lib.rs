@@ -16,6 +16,7 @@ pub mod lro;
 pub mod pipeline;
 pub mod rest;
 pub mod sim;
+pub mod skus;
 pub mod store;
 pub mod throttle;
 pub mod tls;

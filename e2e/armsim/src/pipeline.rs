@@ -242,6 +242,16 @@ fn dispatch(
             parent,
             type_name,
         } => {
+            // The Resource SKUs list is not a resource collection: a catalogue per location.
+            if resource_group.is_none()
+                && parent.is_none()
+                && type_name.eq_ignore_ascii_case("Microsoft.Compute/skus")
+            {
+                return match *method {
+                    Method::GET => crate::skus::list(api_version, query.get("$filter")),
+                    _ => Err(method_not_allowed(method)),
+                };
+            }
             let spec = spec_for(&type_name, api_version)?;
             match *method {
                 Method::GET => rest::list(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use reqwest::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn arm_requests_need_a_token_from_the_token_endpoint() {
@@ -749,6 +749,149 @@ async fn nics_get_the_next_free_private_address() {
     let d = sim.delete(&net("g", "networkInterfaces/a"), NET).await;
     sim.wait(&d).await;
     assert_eq!(ip(&sim.nic("g", "c").await), "10.0.1.4");
+}
+
+#[tokio::test]
+async fn a_nic_takes_at_most_256_ip_configurations() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    sim.create(
+        &net("g", "virtualNetworks/vnet"),
+        NET,
+        json!({ "location": "westeurope",
+            "properties": { "addressSpace": { "addressPrefixes": ["10.0.0.0/16"] } } }),
+    )
+    .await;
+    // A /22: room for 257 addresses, so that only the per-NIC limit can refuse.
+    sim.create(
+        &net("g", "virtualNetworks/vnet/subnets/default"),
+        NET,
+        json!({ "properties": { "addressPrefix": "10.0.0.0/22" } }),
+    )
+    .await;
+    let body = |n: usize| {
+        let configs: Vec<_> = (0..n)
+            .map(|i| {
+                json!({ "name": format!("ip{i}"),
+                "properties": { "subnet": { "id": sim.subnet_id("g") }, "primary": i == 0 } })
+            })
+            .collect();
+        json!({ "location": "westeurope", "properties": { "ipConfigurations": configs } })
+    };
+    let r = sim
+        .put(&net("g", "networkInterfaces/big"), NET, body(257))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.code(), "NetworkInterfaceIpConfigurationCountExceedsLimit");
+    assert!(r.body.to_string().contains("256"), "{}", r.body);
+    assert_eq!(
+        sim.get(&net("g", "networkInterfaces/big"), NET)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    // The refused PUT took no address: 256 fit, each with its own.
+    let nic = sim
+        .create(&net("g", "networkInterfaces/big"), NET, body(256))
+        .await;
+    let configs = nic["properties"]["ipConfigurations"].as_array().unwrap();
+    assert_eq!(configs.len(), 256);
+    assert_eq!(
+        configs[0]["properties"]["privateIPAddress"], "10.0.0.4",
+        "{}",
+        configs[0]
+    );
+    assert_eq!(configs[255]["properties"]["privateIPAddress"], "10.0.1.3");
+}
+
+#[tokio::test]
+async fn resource_skus_list_the_zones_of_a_location_per_vm_size() {
+    let sim = Sim::start().await;
+    let skus = format!("/subscriptions/{SUB}/providers/Microsoft.Compute/skus");
+    let sim = &sim;
+    let skus = skus.as_str();
+    let list = |filter: &'static str| async move {
+        let path = format!("{skus}?api-version=2021-07-01&%24filter={filter}");
+        sim.call(Method::GET, &path, None).await
+    };
+    let zones_of = |body: &Value, size: &str| -> Vec<String> {
+        let sku = body["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == size)
+            .unwrap_or_else(|| panic!("{size} in {body}"));
+        assert_eq!(sku["resourceType"], "virtualMachines");
+        sku["locationInfo"][0]["zones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|z| z.as_str().unwrap().to_owned())
+            .collect()
+    };
+    // A location with zones, and a size offered in fewer of them.
+    let r = list("location%20eq%20%27westeurope%27").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(
+        r.body["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["locations"] == json!(["westeurope"])),
+        "{}",
+        r.body
+    );
+    assert_eq!(zones_of(&r.body, "Standard_D2s_v3"), ["1", "2", "3"]);
+    assert_eq!(zones_of(&r.body, "Standard_NC6s_v3"), ["2", "3"]);
+    // A restricted zone is listed with its restriction, as ARM does.
+    let r = list("location%20eq%20%27eastus%27").await;
+    let d4 = r.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "Standard_D4s_v3")
+        .unwrap()
+        .clone();
+    assert_eq!(d4["restrictions"][0]["type"], "Zone");
+    assert_eq!(
+        d4["restrictions"][0]["restrictionInfo"]["zones"],
+        json!(["3"])
+    );
+    // A location without zones.
+    let r = list("location%20eq%20%27westus%27").await;
+    assert_eq!(zones_of(&r.body, "Standard_D2s_v3"), Vec::<String>::new());
+    // No filter: every location; an unknown location: an empty list.
+    let all = sim
+        .call(Method::GET, &format!("{skus}?api-version=2021-07-01"), None)
+        .await;
+    let locations: std::collections::BTreeSet<_> = all.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["locations"][0].as_str().unwrap().to_owned())
+        .collect();
+    assert!(locations.len() >= 4, "{locations:?}");
+    let none = list("location%20eq%20%27mars%27").await;
+    assert_eq!(none.body["value"], json!([]));
+    // ARM's errors: a filter it does not take, a missing or unknown api-version.
+    assert_eq!(
+        list("name%20eq%20%27x%27").await.code(),
+        "InvalidFilterInQueryString"
+    );
+    let r = sim.call(Method::GET, skus, None).await;
+    assert_eq!(r.code(), "MissingApiVersionParameter");
+    let r = sim
+        .call(Method::GET, &format!("{skus}?api-version=1999-01-01"), None)
+        .await;
+    assert_eq!(r.code(), "InvalidApiVersionParameter");
+    let r = sim
+        .call(
+            Method::PUT,
+            &format!("{skus}?api-version=2021-07-01"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
 }
 
 #[tokio::test]

@@ -250,6 +250,7 @@ impl World {
         let plural = match kind {
             "PublicIPAddress" => "publicipaddresses".to_owned(),
             "AzureClusterIdentity" => "azureclusteridentities".to_owned(),
+            "LocationZones" => "locationzones".to_owned(),
             k => format!("{}s", k.to_ascii_lowercase()),
         };
         let gvk = match kind {

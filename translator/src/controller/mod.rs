@@ -55,9 +55,10 @@ use watches::*;
 pub struct Settings {
     /// Only watch this namespace (all namespaces when unset).
     pub namespace: Option<String>,
-    /// Availability zones reported as the clusters' failure domains (empty: none, for regions
-    /// without zones).
-    pub zones: Vec<String>,
+    /// Availability zones reported as every cluster's failure domains, overriding ARM (empty:
+    /// none). `None`: each cluster's location's zones, as strata-operator reads them from ARM's
+    /// Resource SKUs list into the cluster's `LocationZones` (CAPZ's failure domains).
+    pub zones: Option<Vec<String>>,
     /// Reconcile only the AzureClusters and AzureMachines of this shard (`--shard i/n`).
     pub shard: Shard,
     /// Reconciles of one kind that may run at once (0: no limit).
@@ -68,7 +69,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             namespace: None,
-            zones: vec!["1".into(), "2".into(), "3".into()],
+            zones: None,
             shard: Shard::default(),
             concurrency: 16,
         }
@@ -180,6 +181,13 @@ pub async fn run_observed(
     let cluster_store = store.clone();
     let by_identity = store.clone();
     let clusters = owns_cluster_crs(clusters, &queue, &client, ns)
+        // The location's zones: their status (written by the operator) becomes the failure
+        // domains.
+        .watches(
+            api::<azure::LocationZones>(&client, ns),
+            label_config(),
+            queue.counted(owners::<AzureCluster, azure::LocationZones>),
+        )
         .watches(
             api::<Cluster>(&client, ns),
             wc.clone(),

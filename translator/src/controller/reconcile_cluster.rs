@@ -207,6 +207,7 @@ pub(crate) async fn reconcile_cluster_inner(
             let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
             let existing = owned(client, &ns, CLUSTER_KINDS, &name, &uid).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
+                delete_location_zones(client, &ns, &name).await?;
                 remove_finalizer(&azc_api, azc.as_ref()).await?;
                 return Ok(Action::await_change());
             }
@@ -228,6 +229,7 @@ pub(crate) async fn reconcile_cluster_inner(
     if azc.metadata.deletion_timestamp.is_some() {
         let pending = prune(client, &ns, &existing, &[], &ev).await?;
         if pending == 0 {
+            delete_location_zones(client, &ns, &cluster_name).await?;
             remove_finalizer(&azc_api, azc.as_ref()).await?;
             info!("all cluster CRs gone; finalizer removed");
             return Ok(Action::await_change());
@@ -293,7 +295,13 @@ pub(crate) async fn reconcile_cluster_inner(
         Some(model) => control_plane_endpoint(client, &ns, &model).await?,
         None => None,
     };
-    let ready = list.iter().all(|r| r.ready) && endpoint.is_some();
+    // The failure domains: the flag's zones, or the location's as ARM lists them (CAPZ reads
+    // them before the cluster is ready: so does this, through the operator).
+    let zones = match &ctx.settings.zones {
+        Some(zones) => Some(zones.clone()),
+        None => location_zones(client, &ns, &owner, &cluster_name, &azc, &translation).await?,
+    };
+    let ready = list.iter().all(|r| r.ready) && endpoint.is_some() && zones.is_some();
     if let Some((host, port)) = &endpoint
         && azc
             .spec
@@ -311,8 +319,19 @@ pub(crate) async fn reconcile_cluster_inner(
             )
             .await?;
     }
-    let blocking = first_blocking(&list)
-        .or_else(|| (!ready).then(|| "waiting for the API server address".to_owned()));
+    let blocking = first_blocking(&list).or_else(|| {
+        (!ready).then(|| {
+            if endpoint.is_none() {
+                "waiting for the API server address".to_owned()
+            } else {
+                format!(
+                    "waiting for the zones of {} (LocationZones {}, read from ARM by strata-operator)",
+                    azc.spec.location,
+                    naming::location_zones(&cluster_name)
+                )
+            }
+        })
+    });
     let condition = if ready {
         capi_condition(&previous_conditions(&azc), true, None, None, None)
     } else {
@@ -324,12 +343,16 @@ pub(crate) async fn reconcile_cluster_inner(
             Some("Info"),
         )
     };
-    let failure_domains: BTreeMap<String, Value> = ctx
-        .settings
-        .zones
+    let mut failure_domains: BTreeMap<String, Value> = zones
         .iter()
+        .flatten()
+        .filter(|z| !z.is_empty())
         .map(|z| (z.clone(), json!({"controlPlane": true})))
         .collect();
+    // The status is merge-patched: a zone no longer listed is removed with a null.
+    for gone in azc.status.iter().flat_map(|s| s.failure_domains.keys()) {
+        failure_domains.entry(gone.clone()).or_insert(Value::Null);
+    }
     if ready && !azc.status.as_ref().is_some_and(|s| s.ready) {
         ctx.metrics.ready_after("AzureCluster", age(azc.as_ref()));
     }
@@ -351,7 +374,8 @@ pub(crate) async fn reconcile_cluster_inner(
     })
 }
 
-/// The API server's address: the public IP's FQDN or address, or the internal frontend's IP.
+/// The API server's address: the public IP's FQDN or address, or, for a private cluster, CAPZ's
+/// `apiserver.<private DNS zone>` (the A record points it at the internal frontend's IP).
 pub(crate) async fn control_plane_endpoint(
     client: &Client,
     ns: &str,
@@ -379,8 +403,90 @@ pub(crate) async fn control_plane_endpoint(
         });
         return Ok(host.map(|h| (h, model.api_server_port)));
     }
+    if let Some(host) = &model.private_api_server_host {
+        return Ok(Some((host.clone(), model.api_server_port)));
+    }
     Ok(frontend
         .private_ip
         .clone()
         .map(|ip| (ip, model.api_server_port)))
+}
+
+/// The cluster's `LocationZones` (made when missing, with the credential annotations of its
+/// cloud CRs, owned by the AzureCluster) and the zones its status lists; `None` until
+/// strata-operator has read them from ARM.
+async fn location_zones(
+    client: &Client,
+    ns: &str,
+    owner: &OwnerReference,
+    cluster_name: &str,
+    azc: &AzureCluster,
+    translation: &crate::Translation,
+) -> Result<Option<Vec<String>>, Error> {
+    let api: Api<azure::LocationZones> = Api::namespaced(client.clone(), ns);
+    let name = naming::location_zones(cluster_name);
+    // The credential is the cluster's: the annotations every cloud CR of it carries.
+    let credential: BTreeMap<String, String> = translation
+        .resources
+        .first()
+        .and_then(|r| r.meta().annotations.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| {
+            k == strata_crds::annotations::IDENTITY || k == strata_crds::annotations::SUBSCRIPTION
+        })
+        .collect();
+    let location = azc.spec.location.to_ascii_lowercase();
+    // Written only when missing or different: a reconcile that changes nothing writes nothing.
+    let live = api.get_opt(&name).await?;
+    if let Some(live) = live.filter(|l| {
+        l.spec.location == location
+            && credential
+                .iter()
+                .all(|(k, v)| l.annotations().get(k) == Some(v))
+    }) {
+        return Ok(live
+            .status
+            .filter(|s| s.observed_at.is_some())
+            .map(|s| s.zones));
+    }
+    let body = json!({
+        "apiVersion": "azure.strata.dev/v1alpha1",
+        "kind": "LocationZones",
+        "metadata": {
+            "name": name,
+            "labels": { naming::CLUSTER_NAME_LABEL: cluster_name },
+            "annotations": credential,
+            "ownerReferences": [owner],
+        },
+        "spec": { "location": location },
+    });
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    Ok(applied
+        .status
+        .filter(|s| s.observed_at.is_some())
+        .map(|s| s.zones))
+}
+
+/// Deletes the cluster's `LocationZones` (the API server's garbage collector would too, through
+/// the owner reference; a test server without one would not).
+async fn delete_location_zones(client: &Client, ns: &str, cluster_name: &str) -> Result<(), Error> {
+    let api: Api<azure::LocationZones> = Api::namespaced(client.clone(), ns);
+    match api
+        .delete(
+            &naming::location_zones(cluster_name),
+            &DeleteParams::default(),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -98,6 +98,9 @@ struct Input<'a> {
     /// `AzureMachine <namespace>/<name>`, for errors and notes.
     object: String,
     vm_name: String,
+    /// The name the VM and its NICs and public IP get in Azure: `vm_name`, shortened for a
+    /// Windows VM to its 15-character computer name as CAPZ's `MachineScope.Name` does.
+    azure_vm_name: String,
     control_plane: bool,
     /// CAPZ's role tag: `control-plane` or `node`.
     role: &'static str,
@@ -139,13 +142,20 @@ pub fn translate_with(
         })
     };
     let control_plane = is_control_plane(machine);
+    let vm_name = azure_machine.metadata.name.clone().unwrap_or_default();
+    let windows = azure_machine.spec.machine.os_disk.os_type == capz::OSType::Windows;
+    let azure_vm_name = windows
+        .then(|| vm::windows_name(&vm_name))
+        .flatten()
+        .unwrap_or_else(|| vm_name.clone());
     let i = Input {
         model,
         machine,
         azure_machine,
         spec: &azure_machine.spec.machine,
         object: object.clone(),
-        vm_name: azure_machine.metadata.name.clone().unwrap_or_default(),
+        vm_name,
+        azure_vm_name,
         control_plane,
         role: if control_plane {
             "control-plane"

@@ -29,8 +29,9 @@ pub(super) fn public_ip(
         );
     }
     if !control_plane && spec.allocate_public_ip == Some(true) {
-        let name = naming::machine_public_ip(vm_name);
-        let cr = naming::sanitize(&name);
+        // CAPZ names it after the machine's Azure name (a Windows VM's shortened one).
+        let name = naming::machine_public_ip(&i.azure_vm_name);
+        let cr = naming::sanitize(&naming::machine_public_ip(vm_name));
         let t = tags(&name);
         resources.push(
             PublicIPAddress {
@@ -67,7 +68,7 @@ pub(super) fn network_interfaces(
     note: &mut impl FnMut(&str, &str),
 ) -> Result<Vec<ResourceRef>, InputError> {
     let (model, spec, control_plane, role) = (i.model, i.spec, i.control_plane, i.role);
-    let (vm_name, rg) = (&i.vm_name, &i.rg);
+    let (vm_name, azure_vm_name, rg) = (&i.vm_name, &i.azure_vm_name, &i.rg);
     let err = |field: &str, message: String| i.err(field, message);
     let tags = |name: &str| i.tags(name);
     let nic_specs: Vec<(String, capz::NetworkInterface)> = if spec.network_interfaces.is_empty() {
@@ -128,8 +129,10 @@ pub(super) fn network_interfaces(
         } else {
             ResourceRef::named(&subnet.cr_name)
         };
-        let name = naming::nic(vm_name, many.then_some(i));
-        let cr = naming::sanitize(&name);
+        // The CR is named after the machine; in Azure the NIC carries the VM's Azure name (a
+        // Windows VM's shortened one), as CAPZ's `GenerateNICName(MachineScope.Name())`.
+        let name = naming::nic(azure_vm_name, many.then_some(i));
+        let cr = naming::sanitize(&naming::nic(vm_name, many.then_some(i)));
         let mut pools = Vec::new();
         if i == 0 {
             // As CAPZ: the control plane joins the API server LB(s) and, in a private cluster,

@@ -122,6 +122,12 @@ pub fn translate_pool(
         spec: pool.spec.template.spec.clone(),
         status: None,
     };
+    // A Windows pool's name is its computer name prefix, at most 9 characters (Azure appends
+    // six): CAPZ names a longer pool's scale set `win-` and its last 5 characters
+    // (azure/scope/machinepool.go `MachinePoolScope.Name`).
+    let azure_name = (amp.spec.template.os_disk.os_type == capz::OSType::Windows && name.len() > 9)
+        .then(|| format!("win-{}", &name[name.len() - 5..]));
+    let azure = azure_name.clone().unwrap_or_else(|| name.clone());
     let i = Input {
         model,
         machine: &machine,
@@ -129,6 +135,7 @@ pub fn translate_pool(
         spec: &azure_machine.spec.machine,
         object: object.clone(),
         vm_name: name.clone(),
+        azure_vm_name: azure.clone(),
         control_plane: false,
         role: "node",
         rg: model.resource_group_ref()?,
@@ -141,12 +148,6 @@ pub fn translate_pool(
         ));
     }
     unsupported_fields(amp, &mut note);
-    // A Windows pool's name is its computer name prefix, at most 9 characters (Azure appends
-    // six): CAPZ names a longer pool's scale set `win-` and its last 5 characters
-    // (azure/scope/machinepool.go `MachinePoolScope.Name`).
-    let azure_name = (amp.spec.template.os_disk.os_type == capz::OSType::Windows && name.len() > 9)
-        .then(|| format!("win-{}", &name[name.len() - 5..]));
-    let azure = azure_name.clone().unwrap_or_else(|| name.clone());
     // The NICs the VM rules would make: their subnet, pools and IP configurations become the
     // scale set's NIC configurations (CAPZ: `<pool>-nic-<i>`, IP forwarding on).
     let mut scratch: Vec<CloudResource> = Vec::new();

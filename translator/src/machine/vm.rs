@@ -9,6 +9,7 @@ use strata_crds::common::{ResourceRef, SecretKeyRef};
 use super::disks::{caching, data_disks, storage_type};
 use super::image::{image, windows_default_image};
 use super::{ADMIN_USERNAME, Input, availability_set_name, zone};
+use crate::model::ClusterModel;
 use crate::{CloudResource, InputError, naming};
 
 /// The VirtualMachine CR.
@@ -171,8 +172,8 @@ pub(super) fn virtual_machine(
     };
 
     // Only a Windows VM's name is shortened (its computer name); CAPZ tags it with that name.
-    let azure_name = if windows { windows_name(vm_name) } else { None };
-    let t = tags(azure_name.as_deref().unwrap_or(vm_name));
+    let azure_name = ClusterModel::azure_name(vm_name, &i.azure_vm_name);
+    let t = tags(&i.azure_vm_name);
     Ok(VirtualMachine {
         metadata: model.meta(vm_name, false, Some(&t)),
         spec: VirtualMachineSpec {
@@ -206,7 +207,7 @@ pub(super) fn virtual_machine(
 /// A Windows VM's name is its computer name, at most 15 characters: CAPZ shortens a longer
 /// machine name to its first 9 characters (without a trailing '-'), '-' and its last 5
 /// (azure/scope/machine.go `MachineScope.Name`).
-fn windows_name(vm_name: &str) -> Option<String> {
+pub(super) fn windows_name(vm_name: &str) -> Option<String> {
     (vm_name.len() > 15).then(|| {
         format!(
             "{}-{}",

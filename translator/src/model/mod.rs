@@ -154,6 +154,9 @@ pub struct ClusterModel {
     pub control_plane_outbound_lb: Option<LoadBalancerModel>,
     /// The private DNS of a private cluster.
     pub private_dns: Option<PrivateDnsModel>,
+    /// A private cluster's API server host, `apiserver.<private DNS zone>` (also with
+    /// `privateDNSZone: None`, where the user provides the zone).
+    pub private_api_server_host: Option<String>,
     /// The Azure Bastion host (its subnet is in `subnets`).
     pub bastion: Option<BastionModel>,
     pub api_server_port: i32,
@@ -288,6 +291,8 @@ impl ClusterModel {
                 )
             })
             .transpose()?;
+        let private_api_server_host =
+            private_dns::api_server_host(net, &name, api_server_lb.as_ref());
         let private_dns = private_dns::private_dns(
             net,
             &name,
@@ -316,6 +321,7 @@ impl ClusterModel {
             node_outbound_lb,
             control_plane_outbound_lb,
             private_dns,
+            private_api_server_host,
             bastion,
             api_server_port,
             additional_tags: spec.additional_tags.clone(),
@@ -541,8 +547,8 @@ fn unsupported_fields(azure_cluster: &AzureCluster, note: &mut impl FnMut(&str, 
     if !spec.failure_domains.is_empty() {
         note(
             "spec.failureDomains",
-            "not translated: the AzureCluster's failure domains come from the translator's \
-             zones setting",
+            "not translated: the AzureCluster's failure domains are the location's zones from \
+             ARM (or the translator's --zones), as CAPZ sets them in the status",
         );
     }
     if spec.control_plane_enabled == Some(false) {

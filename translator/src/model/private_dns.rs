@@ -32,6 +32,31 @@ pub struct LinkModel {
     pub peered: Option<(String, String)>,
 }
 
+/// The zone of a private cluster: `privateDNSZoneName` or `<cluster>.capz.io`
+/// (`azure/scope/cluster.go` `GetPrivateDNSZoneName`).
+fn zone_name(net: &capz::NetworkSpec, name: &str) -> String {
+    net.private_dns_zone_name
+        .clone()
+        .unwrap_or_else(|| naming::private_dns_zone(name))
+}
+
+/// A private cluster's API server host as CAPZ sets `controlPlaneEndpoint.host`:
+/// `apiserver.<zone>` whenever the API server load balancer is internal, whatever the zone mode
+/// (`azure/scope/cluster.go` `APIServerHost`, `azure/defaults.go` `GeneratePrivateFQDN`).
+pub(super) fn api_server_host(
+    net: &capz::NetworkSpec,
+    name: &str,
+    api_server_lb: Option<&LoadBalancerModel>,
+) -> Option<String> {
+    api_server_lb.filter(|lb| lb.internal).map(|_| {
+        format!(
+            "{}.{}",
+            naming::PRIVATE_API_SERVER_HOSTNAME,
+            zone_name(net, name)
+        )
+    })
+}
+
 /// The private DNS CAPZ makes for `net`, if the API server load balancer is internal and the mode
 /// is not `None`.
 pub(super) fn private_dns(
@@ -69,10 +94,7 @@ pub(super) fn private_dns(
         }
     }
     Some(PrivateDnsModel {
-        zone: net
-            .private_dns_zone_name
-            .clone()
-            .unwrap_or_else(|| naming::private_dns_zone(name)),
+        zone: zone_name(net, name),
         resource_group: net
             .private_dns_zone_resource_group
             .clone()
@@ -133,6 +155,37 @@ mod tests {
         );
         assert_eq!(m.record, ("apiserver".into(), "10.0.0.100".into()));
         assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn a_private_clusters_api_server_host_is_apiserver_in_its_zone_whatever_the_mode() {
+        let lb = internal_lb();
+        let host = |extra| api_server_host(&net(extra), "c", Some(&lb));
+        assert_eq!(
+            host(serde_json::json!({})).as_deref(),
+            Some("apiserver.c.capz.io")
+        );
+        assert_eq!(
+            host(serde_json::json!({"privateDNSZoneName": "k8s.example.com"})).as_deref(),
+            Some("apiserver.k8s.example.com")
+        );
+        // Mode None: CAPZ makes no zone but still points the endpoint at the name.
+        assert_eq!(
+            host(serde_json::json!({"privateDNSZone": "None"})).as_deref(),
+            Some("apiserver.c.capz.io")
+        );
+        let public = LoadBalancerModel {
+            internal: false,
+            ..internal_lb()
+        };
+        assert_eq!(
+            api_server_host(&net(serde_json::json!({})), "c", Some(&public)),
+            None
+        );
+        assert_eq!(
+            api_server_host(&net(serde_json::json!({})), "c", None),
+            None
+        );
     }
 
     #[test]

@@ -235,6 +235,24 @@ where
 
 /// Plays the reconciler: every cloud CR Ready with an ARM ID, IPs on public IPs and NICs.
 pub async fn make_all_ready(env: &Env) {
+    // The operator's part of LocationZones: the emulator's zones of the location.
+    let zones_api =
+        Api::<strata_crds::azure::LocationZones>::namespaced(env.client.clone(), &env.ns);
+    for lz in zones_api.list(&ListParams::default()).await.unwrap() {
+        if lz.status.is_none() {
+            let zones = if lz.spec.location == "westeurope" {
+                json!(["1", "2", "3"])
+            } else {
+                json!([])
+            };
+            set_location_zones(env, &lz.name_any(), zones).await;
+        }
+    }
+    make_cloud_crs_ready(env).await;
+}
+
+/// The reconciler's part only: every cloud CR Ready with its outputs.
+pub async fn make_cloud_crs_ready(env: &Env) {
     for ((kind, name), o) in cloud_crs(env).await {
         let mut status = json!({
             "id": format!("/subscriptions/s/resourceGroups/Strata-RG/providers/x/{kind}/{name}"),
@@ -278,6 +296,23 @@ pub async fn make_all_ready(env: &Env) {
             .await
             .unwrap();
     }
+}
+
+/// Writes what strata-operator would write into a LocationZones' status.
+pub async fn set_location_zones(env: &Env, name: &str, zones: Value) {
+    Api::<strata_crds::azure::LocationZones>::namespaced(env.client.clone(), &env.ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "zones": zones,
+                "observedAt": "2026-01-01T00:00:00Z",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Observed",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            }})),
+        )
+        .await
+        .unwrap();
 }
 
 pub async fn azure_cluster(env: &Env, name: &str) -> AzureCluster {

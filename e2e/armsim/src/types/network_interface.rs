@@ -44,6 +44,10 @@ const DEFAULTS: &[Fill] = &[
     ),
 ];
 
+/// Azure's limit of private IP addresses (IP configurations) per network interface (Azure
+/// networking limits: "Private IP addresses per network interface: 256").
+pub const MAX_IP_CONFIGURATIONS: usize = 256;
+
 /// Read-only properties the server computes (dropped from a PUT body, computed again on GET).
 const COMPUTED: &[&str] = &["macAddress", "primary"];
 
@@ -60,6 +64,17 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         return Err(ArmError::bad_request(
             "NetworkInterfaceMustHaveAtLeastOneIpConfiguration",
             format!("Network interface {nic} must have at least one IP configuration."),
+        ));
+    }
+    // Refused before any address is taken. ARM's exact code for this case is not in the REST
+    // specification; the name is ours, the limit and the 400 are ARM's.
+    if configs.len() > MAX_IP_CONFIGURATIONS {
+        return Err(ArmError::bad_request(
+            "NetworkInterfaceIpConfigurationCountExceedsLimit",
+            format!(
+                "Network interface {nic} has {} IP configurations; at most {MAX_IP_CONFIGURATIONS} are allowed per network interface.",
+                configs.len()
+            ),
         ));
     }
     let existing = put
