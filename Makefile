@@ -10,7 +10,8 @@ CARGO ?= cargo
 ## the translator and the end-to-end tests again against the real kube-apiserver + etcd that
 ## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why.
 ## One build serves both passes; e2e/run-test-binaries.py runs their test binaries TEST_JOBS at a
-## time (cargo runs them one by one, and they mostly wait: see docs/testing.md).
+## time (cargo runs them one by one, and they mostly wait: see docs/testing.md); the two CLI
+## suites, which start both binaries on their fixed default ports, never overlap.
 ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
 ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
 TEST_BUILD := $(CURDIR)/target/test-build.json
@@ -22,6 +23,7 @@ test: tools
 	@rm -f $(ENVTEST_SKIPS)
 	python3 e2e/run-test-binaries.py $(TEST_BUILD) --jobs $(TEST_JOBS) \
 		--times $(CURDIR)/target/test-times.json --first chaos \
+		--serial "strata-operator test cli,strata-translator test cli" \
 		--pass memory \
 		--pass kube:strata-envtest,strata-operator,strata-translator,strata-e2e \
 		--env kube:KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \

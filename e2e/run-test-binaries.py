@@ -16,7 +16,8 @@ the runner is interrupted, so the etcd and kube-apiserver a test started do not 
 
 Usage:
   run-test-binaries.py BUILD_JSON --pass NAME[:PKG,PKG...] [--env NAME:VAR=VALUE ...]
-                       [--jobs N] [--first SUBSTRING,...] [--times FILE]
+                       [--jobs N] [--first SUBSTRING,...] [--serial SUBSTRING,...]
+                       [--times FILE]
 """
 
 import argparse
@@ -55,8 +56,11 @@ def executables(build_json):
 
 
 class Runner:
-    def __init__(self, jobs):
+    def __init__(self, jobs, serial):
         self.jobs = jobs
+        # Binaries that must not overlap (they bind the binaries' fixed default ports).
+        self.serial = serial
+        self.serial_lock = threading.Lock()
         self.lock = threading.Lock()
         self.failed = []
         self.times = {}
@@ -64,6 +68,13 @@ class Runner:
         self.stopping = False
 
     def run(self, job):
+        if any(s in job[0] for s in self.serial):
+            with self.serial_lock:
+                self.run_one(job)
+        else:
+            self.run_one(job)
+
+    def run_one(self, job):
         name, label, pkg_dir, exe, env = job
         if self.stopping:
             return
@@ -113,6 +124,8 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="NAME:VAR=VALUE for pass NAME")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--first", default="", help="binaries whose label contains one of these run first")
+    ap.add_argument("--serial", default="",
+                    help="binaries whose label contains one of these never run at the same time")
     ap.add_argument("--times", help="a JSON file of each binary's last duration: read to order, written after")
     args = ap.parse_args()
 
@@ -147,7 +160,7 @@ def main():
         return (pinned, -known.get(label, 0.0))
 
     jobs.sort(key=order)
-    runner = Runner(args.jobs)
+    runner = Runner(args.jobs, [s for s in args.serial.split(",") if s])
 
     def stop(signum, _frame):
         runner.kill_all()
