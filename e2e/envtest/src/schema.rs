@@ -195,11 +195,7 @@ pub fn nulls_in_apply(schema: &Value, obj: &Value) -> Vec<Cause> {
 
 fn nulls_in_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
     match v {
-        Value::Null => {
-            if schema.get("default").is_none() {
-                validate(schema, v, path, causes);
-            }
-        }
+        Value::Null if schema.get("default").is_none() => validate(schema, v, path, causes),
         Value::Object(map) => {
             let props = schema.get("properties").and_then(Value::as_object);
             for (k, child) in map {
