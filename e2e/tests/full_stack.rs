@@ -450,3 +450,227 @@ async fn machinepool_flavour_converges_with_one_scale_set_instance_per_replica_t
         .await;
     assert!(amps.get_opt("mp-mp-0").await.unwrap().is_none());
 }
+
+/// The goldens' copies of CAPZ's flavour templates (without the machines the golden lists: the
+/// stand-in makes them from the templates, as CAPI would) for the flavour classes not covered
+/// above: IPv6, edge zone, Windows and the API server ILB, all four in one world at once.
+fn flavour_template(flavour: &str) -> String {
+    let golden = std::fs::read_to_string(repo_root().join(format!(
+        "translator/tests/golden/flavour-{flavour}/input.yaml"
+    )))
+    .unwrap();
+    let template = golden
+        .split("# The machines CAPI makes from the templates above")
+        .next()
+        .unwrap();
+    assert!(
+        template.len() < golden.len(),
+        "{flavour}: no machines marker"
+    );
+    // CAPZ's templates say `matchLabels: null`; kube-apiserver drops such a null from a created
+    // object (`kubectl apply`, client side) but refuses it in a server-side apply patch ("must be
+    // of type object"), which is how the test applies: an empty selector, as the create path leaves.
+    template.replace("  selector:\n    matchLabels: null\n", "  selector: {}\n")
+}
+
+/// Each of CAPZ's ipv6, edgezone, windows and apiserver-ilb flavours, applied unchanged next to
+/// the others and driven by the CAPI-core stand-in: every cloud CR the translator makes becomes
+/// Ready; each cluster gets one VM per Machine its templates ask for (control plane and every
+/// deployment's replicas), each Machine its providerID; what marks the class is in Azure (IPv6
+/// prefixes on the VNet, subnets and NICs; the edge zone's extendedLocation on the VNet, NICs and
+/// VMs; Windows VMs; the internal load balancer's static private frontend); deleting the Clusters
+/// empties the emulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_edgezone_windows_and_apiserver_ilb_flavours_converge_together_then_delete_to_nothing()
+{
+    let started = std::time::Instant::now();
+    let mut stack = Stack::start("fullflavours").await;
+    stack.start_standin();
+    // (flavour, cluster = its resource group, Machines its templates ask for).
+    let flavours = [
+        ("ipv6", "ipv6", 3 + 2),
+        ("edgezone", "edge", 1 + 2),
+        ("windows", "win", 1 + 2 + 2),
+        ("apiserver-ilb", "ilb", 1 + 2),
+    ];
+    for (flavour, _, _) in flavours {
+        stack.apply_yaml(&flavour_template(flavour)).await;
+    }
+
+    let clusters = stack.capi("Cluster");
+    let machines = stack.capi("Machine");
+    for (flavour, cluster, count) in flavours {
+        stack
+            .eventually(
+                &format!("{flavour}: ready with {count} machines, each with its providerID"),
+                Duration::from_secs(300),
+                || async {
+                    let c = clusters.get(cluster).await.unwrap();
+                    let ms = machines
+                        .list(
+                            &kube::api::ListParams::default()
+                                .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")),
+                        )
+                        .await
+                        .unwrap();
+                    c.data.pointer("/status/infrastructureReady") == Some(&Value::Bool(true))
+                        && ms.items.len() == count
+                        && ms.items.iter().all(|m| {
+                            m.data
+                                .pointer("/spec/providerID")
+                                .and_then(Value::as_str)
+                                .is_some_and(|p| p.starts_with("azure:///subscriptions/"))
+                        })
+                },
+            )
+            .await;
+    }
+    let ns = stack.ns.clone();
+    stack
+        .eventually(
+            "every cloud CR the translator made is Ready",
+            Duration::from_secs(120),
+            || async {
+                let crs = stack.cloud_crs(&ns).await;
+                !crs.is_empty() && crs.iter().all(|(_, o)| is_ready(o))
+            },
+        )
+        .await;
+
+    let resources = stack.sim_resources().await;
+    let in_group = |t: &str, group: &str| -> Vec<&Value> {
+        resources
+            .iter()
+            .filter(|r| {
+                r["type"] == t
+                    && r["id"]
+                        .as_str()
+                        .is_some_and(|id| id.contains(&format!("/resourceGroups/{group}/")))
+            })
+            .collect()
+    };
+    for (flavour, cluster, count) in flavours {
+        let vms = in_group("Microsoft.Compute/virtualMachines", cluster);
+        assert_eq!(vms.len(), count, "{flavour}: one VM per Machine");
+    }
+    let is_v6 = |p: &Value| p.as_str().is_some_and(|p| p.contains(':'));
+
+    // IPv6: the second range on the VNet and each subnet, an IPv6 configuration on each NIC.
+    let vnet = in_group("Microsoft.Network/virtualNetworks", "ipv6")[0];
+    assert!(
+        vnet["properties"]["addressSpace"]["addressPrefixes"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(is_v6)),
+        "{vnet}"
+    );
+    let subnets = in_group("Microsoft.Network/virtualNetworks/subnets", "ipv6");
+    assert_eq!(subnets.len(), 2);
+    for s in subnets {
+        assert!(
+            s["properties"]["addressPrefixes"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(is_v6)),
+            "{s}"
+        );
+    }
+    let nics = in_group("Microsoft.Network/networkInterfaces", "ipv6");
+    assert_eq!(nics.len(), 5);
+    for nic in nics {
+        assert!(
+            nic["properties"]["ipConfigurations"]
+                .as_array()
+                .is_some_and(|cs| cs
+                    .iter()
+                    .any(|c| c["properties"]["privateIPAddressVersion"] == "IPv6")),
+            "{nic}"
+        );
+    }
+
+    // Edge zone: the extended location on the VNet, every NIC and every VM.
+    let edge = serde_json::json!({"name": "microsoftlosangeles1", "type": "EdgeZone"});
+    for t in [
+        "Microsoft.Network/virtualNetworks",
+        "Microsoft.Network/networkInterfaces",
+        "Microsoft.Compute/virtualMachines",
+    ] {
+        let of_type = in_group(t, "edge");
+        assert!(!of_type.is_empty(), "{t}");
+        for r in of_type {
+            assert_eq!(r["extendedLocation"], edge, "{r}");
+        }
+    }
+
+    // Windows: the two md-win machines are Windows VMs, the others Linux.
+    let os_types: Vec<&str> = in_group("Microsoft.Compute/virtualMachines", "win")
+        .iter()
+        .map(|vm| {
+            vm["properties"]["storageProfile"]["osDisk"]["osType"]
+                .as_str()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        os_types.iter().filter(|t| **t == "Windows").count(),
+        2,
+        "{os_types:?}"
+    );
+    assert_eq!(
+        os_types.iter().filter(|t| **t == "Linux").count(),
+        3,
+        "{os_types:?}"
+    );
+
+    // API server ILB: the internal companion's static private frontend in the control-plane subnet.
+    let lbs = in_group("Microsoft.Network/loadBalancers", "ilb");
+    let ilb = lbs
+        .iter()
+        .find(|l| l["name"] == "ilb-public-lb-internal")
+        .expect("the internal API server load balancer");
+    let frontend = &ilb["properties"]["frontendIPConfigurations"][0];
+    assert_eq!(frontend["name"], "ilb-internal-lb-private-ip");
+    assert_eq!(frontend["properties"]["privateIPAddress"], "30.0.0.100");
+    assert_eq!(
+        frontend["properties"]["privateIPAllocationMethod"],
+        "Static"
+    );
+    assert!(
+        frontend["properties"]["subnet"]["id"].as_str().is_some_and(
+            |id| id.ends_with("/virtualNetworks/ilb-vnet/subnets/control-plane-subnet")
+        ),
+        "{frontend}"
+    );
+    assert!(
+        lbs.iter().any(|l| l["name"] == "ilb-public-lb"),
+        "the public API server load balancer"
+    );
+    println!(
+        "4 flavours converged in {:?}: {} resources",
+        started.elapsed(),
+        resources.len()
+    );
+
+    for (_, cluster, _) in flavours {
+        clusters
+            .delete(cluster, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    stack
+        .eventually(
+            "Azure is empty and the Clusters gone",
+            Duration::from_secs(300),
+            || async {
+                if !stack.sim_resources().await.is_empty() {
+                    return false;
+                }
+                for (_, cluster, _) in flavours {
+                    if clusters.get_opt(cluster).await.unwrap().is_some() {
+                        return false;
+                    }
+                }
+                true
+            },
+        )
+        .await;
+    println!("4 flavours built and deleted in {:?}", started.elapsed());
+}

@@ -166,13 +166,13 @@ fn flavour_notes_are_only_the_listed_differences() {
         // CAPZ generates a key pair and throws the private key away: nobody can log in either way.
         ("spec.sshPublicKey", "empty: like CAPZ"),
     ];
-    let mut flavours = 0;
+    let mut flavours = Vec::new();
     for case in cases() {
         let dir = case.file_name().unwrap().to_str().unwrap().to_owned();
         if !(dir.starts_with("flavour-") || dir.starts_with("capz-")) {
             continue;
         }
-        flavours += 1;
+        flavours.push(dir.clone());
         let notes = match translate(&case) {
             Ok((_, notes)) => notes,
             Err(e) => panic!("{dir}: a CAPZ flavour must translate: {e}"),
@@ -187,7 +187,33 @@ fn flavour_notes_are_only_the_listed_differences() {
             );
         }
     }
-    // 14 of CAPZ's flavours (all with an AzureCluster but apiserver-ilb, whose golden is
-    // sample-apiserver-ilb, and the machine pool ones) and the migration case.
-    assert!(flavours >= 15, "only {flavours} flavour cases");
+    // The 17 CAPZ flavours with an AzureCluster (private and azure-bastion are the `capz-*`
+    // cases) and the migration case: a flavour whose golden goes missing fails here.
+    for flavour in [
+        "default",
+        "aad",
+        "apiserver-ilb",
+        "azure-bastion",
+        "azure-cni-v1",
+        "dual-stack",
+        "edgezone",
+        "ephemeral",
+        "flatcar",
+        "flatcar-sysext",
+        "ipv6",
+        "machinepool",
+        "machinepool-windows",
+        "nvidia-gpu",
+        "private",
+        "windows",
+        "windows-apiserver-ilb",
+    ] {
+        assert!(
+            flavours
+                .iter()
+                .any(|d| d == &format!("flavour-{flavour}") || d == &format!("capz-{flavour}")),
+            "no golden case for CAPZ's {flavour} flavour: {flavours:?}"
+        );
+    }
+    assert_eq!(flavours.len(), 18, "{flavours:?}");
 }

@@ -1311,6 +1311,12 @@ fn server_side_apply(
             )));
         }
     }
+    if let Some(schema) = schema.as_deref() {
+        let causes = crate::schema::nulls_in_apply(schema, &applied);
+        if !causes.is_empty() {
+            return Err(lifecycle::invalid(&req.rt, req.name(), causes));
+        }
+    }
     let force = flag(&req.query, "force");
     let target = lifecycle::target(&req.rt, req.name());
     let mut result = apply::apply(

@@ -64,7 +64,7 @@ pub fn target(rt: &ResourceType, name: &str) -> Target {
     }
 }
 
-fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
+pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
     ApiError::Invalid(
         Target {
             group: rt.group.clone(),

@@ -173,6 +173,48 @@ pub fn undeclared_in_apply(schema: &Value, obj: &Value) -> Vec<String> {
     out
 }
 
+/// The nulls of a server-side apply patch in declared, typed, non-nullable fields without a
+/// default. kube-apiserver drops such nulls from a created or updated object (before
+/// defaulting), but an apply patch keeps them through the merge and its validation refuses them
+/// ("must be of type object"), as `kubectl apply --server-side` of CAPZ's `matchLabels: null`
+/// shows.
+pub fn nulls_in_apply(schema: &Value, obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some(map) = obj.as_object() {
+        for (k, v) in map {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if let Some(s) = schema.get("properties").and_then(|p| p.get(k)) {
+                nulls_in_value(s, v, k, &mut causes);
+            }
+        }
+    }
+    causes
+}
+
+fn nulls_in_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
+    match v {
+        Value::Null if schema.get("default").is_none() => validate(schema, v, path, causes),
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            for (k, child) in map {
+                if let Some(s) = props.and_then(|p| p.get(k)) {
+                    nulls_in_value(s, child, &format!("{path}.{k}"), causes);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    nulls_in_value(s, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn undeclared_metadata(meta: &Value, path: &str, out: &mut Vec<String>) {
     if let Some(k) = meta
         .as_object()
