@@ -163,10 +163,22 @@ fn flavour_notes_are_only_the_listed_differences() {
         // CAPZ reads its reference image for the Kubernetes version from Azure's marketplace at
         // reconcile time; the translator makes no Azure calls and uses the reference image.
         ("spec.image", "not set: CAPZ looks the reference image"),
+        // The same for a machine pool's instances.
+        ("spec.template.image", "not set: CAPZ looks the reference image"),
         // CAPZ generates a key pair and throws the private key away: nobody can log in either way.
         ("spec.sshPublicKey", "empty: like CAPZ"),
+        ("spec.template.sshPublicKey", "empty: like CAPZ"),
+    ];
+    // Fields CAPZ does act on that Strata does not translate yet: each is an open gap of the
+    // flavour issue, listed here so that a new one fails this test and the list only shrinks.
+    const NOT_YET_TRANSLATED: &[(&str, &str)] = &[
+        // CAPZ replaces instances of an older model through AzureMachinePoolMachines (maxSurge,
+        // maxUnavailable, deletePolicy); Strata's scale set reaches new instances only.
+        ("flavour-machinepool", "spec.strategy"),
+        ("flavour-machinepool-windows", "spec.strategy"),
     ];
     let mut flavours = Vec::new();
+    let mut gaps_seen = Vec::new();
     for case in cases() {
         let dir = case.file_name().unwrap().to_str().unwrap().to_owned();
         if !(dir.starts_with("flavour-") || dir.starts_with("capz-")) {
@@ -178,6 +190,12 @@ fn flavour_notes_are_only_the_listed_differences() {
             Err(e) => panic!("{dir}: a CAPZ flavour must translate: {e}"),
         };
         for line in notes.lines() {
+            if let Some(gap) = NOT_YET_TRANSLATED.iter().find(|(case, field)| {
+                *case == dir && line.contains(&format!(": {field}: not translated"))
+            }) {
+                gaps_seen.push(*gap);
+                continue;
+            }
             assert!(!line.contains("not translated"), "{dir}: {line}");
             assert!(
                 REMAINING
@@ -216,4 +234,11 @@ fn flavour_notes_are_only_the_listed_differences() {
         );
     }
     assert_eq!(flavours.len(), 18, "{flavours:?}");
+    // A gap that is closed comes off the list.
+    for gap in NOT_YET_TRANSLATED {
+        assert!(
+            gaps_seen.contains(gap),
+            "{gap:?} is translated now: remove it from the list"
+        );
+    }
 }
