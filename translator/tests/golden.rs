@@ -164,7 +164,10 @@ fn flavour_notes_are_only_the_listed_differences() {
         // reconcile time; the translator makes no Azure calls and uses the reference image.
         ("spec.image", "not set: CAPZ looks the reference image"),
         // The same for a machine pool's instances.
-        ("spec.template.image", "not set: CAPZ looks the reference image"),
+        (
+            "spec.template.image",
+            "not set: CAPZ looks the reference image",
+        ),
         // CAPZ generates a key pair and throws the private key away: nobody can log in either way.
         ("spec.sshPublicKey", "empty: like CAPZ"),
         ("spec.template.sshPublicKey", "empty: like CAPZ"),
