@@ -89,6 +89,11 @@ class Runner:
             code = proc.wait()
             with self.lock:
                 self.groups.discard(proc.pid)
+            # Whatever the binary left running (a test killed mid-way leaves its etcd) goes too.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             took = time.monotonic() - start
             log.seek(0)
             text = log.read().decode("utf-8", "replace")
