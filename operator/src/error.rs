@@ -63,6 +63,10 @@ const IN_USE: &[&str] = &[
     // VM was still being deleted when the availability set's turn came.
     "AvailabilitySetInUse",
     "InUseLoadBalancerCannotBeDeleted",
+    // A private DNS zone that still holds links or records ("Can not delete resource before
+    // nested resources are deleted"): found by the RBAC test, where the zone was held as Fatal
+    // until the next sync while its link was being deleted.
+    "CannotDeleteResource",
 ];
 
 /// ARM error codes that a retry can fix although their status is 4xx.
