@@ -10,13 +10,13 @@ CARGO ?= cargo
 ## the translator and the end-to-end tests again against the real kube-apiserver + etcd that
 ## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped there and why.
 ## One build serves both passes; e2e/run-test-binaries.py runs their test binaries TEST_JOBS at a
-## time (they mostly wait, so TEST_JOBS=2 is faster on two cores; it stays 1 by default until
-## the demo's exit under load is understood: see docs/testing.md); the two CLI suites, which
-## start both binaries on their fixed default ports, never overlap.
+## time (they mostly wait, so two at a time is faster on two cores; TEST_JOBS=1 runs them one
+## by one); the two CLI suites, which start both binaries on their fixed default ports, never
+## overlap.
 ENVTEST_ASSETS ?= $(CURDIR)/target/tools/kube
 ENVTEST_SKIPS := $(CURDIR)/target/envtest-real-server-skips.txt
 TEST_BUILD := $(CURDIR)/target/test-build.json
-TEST_JOBS ?= 1
+TEST_JOBS ?= 2
 test: tools
 	$(CARGO) test --workspace --all-targets --locked --no-run \
 		--message-format=json-render-diagnostics > $(TEST_BUILD)

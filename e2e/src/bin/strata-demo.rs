@@ -174,7 +174,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &mut stop,
     )
     .await;
+    // Aborted *and awaited*: each controller future is dropped here, with the reconcile tasks it
+    // spawned, while the runtime still runs. Left to the runtime's shutdown, those tasks could be
+    // cancelled before their controller, whose join handle (kube-runtime's) then panics on the
+    // cancellation: a backtrace per kind on stderr, seen as a demo that would not exit when its
+    // stderr was a pipe nobody read until the end.
     tasks.iter().for_each(JoinHandle::abort);
+    for task in tasks {
+        let _ = task.await;
+    }
     drop(sim);
     result
 }
