@@ -16,7 +16,7 @@ the runner is interrupted, so the etcd and kube-apiserver a test started do not 
 
 Usage:
   run-test-binaries.py BUILD_JSON --pass NAME[:PKG,PKG...] [--env NAME:VAR=VALUE ...]
-                       [--jobs N] [--first SUBSTRING,...] [--serial SUBSTRING,...]
+                       [--jobs N] [--first SUBSTRING,...] [--serial SUBSTRING,... ...]
                        [--times FILE]
 """
 
@@ -29,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 
 def executables(build_json):
@@ -56,23 +55,50 @@ def executables(build_json):
 
 
 class Runner:
-    def __init__(self, jobs, serial):
+    """Runs queued jobs on `jobs` workers. A worker takes the first queued job that no running
+    job excludes: jobs of one `--serial` group never overlap, and the worker that cannot start a
+    grouped job goes on to the next one rather than waiting idle for the group."""
+
+    def __init__(self, queue, jobs, groups):
+        self.queue = list(queue)
         self.jobs = jobs
-        # Binaries that must not overlap (they bind the binaries' fixed default ports).
-        self.serial = serial
-        self.serial_lock = threading.Lock()
+        self.groups = groups
+        self.busy = set()  # indexes of the groups with a running job
+        self.cond = threading.Condition()
         self.lock = threading.Lock()
         self.failed = []
         self.times = {}
-        self.groups = set()
+        self.pgids = set()
         self.stopping = False
 
-    def run(self, job):
-        if any(s in job[0] for s in self.serial):
-            with self.serial_lock:
+    def group(self, job):
+        return next((i for i, g in enumerate(self.groups) if any(s in job[0] for s in g)), None)
+
+    def take(self):
+        with self.cond:
+            while True:
+                if self.stopping or not self.queue:
+                    return None
+                for i, job in enumerate(self.queue):
+                    g = self.group(job)
+                    if g is None or g not in self.busy:
+                        del self.queue[i]
+                        if g is not None:
+                            self.busy.add(g)
+                        return job
+                self.cond.wait()
+
+    def done(self, job):
+        with self.cond:
+            self.busy.discard(self.group(job))
+            self.cond.notify_all()
+
+    def worker(self):
+        while (job := self.take()) is not None:
+            try:
                 self.run_one(job)
-        else:
-            self.run_one(job)
+            finally:
+                self.done(job)
 
     def run_one(self, job):
         name, label, pkg_dir, exe, env = job
@@ -85,10 +111,10 @@ class Runner:
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
             with self.lock:
-                self.groups.add(proc.pid)
+                self.pgids.add(proc.pid)
             code = proc.wait()
             with self.lock:
-                self.groups.discard(proc.pid)
+                self.pgids.discard(proc.pid)
             # Whatever the binary left running (a test killed mid-way leaves its etcd) goes too.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -116,8 +142,10 @@ class Runner:
 
     def kill_all(self):
         self.stopping = True
+        with self.cond:
+            self.cond.notify_all()
         with self.lock:
-            for pgid in list(self.groups):
+            for pgid in list(self.pgids):
                 try:
                     os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -132,8 +160,9 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="NAME:VAR=VALUE for pass NAME")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--first", default="", help="binaries whose label contains one of these run first")
-    ap.add_argument("--serial", default="",
-                    help="binaries whose label contains one of these never run at the same time")
+    ap.add_argument("--serial", action="append", default=[],
+                    help="a group: binaries whose label contains one of these (comma-separated) "
+                         "never run at the same time; repeat for more groups")
     ap.add_argument("--times", help="a JSON file of each binary's last duration: read to order, written after")
     args = ap.parse_args()
 
@@ -168,7 +197,8 @@ def main():
         return (pinned, -known.get(label, 0.0))
 
     jobs.sort(key=order)
-    runner = Runner(args.jobs, [s for s in args.serial.split(",") if s])
+    groups = [[s for s in g.split(",") if s] for g in args.serial]
+    runner = Runner(jobs, args.jobs, [g for g in groups if g])
 
     def stop(signum, _frame):
         runner.kill_all()
@@ -179,8 +209,11 @@ def main():
 
     start = time.monotonic()
     print(f"run-test-binaries: {len(jobs)} test binaries, {args.jobs} at a time", flush=True)
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(runner.run, jobs))
+    workers = [threading.Thread(target=runner.worker, daemon=True) for _ in range(args.jobs)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
     took = time.monotonic() - start
 
     if args.times:
