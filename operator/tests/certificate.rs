@@ -44,16 +44,8 @@ async fn a_certificate_identity_exchanges_a_signed_assertion_for_its_token() {
         }))
         .await];
     w.wait_all_ready(&objects, Duration::from_secs(60)).await;
-    let log: Value = w
-        .http
-        .get(format!("{}/_sim/requests", w.sim.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let entries = log["value"].as_array().unwrap();
+    let entries = w.all_requests().await;
+    let log = Value::from(entries.clone());
     let tokens: Vec<_> = entries
         .iter()
         .filter(|r| r["principal"] == APP && r["path"].as_str().unwrap().ends_with("/token"))

@@ -87,16 +87,8 @@ async fn a_managed_identity_of_the_host_reaches_arm_and_one_it_does_not_hold_is_
         "the message says the host does not hold the identity: {message}"
     );
 
-    let log: Value = w
-        .http
-        .get(format!("{}/_sim/requests", w.sim.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let entries = log["value"].as_array().unwrap();
+    let entries = w.all_requests().await;
+    let log = Value::from(entries.clone());
     let msi_tokens: Vec<_> = entries
         .iter()
         .filter(|r| r["path"] == "/msi/token" && r["principal"] == MSI)

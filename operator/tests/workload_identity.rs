@@ -48,18 +48,8 @@ fn rotate(file: &Path, token: &str) {
 
 /// Token requests in the emulator's log: (client ID, assertion jti, HTTP status).
 async fn token_requests(w: &World) -> Vec<(String, String, u64)> {
-    let log: Value = w
-        .http
-        .get(format!("{}/_sim/requests", w.sim.url))
-        .send()
+    w.all_requests()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    log["value"]
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|r| {
             r["path"]

@@ -42,15 +42,21 @@ impl Inspector {
         Ok(v["value"].as_array().cloned().unwrap_or_default())
     }
 
-    /// The request log of ARM calls (token requests left out).
-    pub async fn arm_requests(&self) -> Result<Vec<Value>, InspectError> {
+    /// The whole request log: ARM calls and token requests.
+    pub async fn requests(&self) -> Result<Vec<Value>, InspectError> {
         let v: Value = self
             .ok("GET", "/requests", self.http.get(self.at("/requests")))
             .await?
             .json()
             .await?;
-        let all = v["value"].as_array().cloned().unwrap_or_default();
-        Ok(all
+        Ok(v["value"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// The request log of ARM calls (token requests left out).
+    pub async fn arm_requests(&self) -> Result<Vec<Value>, InspectError> {
+        Ok(self
+            .requests()
+            .await?
             .into_iter()
             .filter(|r| {
                 r["path"]

@@ -408,6 +408,11 @@ impl World {
         self.inspector().arm_requests().await.unwrap()
     }
 
+    /// The emulator's whole request log, token requests included.
+    pub async fn all_requests(&self) -> Vec<Value> {
+        self.inspector().requests().await.unwrap()
+    }
+
     pub async fn clear_requests(&self) {
         self.inspector().clear_requests().await.unwrap();
     }
