@@ -127,9 +127,9 @@ pub struct VirtualMachineScaleSetSpec {
     pub terminate_notification_timeout: Option<i32>,
     /// Replace instances of an older model (a rolling update, as CAPZ's `AzureMachinePool`
     /// strategy): while instances run an outdated model, the operator asks Azure for `capacity`
-    /// + `maxSurge` instances, and deletes outdated ones (in `deletePolicy` order) while at least
-    /// `capacity` − `maxUnavailable` instances are `Succeeded`. Without it, a new model reaches
-    /// new instances only (upgrade policy `Manual`).
+    /// plus `maxSurge` instances, and deletes outdated ones (in `deletePolicy` order) while at
+    /// least `capacity` minus `maxUnavailable` instances are `Succeeded`. Without it, a new model
+    /// reaches new instances only (upgrade policy `Manual`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<ScaleSetRollout>,
 }

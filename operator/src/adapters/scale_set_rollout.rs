@@ -176,13 +176,23 @@ mod tests {
         }
     }
 
+    /// (what, replicas, rollout, instances, capacity, deleted).
+    type Case = (
+        &'static str,
+        i64,
+        Option<ScaleSetRollout>,
+        &'static [&'static str],
+        i64,
+        &'static [&'static str],
+    );
+
     #[test]
     fn plan_table() {
         use DeletePolicy::*;
         let surge = rollout(1, 0, Oldest);
         let unavailable = rollout(0, 1, Oldest);
         #[rustfmt::skip]
-        let cases: Vec<(&str, i64, Option<ScaleSetRollout>, &[&str], i64, &[&str])> = vec![
+        let cases: Vec<Case> = vec![
             ("no rollout: today's behaviour, whatever the models",
                 3, None, &["0:Succeeded:old@1", "1:Succeeded:old@2"], 3, &[]),
             ("all on the latest model: the replicas, nothing deleted",
