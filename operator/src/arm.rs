@@ -1,9 +1,9 @@
-//! The one module that talks to Azure: GET, PUT and DELETE of an ARM ID with a JSON body,
-//! through the maintained Azure SDK core (`azure_core` 1.x): its pipeline adds the bearer token
-//! (from an `azure_identity` credential), the user agent and a client request ID. The SDK's
-//! retries are off: the loop classifies every error and decides when to try again (backoff,
-//! ARM's `Retry-After`, or not until the spec changes), so that a failing resource costs a
-//! bounded number of calls.
+//! The one module that talks to Azure: GET, PUT, DELETE and action POSTs of an ARM ID with a
+//! JSON body, through the maintained Azure SDK core (`azure_core` 1.x): its pipeline adds the
+//! bearer token (from an `azure_identity` credential), the user agent and a client request ID.
+//! The SDK's retries are off: the loop classifies every error and decides when to try again
+//! (backoff, ARM's `Retry-After`, or not until the spec changes), so that a failing resource
+//! costs a bounded number of calls.
 //!
 //! The loop follows an operation by GETting the resource until its `provisioningState` is
 //! terminal, never through the SDK's pollers. ARM's answer drives the waits: each call takes a
@@ -283,6 +283,7 @@ impl ArmClient {
             Method::Get => "GET",
             Method::Put => "PUT",
             Method::Delete => "DELETE",
+            Method::Post => "POST",
             _ => "OTHER",
         };
         let response = match sent {
@@ -391,6 +392,34 @@ impl ArmClient {
         }
         self.pace(id, status, wait);
         json_of(&response)
+    }
+
+    /// POST of an action on a resource (`{id}/{action}` with the kind's API version: a scale
+    /// set's `delete` of instances, DeleteInstances); `Ok` once ARM accepted it (200, 202). A
+    /// write for ARM's rate limits. The loop then GETs the resource until the operation ends.
+    pub async fn post(
+        &self,
+        kind: Kind,
+        id: &ArmId,
+        action: &str,
+        body: &Value,
+    ) -> Result<(), ArmError> {
+        let (response, wait) = self
+            .send_at(
+                Method::Post,
+                Class::Write,
+                kind,
+                id,
+                Some(action),
+                Some(body),
+            )
+            .await?;
+        let status = u16::from(response.status());
+        if status == 404 {
+            return Err(http_error(&response, wait));
+        }
+        self.pace(id, status, wait);
+        Ok(())
     }
 
     /// The Resource SKUs of a location (`GET /subscriptions/{sub}/providers/Microsoft.Compute/skus`

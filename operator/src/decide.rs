@@ -86,6 +86,9 @@ pub struct Observation {
     /// PUT even when Azure matches the spec: the ASO-like baseline of the benchmark re-sends
     /// every resource on each resync, as ASO does by default. Never set for Strata itself.
     pub resync_put: bool,
+    /// The kind asks for an action once Azure matches the spec (a scale set's rollout deletes
+    /// outdated instances).
+    pub follow_up: bool,
 }
 
 /// The one thing to do now.
@@ -104,6 +107,8 @@ pub enum Step {
     Create,
     /// PUT over the existing resource: drift (its path), a failed operation, or adoption.
     Update(String),
+    /// Azure matches the spec, and the kind's follow-up action is due (POST).
+    FollowUp,
     Delete,
     /// An operation runs in Azure: check again shortly, send nothing.
     InProgress,
@@ -165,6 +170,7 @@ pub fn decide(o: &Observation) -> Step {
             Ownership::Ours => match drift {
                 Some(path) => Step::Update(path.clone()),
                 None if o.resync_put => Step::Update("resync".to_owned()),
+                None if o.follow_up => Step::FollowUp,
                 None => Step::Ready,
             },
         },
@@ -209,6 +215,7 @@ mod tests {
             held: false,
             azure: None,
             resync_put: false,
+            follow_up: false,
         }
     }
 
@@ -255,6 +262,10 @@ mod tests {
             ("observe policy, absent → NotFound", Observation { policy: Policy::Observe, azure: Some(Azure::Absent), ..base() }, Step::NotFound),
             ("observe policy never writes", Observation { policy: Policy::Observe, azure: drifted.clone(), ..base() }, Step::Ready),
             ("up to date → ready", Observation { azure: present(Ownership::Ours), ..base() }, Step::Ready),
+            ("up to date, an action due → follow up", Observation { azure: present(Ownership::Ours), follow_up: true, ..base() }, Step::FollowUp),
+            ("drift comes before the action", Observation { azure: drifted.clone(), follow_up: true, ..base() }, Step::Update("tags.env".into())),
+            ("an operation running comes before the action", Observation { azure: busy.clone(), follow_up: true, ..base() }, Step::InProgress),
+            ("observe policy never acts", Observation { policy: Policy::Observe, azure: present(Ownership::Ours), follow_up: true, ..base() }, Step::Ready),
             ("drift → one update", Observation { azure: drifted.clone(), ..base() }, Step::Update("tags.env".into())),
             ("operation running → wait", Observation { azure: busy.clone(), ..base() }, Step::InProgress),
             ("failed operation → retry with a PUT", Observation { azure: failed, ..base() }, Step::Update("provisioningState Failed".into())),

@@ -122,6 +122,7 @@ const POOL_TRANSLATED: &[&str] = &[
     "spec.identity",
     "spec.userAssignedIdentities",
     "spec.orchestrationMode",
+    "spec.strategy",       // the scale set's rollout (machine/pool.rs `rollout`)
     "spec.providerID",     // the translator's own output (the scale set's ID)
     "spec.providerIDList", // the translator's own output (the instances' IDs)
     "spec.template.vmSize",

@@ -125,6 +125,59 @@ pub struct VirtualMachineScaleSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 5, max = 15))]
     pub terminate_notification_timeout: Option<i32>,
+    /// Replace instances of an older model (a rolling update, as CAPZ's `AzureMachinePool`
+    /// strategy): while instances run an outdated model, the operator asks Azure for `capacity`
+    /// plus `maxSurge` instances, and deletes outdated ones (in `deletePolicy` order) while at
+    /// least `capacity` minus `maxUnavailable` instances are `Succeeded`. Without it, a new model
+    /// reaches new instances only (upgrade policy `Manual`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<ScaleSetRollout>,
+}
+
+/// A scale set's rolling update: counts of instances, resolved from CAPZ's int-or-percent by the
+/// translator.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("(has(self.maxSurge) ? self.maxSurge : 1) > 0 || (has(self.maxUnavailable) ? self.maxUnavailable : 0) > 0")
+    .message("maxSurge and maxUnavailable cannot both be 0: the rollout could neither add nor remove an instance"))]
+pub struct ScaleSetRollout {
+    /// Instances Azure may run above `capacity` while outdated ones remain (default 1).
+    #[serde(default = "one_i64")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_surge: i64,
+    /// Instances of `capacity` that may be unavailable while outdated ones are deleted
+    /// (default 0).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_unavailable: i64,
+    /// Which outdated instances go first: `Oldest` (default, by creation time), `Newest` or
+    /// `Random`.
+    #[serde(default)]
+    pub delete_policy: DeletePolicy,
+}
+
+impl Default for ScaleSetRollout {
+    /// CAPZ's defaults: surge 1, none unavailable, oldest first.
+    fn default() -> Self {
+        ScaleSetRollout {
+            max_surge: 1,
+            max_unavailable: 0,
+            delete_policy: DeletePolicy::Oldest,
+        }
+    }
+}
+
+fn one_i64() -> i64 {
+    1
+}
+
+/// The order in which a rollout deletes outdated instances.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletePolicy {
+    #[default]
+    Oldest,
+    Newest,
+    Random,
 }
 
 fn default_admin() -> String {
@@ -209,6 +262,9 @@ pub struct ScaleSetInstance {
     /// Whether the instance runs the scale set's latest model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_model_applied: Option<bool>,
+    /// When Azure created the instance (`properties.timeCreated`): a rollout's age order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_created: Option<String>,
 }
 
 impl CloudObject for VirtualMachineScaleSet {

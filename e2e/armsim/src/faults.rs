@@ -154,6 +154,7 @@ impl Faults {
         let method = match kind {
             Kind::Put => "PUT",
             Kind::Delete => "DELETE",
+            Kind::Action => "POST",
         };
         for (rule, re) in &mut self.rules {
             let method_ok = rule

@@ -5,6 +5,7 @@
 //! token endpoint, long-running operations, ARM's validation and error codes, throttling and fault
 //! injection, with an inspection API under `/_sim/`. See the README for what it does not do.
 
+pub mod actions;
 pub mod auth;
 pub mod error;
 pub mod faults;

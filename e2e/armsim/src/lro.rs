@@ -1,6 +1,6 @@
-//! Long-running operations: each PUT or DELETE that takes time gets an operation, polled through
-//! `Azure-AsyncOperation` (status body) or `Location` (202 until done). Operations complete lazily:
-//! every request first completes the operations whose time has come.
+//! Long-running operations: each PUT, DELETE or POST action that takes time gets an operation,
+//! polled through `Azure-AsyncOperation` (status body) or `Location` (202 until done). Operations
+//! complete lazily: every request first completes the operations whose time has come.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,6 +21,9 @@ const POLL_SECONDS: f64 = 10.0;
 pub enum Kind {
     Put,
     Delete,
+    /// A POST action (`crate::actions`): the target (first key) ends `Succeeded`, the other keys
+    /// are the resources it removes.
+    Action,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,19 +123,16 @@ pub fn complete_due(sim: &mut Sim, now: Instant) {
             op.keys.clone(),
             matches!(op.status, Status::Failed(_)),
         );
-        for key in keys {
-            match (kind, failed) {
-                (Kind::Delete, false) => {
-                    for k in sim.store.descendants(&key) {
-                        sim.store.remove(&k);
-                    }
-                    sim.store.remove(&key);
+        for (i, key) in keys.into_iter().enumerate() {
+            // A delete removes every key; an action removes all but its target (the first).
+            let removes = !failed && (kind == Kind::Delete || (kind == Kind::Action && i > 0));
+            if removes {
+                for k in sim.store.descendants(&key) {
+                    sim.store.remove(&k);
                 }
-                (_, failed) => {
-                    if let Some(r) = sim.store.get_key_mut(&key) {
-                        r.set_provisioning_state(if failed { "Failed" } else { "Succeeded" });
-                    }
-                }
+                sim.store.remove(&key);
+            } else if let Some(r) = sim.store.get_key_mut(&key) {
+                r.set_provisioning_state(if failed { "Failed" } else { "Succeeded" });
             }
         }
         sim.ops.finished.push_back(id);

@@ -103,6 +103,8 @@ fn action(route: &Route, method: &Method) -> String {
     let verb = match *method {
         Method::GET | Method::HEAD => "read",
         Method::DELETE => "delete",
+        // `POST {id}/{name}`: the type is `…/{name}`, the RBAC action `…/{name}/action`.
+        Method::POST => "action",
         _ => "write",
     };
     format!("{ty}/{verb}")
@@ -242,6 +244,15 @@ fn dispatch(
             parent,
             type_name,
         } => {
+            // `POST {id}/{name}`: an action on the resource (a scale set's `delete` of instances).
+            if *method == Method::POST
+                && let Some(resource) = &parent
+            {
+                let spec = spec_for(&resource.type_name(), api_version)?;
+                let name = type_name.rsplit('/').next().unwrap_or_default();
+                let resource = canonical(resource.clone(), spec);
+                return crate::actions::post(sim, &resource, spec, name, body, &call);
+            }
             // The Resource SKUs list is not a resource collection: a catalogue per location.
             if resource_group.is_none()
                 && parent.is_none()

@@ -45,7 +45,7 @@ fn group_being_deleted(id: &ResourceId) -> ArmError {
     )
 }
 
-fn not_found(id: &ResourceId) -> ArmError {
+pub(crate) fn not_found(id: &ResourceId) -> ArmError {
     ArmError::not_found(
         "ResourceNotFound",
         format!(
@@ -401,7 +401,7 @@ fn settle(body: &mut Value) {
     }
 }
 
-fn new_etag() -> String {
+pub(crate) fn new_etag() -> String {
     format!("W/\"{}\"", uuid::Uuid::new_v4())
 }
 
@@ -424,7 +424,7 @@ struct InlineChild {
     body: Value,
 }
 
-fn parse_body(raw: &[u8]) -> Result<Value, ArmError> {
+pub(crate) fn parse_body(raw: &[u8]) -> Result<Value, ArmError> {
     let body: Value = serde_json::from_slice(raw).map_err(|e| {
         ArmError::bad_request(
             "InvalidRequestContent",
@@ -440,7 +440,7 @@ fn parse_body(raw: &[u8]) -> Result<Value, ArmError> {
     Ok(body)
 }
 
-fn another_operation(op: &Operation) -> ArmError {
+pub(crate) fn another_operation(op: &Operation) -> ArmError {
     ArmError::conflict(
         "AnotherOperationInProgress",
         format!(
@@ -900,7 +900,7 @@ pub fn patch(
     put(sim, id, spec, &raw, call)
 }
 
-fn start_operation(
+pub(crate) fn start_operation(
     sim: &mut Sim,
     id: &ResourceId,
     kind: Kind,

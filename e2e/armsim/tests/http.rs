@@ -1932,3 +1932,221 @@ async fn a_scale_set_makes_lists_and_removes_its_instances_by_capacity() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// A scale set body of `capacity` instances of `size`, with `custom_data` (the model: a change of
+/// either makes a new one).
+fn scale_set_body(sim: &Sim, g: &str, capacity: i64, size: &str, custom_data: &str) -> Value {
+    json!({ "location": "westeurope", "sku": { "name": size, "capacity": capacity },
+        "properties": { "orchestrationMode": "Uniform", "overprovision": false, "upgradePolicy": { "mode": "Manual" },
+            "virtualMachineProfile": {
+                "osProfile": { "computerNamePrefix": "pool", "adminUsername": "capi", "customData": custom_data,
+                    "linuxConfiguration": { "disablePasswordAuthentication": true } },
+                "storageProfile": { "imageReference": { "publisher": "cncf-upstream", "offer": "capi", "sku": "ubuntu-2204-gen1", "version": "latest" },
+                    "osDisk": { "createOption": "FromImage", "diskSizeGB": 128, "managedDisk": { "storageAccountType": "Premium_LRS" } } },
+                "networkProfile": { "networkInterfaceConfigurations": [ { "name": "pool-nic-0", "properties": {
+                    "primary": true, "ipConfigurations": [ { "name": "ipConfig0", "properties": { "subnet": { "id": sim.subnet_id(g) } } } ] } } ] } } } })
+}
+
+/// `(instanceId, provisioningState, latestModelApplied)` of each listed instance.
+async fn listed_instances(sim: &Sim, set: &str) -> Vec<(String, String, bool)> {
+    let reply = sim.get(&format!("{set}/virtualMachines"), COMPUTE).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let text = reply.body.to_string();
+    assert!(!text.contains("armsim"), "hidden state shows: {text}");
+    reply.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vm| {
+            (
+                vm["instanceId"].as_str().unwrap().to_owned(),
+                vm["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                vm["properties"]["latestModelApplied"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `POST {set}/{action}` with `request`.
+async fn post(sim: &Sim, set: &str, action: &str, request: Value) -> Reply {
+    sim.call(
+        Method::POST,
+        &format!("{set}/{action}?{COMPUTE}"),
+        Some(request),
+    )
+    .await
+}
+
+fn vm(id: &str, state: &str, latest: bool) -> (String, String, bool) {
+    (id.to_owned(), state.to_owned(), latest)
+}
+
+/// Each instance keeps the model it was made with: a PUT that changes the custom data (which ARM
+/// never returns) or the VM size makes the existing instances outdated, new ones get the new
+/// model, and going back to an earlier model makes its instances current again.
+#[tokio::test]
+async fn scale_set_instances_report_whether_they_run_the_latest_model() {
+    let sim = Sim::start().await;
+    let g = "models";
+    sim.network(g).await;
+    let set = compute(g, "virtualMachineScaleSets/pool");
+    let made = sim
+        .create(
+            &set,
+            COMPUTE,
+            scale_set_body(&sim, g, 2, "Standard_B2s", "b25l"),
+        )
+        .await;
+    assert!(!made.to_string().contains("armsim"), "{made}");
+    let ok = "Succeeded";
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("0", ok, true), vm("1", ok, true)]
+    );
+
+    sim.create(
+        &set,
+        COMPUTE,
+        scale_set_body(&sim, g, 2, "Standard_B2s", "dHdv"),
+    )
+    .await;
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("0", ok, false), vm("1", ok, false)],
+        "new custom data: a new model"
+    );
+    sim.create(
+        &set,
+        COMPUTE,
+        scale_set_body(&sim, g, 3, "Standard_B2s", "dHdv"),
+    )
+    .await;
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("0", ok, false), vm("1", ok, false), vm("2", ok, true)],
+        "the new instance has the new model"
+    );
+    sim.create(
+        &set,
+        COMPUTE,
+        scale_set_body(&sim, g, 3, "Standard_B2s", "b25l"),
+    )
+    .await;
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("0", ok, true), vm("1", ok, true), vm("2", ok, false)],
+        "back to the first model"
+    );
+    sim.create(
+        &set,
+        COMPUTE,
+        scale_set_body(&sim, g, 3, "Standard_D2s_v3", "b25l"),
+    )
+    .await;
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("0", ok, false), vm("1", ok, false), vm("2", ok, false)],
+        "another VM size: a new model"
+    );
+}
+
+/// DeleteInstances (`POST …/delete` with `instanceIds`): refuses an instance the set does not
+/// have (and then changes nothing), otherwise lowers `sku.capacity` at once and runs an
+/// operation (202, `Azure-AsyncOperation` and `Location`) during which the set is `Updating` and
+/// the instances `Deleting`, and other writes wait; then they are gone, and a new instance never
+/// takes a deleted one's ID.
+#[tokio::test]
+async fn delete_instances_removes_instances_as_an_operation_and_lowers_the_capacity() {
+    let sim = Sim::start().await;
+    let g = "deleting";
+    sim.network(g).await;
+    let set = compute(g, "virtualMachineScaleSets/pool");
+    let body = |capacity| scale_set_body(&sim, g, capacity, "Standard_B2s", "b25l");
+    sim.create(&set, COMPUTE, body(3)).await;
+    let ok = "Succeeded";
+    let all = [vm("0", ok, true), vm("1", ok, true), vm("2", ok, true)];
+
+    let unknown = post(&sim, &set, "delete", json!({ "instanceIds": ["0", "9"] })).await;
+    assert_eq!(
+        (unknown.status, unknown.code()),
+        (StatusCode::BAD_REQUEST, "InvalidParameter"),
+        "{}",
+        unknown.body
+    );
+    assert!(
+        unknown.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("instanceId 9 is not an active"),
+        "{}",
+        unknown.body
+    );
+    let missing = post(&sim, &set, "delete", json!({})).await;
+    assert_eq!(missing.code(), "InvalidParameter", "{}", missing.body);
+    let other = post(&sim, &set, "explode", json!({ "instanceIds": ["0"] })).await;
+    assert_eq!(other.code(), "InvalidResourceType", "{}", other.body);
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        all,
+        "a refusal changes nothing"
+    );
+    assert_eq!(sim.get(&set, COMPUTE).await.body["sku"]["capacity"], 3);
+
+    let started = post(&sim, &set, "delete", json!({ "instanceIds": ["0", "2"] })).await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    assert!(started.header("location").is_some());
+    let during = sim.get(&set, COMPUTE).await.body;
+    assert_eq!(during["sku"]["capacity"], 1, "{during}");
+    assert_eq!(during["properties"]["provisioningState"], "Updating");
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [
+            vm("0", "Deleting", true),
+            vm("1", ok, true),
+            vm("2", "Deleting", true)
+        ]
+    );
+    let busy = sim.put(&set, COMPUTE, body(1)).await;
+    assert_eq!(busy.code(), "AnotherOperationInProgress", "{}", busy.body);
+    let again = post(&sim, &set, "delete", json!({ "instanceIds": ["1"] })).await;
+    assert_eq!(again.code(), "AnotherOperationInProgress", "{}", again.body);
+
+    assert_eq!(sim.wait(&started).await, "Succeeded");
+    assert_eq!(listed_instances(&sim, &set).await, [vm("1", ok, true)]);
+    let after = sim.get(&set, COMPUTE).await.body;
+    assert_eq!(
+        (
+            &after["sku"]["capacity"],
+            &after["properties"]["provisioningState"]
+        ),
+        (&json!(1), &json!("Succeeded"))
+    );
+    let gone = post(&sim, &set, "delete", json!({ "instanceIds": ["2"] })).await;
+    assert_eq!(
+        gone.code(),
+        "InvalidParameter",
+        "a deleted instance: {}",
+        gone.body
+    );
+
+    // Scaled out again: the new instance gets 3, not the deleted 2.
+    sim.create(&set, COMPUTE, body(2)).await;
+    assert_eq!(
+        listed_instances(&sim, &set).await,
+        [vm("1", ok, true), vm("3", ok, true)]
+    );
+    let no_set = sim
+        .call(
+            Method::POST,
+            &format!(
+                "{}/delete?{COMPUTE}",
+                compute(g, "virtualMachineScaleSets/none")
+            ),
+            Some(json!({ "instanceIds": ["0"] })),
+        )
+        .await;
+    assert_eq!(no_set.status, StatusCode::NOT_FOUND, "{}", no_set.body);
+}

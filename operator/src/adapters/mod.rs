@@ -12,6 +12,7 @@ macro_rules! adapter_modules {
     };
 }
 strata_crds::with_cloud_kinds!(adapter_modules);
+pub mod scale_set_rollout;
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,23 @@ pub trait AzureResource: CloudObject {
     fn listed_outputs(_items: &[Value]) -> Map<String, Value> {
         Map::new()
     }
+
+    /// An action to POST once Azure matches the desired body, decided from the listed
+    /// collection (a scale set's rolling update deletes instances of an outdated model); `None`
+    /// when there is nothing to do. The loop sends it as the reconcile's one write.
+    fn follow_up(&self, _listed: &[Value]) -> Option<FollowUp> {
+        None
+    }
+}
+
+/// An action on the resource itself: `POST {id}/{action}` with `body`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FollowUp {
+    /// The action's segment after the resource's ID (`delete`: a scale set's DeleteInstances).
+    pub action: &'static str,
+    pub body: Value,
+    /// What it does, for the Event and the status message.
+    pub describe: String,
 }
 
 /// The ARM IDs of everything a desired body refers to.
@@ -57,6 +75,10 @@ pub struct Resolved {
     pub refs: BTreeMap<(Kind, String), String>,
     /// Base64 bootstrap data, when the kind has any.
     pub custom_data: Option<String>,
+    /// The items of the kind's listed collection as this reconcile read them (a scale set's
+    /// instances: its rollout's capacity depends on their models); `None` before the resource
+    /// exists.
+    pub listed: Option<Vec<Value>>,
 }
 
 impl Resolved {

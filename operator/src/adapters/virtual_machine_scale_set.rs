@@ -2,13 +2,19 @@
 //! for an `AzureMachinePool` (azure/services/scalesets/spec.go): Uniform orchestration with
 //! upgrade policy `Manual`, no overprovisioning, no single placement group; NIC configurations
 //! with IP forwarding and `ipConfig<n>` IP configurations. Reports the unique ID and, from the
-//! listed instances, their IDs, computer names and provisioning states.
+//! listed instances, their IDs, computer names, provisioning states, models and ages.
+//!
+//! With `spec.rollout`, instances of an outdated model are replaced as CAPZ replaces them
+//! (`scale_set_rollout`): the capacity sent is raised by the surge while any remains, and the
+//! follow-up action deletes the ones the disruption budget allows (`POST {id}/delete`,
+//! DeleteInstances).
 
 use serde_json::{Map, Value, json};
 use strata_crds::azure::{OrchestrationMode, OsType, VirtualMachineScaleSet};
 
 use super::virtual_machine::{admin_password, image_reference};
-use super::{AzureResource, Resolved, body, output, prune};
+use super::scale_set_rollout::{Instance, Plan, plan};
+use super::{AzureResource, FollowUp, Resolved, body, output, prune};
 use crate::kind::Kind;
 
 impl AzureResource for VirtualMachineScaleSet {
@@ -101,7 +107,8 @@ impl AzureResource for VirtualMachineScaleSet {
             },
         });
         let mut b = body(&s.location, &s.tags, properties);
-        b["sku"] = json!({ "name": s.vm_size, "tier": "Standard", "capacity": s.capacity });
+        let capacity = rollout_plan(self, r.listed.as_deref().unwrap_or_default()).capacity;
+        b["sku"] = json!({ "name": s.vm_size, "tier": "Standard", "capacity": capacity });
         if !s.zones.is_empty() {
             b["zones"] = json!(s.zones);
         }
@@ -151,6 +158,7 @@ impl AzureResource for VirtualMachineScaleSet {
                     "computerName": text(vm, "/properties/osProfile/computerName"),
                     "provisioningState": text(vm, "/properties/provisioningState"),
                     "latestModelApplied": vm.pointer("/properties/latestModelApplied").and_then(Value::as_bool),
+                    "timeCreated": text(vm, "/properties/timeCreated"),
                 }))
             })
             .map(prune)
@@ -169,6 +177,25 @@ impl AzureResource for VirtualMachineScaleSet {
         out.insert("instances".into(), Value::Array(instances));
         out
     }
+
+    fn follow_up(&self, listed: &[Value]) -> Option<FollowUp> {
+        let ids = rollout_plan(self, listed).delete;
+        (!ids.is_empty()).then(|| FollowUp {
+            action: "delete",
+            describe: format!(
+                "rolling update: deleting outdated instance{} {}",
+                if ids.len() == 1 { "" } else { "s" },
+                ids.join(", ")
+            ),
+            body: json!({ "instanceIds": ids }),
+        })
+    }
+}
+
+/// The rollout's plan for the instances Azure lists.
+fn rollout_plan(set: &VirtualMachineScaleSet, listed: &[Value]) -> Plan {
+    let instances: Vec<Instance> = listed.iter().filter_map(Instance::from_listed).collect();
+    plan(set.spec.capacity, set.spec.rollout.as_ref(), &instances)
 }
 
 #[cfg(test)]
@@ -198,5 +225,74 @@ mod tests {
         assert_eq!(ids, ["2", "3", "10"]);
         assert_eq!(out["instances"][0]["provisioningState"], "Creating");
         assert_eq!(out["instances"][0]["computerName"], "mp000002");
+    }
+
+    fn set(rollout: Option<serde_json::Value>) -> VirtualMachineScaleSet {
+        let mut spec = json!({
+            "owner": { "name": "rg" }, "location": "westeurope", "vmSize": "Standard_B2s", "capacity": 3,
+            "image": { "marketplace": { "publisher": "p", "offer": "o", "sku": "s", "version": "1" } },
+            "sshPublicKey": "ssh-ed25519 AAAA k",
+            "networkInterfaces": [{ "name": "mp-nic-0", "subnet": { "name": "s" } }] });
+        if let Some(r) = rollout {
+            spec["rollout"] = r;
+        }
+        VirtualMachineScaleSet::new("mp", serde_json::from_value(spec).unwrap())
+    }
+
+    fn listed(states: &[(&str, &str, bool)]) -> Vec<Value> {
+        states
+            .iter()
+            .map(|(id, state, latest)| {
+                json!({ "id": format!("/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/mp/virtualMachines/{id}"),
+                    "instanceId": id, "properties": { "provisioningState": state, "latestModelApplied": latest,
+                        "timeCreated": format!("2026-11-26T08:00:0{id}Z") } })
+            })
+            .collect()
+    }
+
+    fn capacity(s: &VirtualMachineScaleSet, items: Option<Vec<Value>>) -> Value {
+        let r = Resolved {
+            listed: items,
+            ..Resolved::default()
+        };
+        s.desired(&r)["sku"]["capacity"].clone()
+    }
+
+    #[test]
+    fn a_rollout_surges_the_capacity_and_deletes_outdated_instances_within_its_budget() {
+        let outdated = listed(&[
+            ("0", "Succeeded", false),
+            ("1", "Succeeded", false),
+            ("2", "Succeeded", false),
+        ]);
+        let surged = listed(&[
+            ("0", "Succeeded", false),
+            ("1", "Succeeded", false),
+            ("2", "Succeeded", false),
+            ("3", "Succeeded", true),
+        ]);
+        let plain = set(None);
+        assert_eq!(capacity(&plain, None), json!(3));
+        assert_eq!(capacity(&plain, Some(outdated.clone())), json!(3), "no rollout: the spec's");
+        assert_eq!(plain.follow_up(&surged), None, "no rollout: nothing deleted");
+
+        let rolling = set(Some(json!({ "maxSurge": 1, "maxUnavailable": 0 })));
+        assert_eq!(capacity(&rolling, None), json!(3), "before any instance exists");
+        assert_eq!(capacity(&rolling, Some(outdated.clone())), json!(4));
+        assert_eq!(rolling.follow_up(&outdated), None, "no surge instance up yet");
+        assert_eq!(
+            rolling.follow_up(&surged),
+            Some(FollowUp {
+                action: "delete",
+                body: json!({ "instanceIds": ["0"] }),
+                describe: "rolling update: deleting outdated instance 0".into(),
+            })
+        );
+        let done = listed(&[("4", "Succeeded", true), ("5", "Succeeded", true), ("6", "Succeeded", true)]);
+        assert_eq!(capacity(&rolling, Some(done.clone())), json!(3));
+        assert_eq!(rolling.follow_up(&done), None);
+
+        let out = VirtualMachineScaleSet::listed_outputs(&surged);
+        assert_eq!(out["instances"][0]["timeCreated"], "2026-11-26T08:00:00Z");
     }
 }

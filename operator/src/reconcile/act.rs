@@ -177,6 +177,9 @@ pub(super) async fn write<K: AzureResource>(
     }
     // The baseline's resync PUT is one PUT; what follows only monitors it.
     a.obs.resync_put = false;
+    // The follow-up was decided from instances listed before this PUT: the next reconcile
+    // decides it again from what the PUT made.
+    a.obs.follow_up = false;
     let drift = a
         .desired
         .as_ref()
@@ -185,6 +188,44 @@ pub(super) async fn write<K: AzureResource>(
     a.obs.azure = Some(azure_state(&answer, &a.key, false, true, drift));
     a.observed = Some(answer);
     Ok(Outcome::Next)
+}
+
+/// The kind's follow-up action (a scale set's deletion of outdated instances), the reconcile's
+/// one write: a POST on the resource, then GETs until the operation it started ends. The status
+/// shows what it does and the listed collection as it was.
+pub(super) async fn follow_up<K: AzureResource>(ctx: &Context, a: &mut Attempt<K>) -> Outcome {
+    let (Some(client), Some(own), Some(f)) = (a.azure.clone(), a.id.clone(), a.follow_up.take())
+    else {
+        return End::quietly(Requeue::Fail(Error::Invariant(
+            "a follow-up step before the resource was observed",
+        )));
+    };
+    info!(action = f.action, what = %f.describe, "follow-up");
+    if let Err(e) = client.arm.post(K::KIND, &own, f.action, &f.body).await {
+        return arm_failure(ctx, a, &own, e, false);
+    }
+    a.wrote = true;
+    // The action changes Azure on purpose (a deletion lowers the capacity the next PUT raises
+    // again): a drift found after it is new, not one our PUTs failed to repair.
+    ctx.repeats.remove(&a.key);
+    ctx.event(
+        a.obj.as_ref(),
+        false,
+        "Updated",
+        "Post",
+        format!("POST {own}/{}: {}", f.action, f.describe),
+    )
+    .await;
+    let mut outputs = a.observed.as_ref().map(K::outputs).unwrap_or_default();
+    if let Some(items) = &a.listed {
+        outputs.extend(K::listed_outputs(items));
+    }
+    End::report(
+        Report::new(Reason::Reconciling, f.describe)
+            .observed(&own, a.observed.as_ref())
+            .outputs(outputs),
+        Requeue::After(poll_pace(ctx, &a.key, &client, &own)),
+    )
 }
 
 /// The reconcile's one DELETE; the loop then GETs until the resource is gone.

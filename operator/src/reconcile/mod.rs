@@ -4,7 +4,8 @@
 //!   the readiness index (no API call), and — only when `decide` asks — one GET of the Azure
 //!   resource;
 //! - decide: `decide::decide`, a pure function, picks one step;
-//! - act (`act.rs`): at most one PUT or DELETE per reconcile, finalizers, dependency waits;
+//! - act (`act.rs`): at most one PUT, DELETE or follow-up POST per reconcile, finalizers,
+//!   dependency waits;
 //! - report (`report.rs`): status (`id`, `provisioningState`, outputs, `observedGeneration`, the
 //!   `Ready` condition with its `Reason`), written only when it changed;
 //! - failure (`failure.rs`): an ARM error's class decides reason, hold and requeue.
@@ -176,10 +177,11 @@ async fn reconcile_inner<K: AzureResource>(
             }
             Step::Observe => observe::observe(&ctx, &mut a).await?,
             // One write per reconcile: look again after the poll interval.
-            Step::Create | Step::Update(_) if a.wrote => {
+            Step::Create | Step::Update(_) | Step::FollowUp if a.wrote => {
                 End::quietly(Requeue::After(ctx.pacing.operation_poll(&a.key, None)))
             }
             Step::Create | Step::Update(_) => act::write(&ctx, &mut a, &step).await?,
+            Step::FollowUp => act::follow_up(&ctx, &mut a).await,
             Step::Delete => act::delete(&ctx, &a).await,
             Step::InProgress => report::in_progress(&ctx, &a),
             Step::Ready => report::ready(&ctx, &a, Reason::Succeeded, String::new())?,

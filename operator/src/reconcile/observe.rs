@@ -17,7 +17,7 @@ use super::failure::arm_failure;
 use super::report::{Report, provisioning_state};
 use super::{ADOPT, ADOPT_REQUIRES_TAG, Context, End, EventNote, OWNER_TAG, Outcome};
 use super::{FINALIZER, PAUSED, POLICY, Requeue, object_key};
-use crate::adapters::{AzureResource, Resolved};
+use crate::adapters::{AzureResource, FollowUp, Resolved};
 use crate::arm_id::ArmId;
 use crate::credentials::{Azure, Lookup};
 use crate::decide::{self, Dependencies, Observation, Ownership, Policy};
@@ -50,6 +50,8 @@ pub(super) struct Attempt<K> {
     pub(super) desired: Option<Value>,
     /// The items of the kind's listed collection (`AzureResource::LISTED`), read with the GET.
     pub(super) listed: Option<Vec<Value>>,
+    /// The kind's action due once Azure matches the spec (`AzureResource::follow_up`).
+    pub(super) follow_up: Option<FollowUp>,
     /// A PUT was sent in this reconcile (one write per reconcile).
     pub(super) wrote: bool,
     /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
@@ -123,6 +125,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         resync_put: ctx.pacing.resync_puts()
             && ready.is_some_and(|c| c.status == "True")
             && status.observed_generation == Some(generation),
+        follow_up: false,
     };
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
@@ -140,6 +143,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         observed: None,
         desired: None,
         listed: None,
+        follow_up: None,
         wrote: false,
         missing_tag: None,
     })
@@ -198,6 +202,7 @@ pub(super) async fn observe<K: AzureResource>(
     }
     let mut resolved = a.deps.resolved.clone();
     resolved.id = Some(own.clone());
+    resolved.listed = a.listed.clone();
     if let Some(secret) = obj.custom_data().filter(|_| !a.obs.deleting) {
         match read_custom_data(&ctx.kube, &a.namespace, &secret.name, &secret.key).await {
             Ok(data) => resolved.custom_data = Some(data),
@@ -238,6 +243,13 @@ pub(super) async fn observe<K: AzureResource>(
             a.missing_tag = Some(format!("{k}={v}"));
         }
     }
+    // What the listed collection asks for once Azure matches the spec; never while deleting.
+    a.follow_up = a
+        .listed
+        .as_deref()
+        .filter(|_| !a.obs.deleting)
+        .and_then(|items| obj.follow_up(items));
+    a.obs.follow_up = a.follow_up.is_some();
     a.azure = Some(client);
     a.id = Some(own);
     a.observed = body;

@@ -6,18 +6,22 @@
 //! template's `networkInterfaces` otherwise), IP forwarding on, the template's image, disks, SSH
 //! key and identity as a VM gets them, and CAPI's bootstrap data as custom data.
 //!
+//! `spec.strategy` becomes the scale set's `rollout` (CAPZ's rolling update: surge, unavailable
+//! instances and delete policy, resolved to counts of the pool's replicas; see `rollout`).
+//!
 //! The instance-level translation is the VM's: the pool's template is read as an AzureMachine
 //! of the same name, so that images, disks, SSH keys, identities, Windows defaults and their
 //! checks are CAPZ's VM rules, once (`vm.rs`, `network.rs`); notes and errors name the pool's
 //! own fields (`spec.template.osDisk` …).
 
 use strata_crds::azure::{
-    OrchestrationMode, ScaleSetNetworkInterface, VirtualMachineScaleSet, VirtualMachineScaleSetSpec,
+    DeletePolicy, OrchestrationMode, ScaleSetNetworkInterface, ScaleSetRollout,
+    VirtualMachineScaleSet, VirtualMachineScaleSetSpec,
 };
 use strata_crds::capi::{Machine, MachinePool};
 use strata_crds::capz::{
     self, AzureMachine, AzureMachinePool, AzureMachineSpec, AzureMachineTemplateFields,
-    OrchestrationModeType,
+    IntOrPercent, OrchestrationModeType,
 };
 use strata_crds::common::SecretKeyRef;
 
@@ -148,6 +152,8 @@ pub fn translate_pool(
         ));
     }
     unsupported_fields(amp, &mut note);
+    let replicas = i64::from(pool.spec.replicas.unwrap_or(1).max(0));
+    let rollout = rollout(amp, replicas).map_err(|(field, message)| i.err(field, message))?;
     // The NICs the VM rules would make: their subnet, pools and IP configurations become the
     // scale set's NIC configurations (CAPZ: `<pool>-nic-<i>`, IP forwarding on).
     let mut scratch: Vec<CloudResource> = Vec::new();
@@ -202,7 +208,7 @@ pub fn translate_pool(
                     location,
                     tags,
                     vm_size: v.vm_size,
-                    capacity: i64::from(pool.spec.replicas.unwrap_or(1).max(0)),
+                    capacity: replicas,
                     orchestration_mode: match amp.spec.orchestration_mode {
                         Some(OrchestrationModeType::Flexible) => OrchestrationMode::Flexible,
                         _ => OrchestrationMode::Uniform,
@@ -227,6 +233,7 @@ pub fn translate_pool(
                         .spec
                         .template
                         .terminate_notification_timeout,
+                    rollout: Some(rollout),
                 },
                 status: None,
             }
@@ -281,18 +288,90 @@ fn unsupported_fields(amp: &AzureMachinePool, note: &mut impl FnMut(&str, &str))
             note(field, "not translated yet");
         }
     }
-    if s.strategy.is_some() {
-        note(
-            "spec.strategy",
-            "not translated: Strata makes no AzureMachinePoolMachines; a new model reaches new instances only (upgrade policy Manual)",
-        );
-    }
     if t.disable_vm_bootstrap_extension == Some(false) {
         note(
             "spec.template.disableVMBootstrapExtension",
             "false is not translated: Strata installs no bootstrap-detection extension",
         );
     }
+}
+
+/// The pool's rolling update as counts of instances: CAPZ's CRD defaults (type
+/// `RollingUpdate`, maxSurge 1, maxUnavailable 0, deletePolicy `Oldest`:
+/// exp/api/v1beta1/azuremachinepool_types.go) for what is absent; a percentage of the replicas
+/// rounded up for the surge and down for the unavailable instances, as CAPI's intstr scaling
+/// that CAPZ's strategy uses (azure/scope/strategies/machinepool_deployments/). CAPZ's webhook
+/// refuses maxSurge and maxUnavailable both 0; percentages that both come to 0 would stall the
+/// rollout, so one instance may be unavailable then, as CAPI's MachineDeployment resolves it.
+/// An error names the field (relative to the AzureMachinePool) and says why.
+fn rollout(
+    amp: &AzureMachinePool,
+    replicas: i64,
+) -> Result<ScaleSetRollout, (&'static str, String)> {
+    const SURGE: &str = "spec.strategy.rollingUpdate.maxSurge";
+    const UNAVAILABLE: &str = "spec.strategy.rollingUpdate.maxUnavailable";
+    let update = amp
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.rolling_update.as_ref());
+    let count = |field: &'static str, v: &IntOrPercent, round_up: bool| {
+        let n = match v {
+            IntOrPercent::Int(n) => i64::from(*n),
+            IntOrPercent::Text(t) => {
+                let percent = t
+                    .strip_suffix('%')
+                    .and_then(|p| p.parse::<i64>().ok())
+                    .ok_or_else(|| {
+                        (
+                            field,
+                            format!("{t:?} is neither a number nor a percentage such as 25%"),
+                        )
+                    })?;
+                let scaled = percent * replicas;
+                if round_up {
+                    (scaled + 99).div_euclid(100)
+                } else {
+                    scaled.div_euclid(100)
+                }
+            }
+        };
+        if !(0..=1000).contains(&n) {
+            return Err((field, format!("{n} instances: must be 0 to 1000")));
+        }
+        Ok(n)
+    };
+    let surge = update.and_then(|u| u.max_surge.as_ref());
+    let unavailable = update.and_then(|u| u.max_unavailable.as_ref());
+    if matches!(surge, Some(IntOrPercent::Int(0)))
+        && matches!(unavailable, None | Some(IntOrPercent::Int(0)))
+    {
+        return Err((
+            "spec.strategy.rollingUpdate",
+            "maxUnavailable must not be 0 if maxSurge is 0 (CAPZ's webhook refuses it: the rollout could neither add nor remove an instance)".to_owned(),
+        ));
+    }
+    let max_surge = surge.map_or(Ok(1), |v| count(SURGE, v, true))?;
+    let mut max_unavailable = unavailable.map_or(Ok(0), |v| count(UNAVAILABLE, v, false))?;
+    if max_surge == 0 && max_unavailable == 0 {
+        max_unavailable = 1;
+    }
+    let delete_policy = match update.and_then(|u| u.delete_policy.as_deref()) {
+        None | Some("Oldest") => DeletePolicy::Oldest,
+        Some("Newest") => DeletePolicy::Newest,
+        Some("Random") => DeletePolicy::Random,
+        Some(other) => {
+            return Err((
+                "spec.strategy.rollingUpdate.deletePolicy",
+                format!("{other:?} is not one of Oldest, Newest, Random"),
+            ));
+        }
+    };
+    Ok(ScaleSetRollout {
+        max_surge,
+        max_unavailable,
+        delete_policy,
+    })
 }
 
 #[cfg(test)]
@@ -421,5 +500,86 @@ mod tests {
         amp.spec.template.data_disks.clear();
         let t = translate_pool(&model, &pool, &amp).unwrap();
         assert_eq!(scale_set(&t).spec.azure_name, None);
+    }
+
+    #[test]
+    fn the_strategy_becomes_the_rollout_with_capzs_defaults_and_rounding() {
+        let (_, _, base) = inputs("pool", false, true);
+        let with = |strategy: serde_json::Value| {
+            let mut amp = base.clone();
+            amp.spec.strategy = serde_json::from_value(strategy).unwrap();
+            amp
+        };
+        let r = |s: i64, u: i64, p: DeletePolicy| ScaleSetRollout {
+            max_surge: s,
+            max_unavailable: u,
+            delete_policy: p,
+        };
+        #[rustfmt::skip]
+        let cases: Vec<(&str, serde_json::Value, i64, ScaleSetRollout)> = vec![
+            ("no strategy: CAPZ's defaults", json!(null), 3, r(1, 0, DeletePolicy::Oldest)),
+            ("type only", json!({"type": "RollingUpdate"}), 3, r(1, 0, DeletePolicy::Oldest)),
+            ("the flavours' 25% surge of 2 rounds up, unavailable 1",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1, "deletePolicy": "Oldest"}}),
+                2, r(1, 1, DeletePolicy::Oldest)),
+            ("unavailable percentages round down",
+                json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "50%", "deletePolicy": "Newest"}}),
+                5, r(0, 2, DeletePolicy::Newest)),
+            ("surge percentages round up",
+                json!({"rollingUpdate": {"maxSurge": "10%", "deletePolicy": "Random"}}),
+                11, r(2, 0, DeletePolicy::Random)),
+            ("percentages that both come to 0: one instance may be unavailable",
+                json!({"rollingUpdate": {"maxSurge": "0%", "maxUnavailable": "10%"}}),
+                3, r(0, 1, DeletePolicy::Oldest)),
+        ];
+        for (what, strategy, replicas, want) in cases {
+            assert_eq!(rollout(&with(strategy), replicas), Ok(want), "{what}");
+        }
+        for (strategy, field) in [
+            (
+                json!({"rollingUpdate": {"maxSurge": 0}}),
+                "spec.strategy.rollingUpdate",
+            ),
+            (
+                json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}),
+                "spec.strategy.rollingUpdate",
+            ),
+            (
+                json!({"rollingUpdate": {"maxSurge": "many"}}),
+                "spec.strategy.rollingUpdate.maxSurge",
+            ),
+            (
+                json!({"rollingUpdate": {"maxUnavailable": -1}}),
+                "spec.strategy.rollingUpdate.maxUnavailable",
+            ),
+        ] {
+            let e = rollout(&with(strategy.clone()), 3).unwrap_err();
+            assert_eq!(e.0, field, "{strategy}: {}", e.1);
+        }
+    }
+
+    #[test]
+    fn a_pools_scale_set_carries_its_rollout_and_no_strategy_note() {
+        let (model, pool, mut amp) = inputs("pool-0", false, true);
+        amp.spec.template.data_disks.clear();
+        amp.spec.strategy = serde_json::from_value(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 1}}),
+        )
+        .unwrap();
+        let t = translate_pool(&model, &pool, &amp).unwrap();
+        assert_eq!(
+            scale_set(&t).spec.rollout,
+            Some(ScaleSetRollout {
+                max_surge: 2,
+                max_unavailable: 1,
+                delete_policy: DeletePolicy::Oldest
+            }),
+            "50% of 3 replicas rounds up to 2"
+        );
+        assert!(
+            t.notes.iter().all(|n| !n.field.contains("strategy")),
+            "{:?}",
+            t.notes
+        );
     }
 }

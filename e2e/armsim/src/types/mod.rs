@@ -263,6 +263,35 @@ pub struct Spec {
     /// The status of a PUT that creates (201 for most kinds; the spec documents 200 only for
     /// availability sets and 200/202 for disks). An update answers 200.
     pub create_status: StatusCode,
+    /// The actions a POST to `{id}/{name}` runs (a scale set's `delete` of instances).
+    pub actions: &'static [Action],
+}
+
+/// A POST action on a resource: `run` checks the request against the resource and says what it
+/// does; the generic handler (`crate::actions`) stores that and runs the operation.
+pub struct Action {
+    /// The segment after the resource's ID (`delete`).
+    pub name: &'static str,
+    pub run: fn(&ActionCall<'_>) -> Result<ActionEffect, ArmError>,
+}
+
+/// What an action's `run` sees.
+pub struct ActionCall<'a> {
+    pub store: &'a Store,
+    pub id: &'a ResourceId,
+    /// The resource's stored body.
+    pub body: &'a Value,
+    /// The request body.
+    pub request: &'a Value,
+}
+
+/// What an action does: the resource's new body (kept while the operation runs), and the
+/// resources it removes when its operation ends (`Deleting` until then).
+pub struct ActionEffect {
+    pub body: Value,
+    pub removes: Vec<ResourceId>,
+    /// Simulated seconds until the operation ends.
+    pub seconds: f64,
 }
 
 /// A back-reference listed on each element of the sub-resource array `array`: the objects, in
@@ -324,6 +353,7 @@ impl Spec {
             nested_back_refs: &[],
             defaults: &[],
             create_status: StatusCode::CREATED,
+            actions: &[],
         }
     }
 

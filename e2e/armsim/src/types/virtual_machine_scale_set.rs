@@ -4,10 +4,18 @@
 //! capacity removes the highest instance IDs, as Azure's default scale-in policy does), listed by
 //! `GET …/virtualMachines`. Read-only `uniqueId` and `timeCreated`, write-only secrets, the
 //! orchestration mode fixed at creation.
+//!
+//! The model: a PUT whose `virtualMachineProfile` (custom data included) or `sku.name` differs
+//! makes a new model; each instance keeps the model it was made with and reports
+//! `latestModelApplied` against the set's (upgrade policy `Manual`: nothing is upgraded in
+//! place). The `delete` action (DeleteInstances, `POST …/delete` with `instanceIds`) removes
+//! instances and lowers `sku.capacity`, as an operation during which the set is `Updating`.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::{Value, json};
 
-use super::{Fill, Put, Spec, fill, fill_if, str_at};
+use super::{Action, ActionCall, ActionEffect, Fill, Put, Spec, fill, fill_if, str_at};
 use crate::error::ArmError;
 use crate::id::ResourceId;
 
@@ -21,6 +29,11 @@ pub static SPEC: Spec = Spec {
     defaults: DEFAULTS,
     prepare,
     update_seconds: 10.0,
+    view: hide_models,
+    actions: &[Action {
+        name: "delete",
+        run: delete_instances,
+    }],
     ..Spec::compute(
         "Microsoft.Compute/virtualMachineScaleSets",
         60.0,
@@ -40,6 +53,7 @@ pub static INSTANCE: Spec = Spec {
     },
     located: false,
     prepare: prepare_instance,
+    view: hide_models,
     ..Spec::compute(
         "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
         10.0,
@@ -94,6 +108,37 @@ const DEFAULTS: &[Fill] = &[
     ),
 ];
 
+/// Where the emulator keeps models, never shown (`hide_models`): on the set, the fingerprint of
+/// its profile as last sent (custom data included, which ARM never returns); on the set and each
+/// instance, the model (VM size and profile fingerprint) they were made with.
+const PROFILE_PRINT: &str = "armsimProfile";
+const MODEL: &str = "armsimModel";
+/// On the set: the next instance ID. Azure never gives a deleted instance's ID to a new one.
+const NEXT_ID: &str = "armsimNextInstanceId";
+
+fn hide_models(body: &mut Value, _expand: Option<&str>) {
+    if let Some(o) = body.as_object_mut() {
+        o.remove(PROFILE_PRINT);
+        o.remove(MODEL);
+        o.remove(NEXT_ID);
+    }
+}
+
+/// A fingerprint of a profile as sent (the admin password left out: it is set once, at
+/// creation).
+fn profile_print(profile: &Value) -> String {
+    let mut profile = profile.clone();
+    if let Some(os) = profile
+        .pointer_mut("/osProfile")
+        .and_then(Value::as_object_mut)
+    {
+        os.remove("adminPassword");
+    }
+    let mut h = DefaultHasher::new();
+    profile.to_string().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
 fn invalid(message: String) -> ArmError {
     ArmError::bad_request("InvalidParameter", message)
 }
@@ -120,6 +165,23 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         },
     };
     put.body["sku"]["capacity"] = json!(capacity);
+    // The profile's fingerprint while it still carries its secrets; kept when none is sent.
+    let print = match put.body.pointer(PROFILE) {
+        Some(profile) => Some(profile_print(profile)),
+        None => put
+            .existing
+            .and_then(|e| str_at(e, &format!("/{PROFILE_PRINT}")))
+            .map(str::to_owned),
+    };
+    let model = format!(
+        "{}/{}",
+        str_at(put.body, "/sku/name")
+            .unwrap_or_default()
+            .to_ascii_lowercase(),
+        print.as_deref().unwrap_or_default()
+    );
+    put.body[PROFILE_PRINT] = json!(print);
+    put.body[MODEL] = json!(model);
     if let Some(existing) = put.existing {
         let (old, new) = (
             str_at(existing, "/properties/orchestrationMode"),
@@ -131,7 +193,7 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
                 "Changing property 'orchestrationMode' is not allowed.",
             ));
         }
-        // A PUT without the model keeps it (CAPZ leaves it out when only the capacity changes).
+        // A PUT without the profile keeps it (CAPZ leaves it out when only the capacity changes).
         if put.body.pointer(PROFILE).is_none()
             && let Some(profile) = existing.pointer(PROFILE)
         {
@@ -196,7 +258,7 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     put.keep_or("/properties/timeCreated", || {
         json!(chrono::Utc::now().to_rfc3339())
     });
-    instances(put, capacity, &prefix);
+    instances(put, capacity, &prefix, &model);
     Ok(())
 }
 
@@ -211,10 +273,10 @@ fn base36(mut n: u64) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Brings the instances to `capacity`: new ones get the next instance IDs, a lower capacity
-/// removes the highest; a changed model leaves the kept ones on the old one
-/// (`latestModelApplied: false`, upgrade policy `Manual`).
-fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
+/// Brings the instances to `capacity`: new ones get the next instance IDs and the set's model, a
+/// lower capacity removes the highest; the kept ones stay on the model they were made with
+/// (`latestModelApplied` says whether that is the set's).
+fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str, model: &str) {
     let mut existing: Vec<(u64, Value)> = put
         .store
         .children(put.id, "virtualMachines")
@@ -222,17 +284,15 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
         .collect();
     existing.sort_by_key(|(n, _)| *n);
     let want = usize::try_from(capacity).unwrap_or(0);
-    let model_changed = put
-        .existing
-        .is_some_and(|e| e.pointer(PROFILE) != put.body.pointer(PROFILE));
     for (n, _) in existing.iter().skip(want) {
         put.removed
             .push(put.id.child("virtualMachines", &n.to_string()));
     }
-    if model_changed {
-        for (n, body) in existing.iter().take(want) {
+    for (n, body) in existing.iter().take(want) {
+        let latest = json!(str_at(body, &format!("/{MODEL}")) == Some(model));
+        if body.pointer("/properties/latestModelApplied") != Some(&latest) {
             let mut body = body.clone();
-            body["properties"]["latestModelApplied"] = json!(false);
+            body["properties"]["latestModelApplied"] = latest;
             put.implicit
                 .push((put.id.child("virtualMachines", &n.to_string()), body));
         }
@@ -247,8 +307,15 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    // New instances take the IDs after the highest existing one.
-    let first = existing.last().map_or(0, |(n, _)| n + 1);
+    // New instances take the IDs after the highest one the set ever had.
+    let first = existing.last().map_or(0, |(n, _)| n + 1).max(
+        put.existing
+            .and_then(|e| e.get(NEXT_ID))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    );
+    let made = want.saturating_sub(existing.len()) as u64;
+    put.body[NEXT_ID] = json!(first + made);
     for (next, i) in (first..).zip(existing.len()..want) {
         let id: ResourceId = put.id.child("virtualMachines", &next.to_string());
         let zone = (!zones.is_empty()).then(|| json!([zones[i % zones.len()]]));
@@ -260,6 +327,7 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
             "location": put.body.get("location").cloned().unwrap_or(Value::Null),
             "sku": { "name": put.body["sku"]["name"], "tier": put.body["sku"]["tier"] },
             "zones": zone,
+            MODEL: model,
             "properties": {
                 "latestModelApplied": true,
                 "vmId": uuid::Uuid::new_v4().to_string(),
@@ -281,6 +349,56 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str) {
         }
         put.implicit.push((id, body));
     }
+}
+
+/// DeleteInstances: the listed instances go (each must be an instance of the set that is not
+/// already being deleted, or ARM refuses the whole request), and `sku.capacity` drops by as many.
+fn delete_instances(call: &ActionCall<'_>) -> Result<ActionEffect, ArmError> {
+    let Some(ids) = call.request.get("instanceIds").and_then(Value::as_array) else {
+        return Err(invalid(
+            "Required parameter 'instanceIds' is missing (null).".into(),
+        ));
+    };
+    let mut removes = Vec::new();
+    for id in ids {
+        let instance = id.as_str().map(|n| call.id.child("virtualMachines", n));
+        let active = instance
+            .as_ref()
+            .and_then(|i| call.store.get(i))
+            .filter(|r| {
+                r.provisioning_state()
+                    .is_none_or(|s| !s.eq_ignore_ascii_case("Deleting"))
+            });
+        match (instance, active) {
+            (Some(instance), Some(_)) => {
+                if !removes.contains(&instance) {
+                    removes.push(instance);
+                }
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "The provided instanceId {} is not an active Virtual Machine Scale Set VM instanceId.",
+                    id.as_str().map_or_else(|| id.to_string(), str::to_owned)
+                )));
+            }
+        }
+    }
+    if removes.is_empty() {
+        return Err(invalid(
+            "The parameter 'instanceIds' must list at least one instance.".into(),
+        ));
+    }
+    let mut body = call.body.clone();
+    let capacity = body
+        .pointer("/sku/capacity")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    body["sku"]["capacity"] = json!((capacity - removes.len() as i64).max(0));
+    Ok(ActionEffect {
+        body,
+        removes,
+        seconds: INSTANCE.delete_seconds,
+    })
 }
 
 fn prepare_instance(put: &mut Put<'_>) -> Result<(), ArmError> {
