@@ -10,6 +10,7 @@
 //! DeleteInstances).
 
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 use strata_crds::azure::{OrchestrationMode, OsType, VirtualMachineScaleSet};
 
 use super::virtual_machine::{admin_password, image_reference};
@@ -107,6 +108,12 @@ impl AzureResource for VirtualMachineScaleSet {
             },
         });
         let mut b = body(&s.location, &s.tags, properties);
+        // ARM never returns customData, so new bootstrap data alone would never show as drift
+        // and never reach the set's model (nor start a rollout). A hash of it in a tag does, as
+        // CAPZ's custom-data-hash tag does (azure/services/scalesets/scalesets.go).
+        if let Some(data) = &r.custom_data {
+            b["tags"][CUSTOM_DATA_HASH_TAG] = json!(custom_data_hash(data));
+        }
         let capacity = rollout_plan(self, r.listed.as_deref().unwrap_or_default()).capacity;
         b["sku"] = json!({ "name": s.vm_size, "tier": "Standard", "capacity": capacity });
         if !s.zones.is_empty() {
@@ -196,6 +203,17 @@ impl AzureResource for VirtualMachineScaleSet {
 fn rollout_plan(set: &VirtualMachineScaleSet, listed: &[Value]) -> Plan {
     let instances: Vec<Instance> = listed.iter().filter_map(Instance::from_listed).collect();
     plan(set.spec.capacity, set.spec.rollout.as_ref(), &instances)
+}
+
+/// The tag carrying a hash of the custom data the set's model was last sent with.
+pub const CUSTOM_DATA_HASH_TAG: &str = "strata-custom-data-hash";
+
+/// SHA-256 of the custom data, hex: a value that changes with the data and reveals nothing of it.
+fn custom_data_hash(data: &str) -> String {
+    Sha256::digest(data.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -294,5 +312,26 @@ mod tests {
 
         let out = VirtualMachineScaleSet::listed_outputs(&surged);
         assert_eq!(out["instances"][0]["timeCreated"], "2026-11-26T08:00:00Z");
+    }
+
+    #[test]
+    fn new_bootstrap_data_changes_a_tag_that_drift_can_see() {
+        let s = set(None);
+        let with = |data: &str| Resolved {
+            custom_data: Some(data.to_owned()),
+            ..Resolved::default()
+        };
+        let (a, b) = (s.desired(&with("Y2xvdWQtaW5pdCAx")), s.desired(&with("Y2xvdWQtaW5pdCAy")));
+        let tag = |v: &Value| v["tags"][CUSTOM_DATA_HASH_TAG].as_str().unwrap().to_owned();
+        assert_ne!(tag(&a), tag(&b), "another bootstrap data, another tag");
+        assert_eq!(tag(&a), tag(&s.desired(&with("Y2xvdWQtaW5pdCAx"))), "stable");
+        assert_eq!(tag(&a).len(), 64);
+        assert!(!tag(&a).contains("Y2xvdWQ"), "the data itself is not in the tag");
+        assert!(
+            s.desired(&Resolved::default())["tags"]
+                .get(CUSTOM_DATA_HASH_TAG)
+                .is_none(),
+            "no custom data, no tag"
+        );
     }
 }
