@@ -25,6 +25,7 @@ pub fn routes() -> Router<App> {
             get(get_resource).patch(drift).delete(remove_resource),
         )
         .route("/requests", get(requests).delete(clear_requests))
+        .route("/requests/take", post(take_requests))
         .route("/faults", get(faults).post(add_faults).delete(clear_faults))
         .route("/operations", get(operations))
         .route("/reset", post(reset))
@@ -104,6 +105,13 @@ async fn requests(State(app): State<App>) -> Json<Value> {
 async fn clear_requests(State(app): State<App>) -> StatusCode {
     app.lock().log.clear();
     StatusCode::NO_CONTENT
+}
+
+/// `POST /_sim/requests/take`: the log's entries, removed under the same lock that returns them,
+/// so a client draining the log as requests go on loses none.
+async fn take_requests(State(app): State<App>) -> Json<Value> {
+    let value = app.lock().log.take();
+    Json(json!({ "value": value }))
 }
 
 async fn faults(State(app): State<App>) -> Json<Value> {

@@ -66,6 +66,21 @@ impl Inspector {
             .collect())
     }
 
+    /// The whole request log, emptied in the same step (`POST /_sim/requests/take`): a drain that
+    /// loses no request arriving meanwhile.
+    pub async fn take_requests(&self) -> Result<Vec<Value>, InspectError> {
+        let v: Value = self
+            .ok(
+                "POST",
+                "/requests/take",
+                self.http.post(self.at("/requests/take")),
+            )
+            .await?
+            .json()
+            .await?;
+        Ok(v["value"].as_array().cloned().unwrap_or_default())
+    }
+
     pub async fn clear_requests(&self) -> Result<(), InspectError> {
         self.ok(
             "DELETE",

@@ -43,4 +43,9 @@ impl RequestLog {
     pub fn clear(&mut self) {
         self.entries.clear();
     }
+    /// Every entry, leaving the log empty: one step, so no request lands between the read and
+    /// the clear (as it can between `GET` and `DELETE /_sim/requests`).
+    pub fn take(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.entries).into()
+    }
 }

@@ -1181,6 +1181,60 @@ async fn inspection_drift_log_and_reset() {
     );
 }
 
+/// `POST /_sim/requests/take` returns the log and empties it in one step: drained while requests
+/// keep arriving, every request is taken exactly once.
+#[tokio::test]
+async fn taking_the_request_log_while_requests_arrive_loses_none() {
+    let sim = std::sync::Arc::new(Sim::start().await);
+    let path = rg("missing");
+    let per_task = 50;
+    let senders: Vec<_> = (0..4)
+        .map(|_| {
+            let (sim, path) = (sim.clone(), path.clone());
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    assert_eq!(sim.get(&path, RES).await.status, StatusCode::NOT_FOUND);
+                }
+            })
+        })
+        .collect();
+    let take = || async {
+        let r = sim
+            .http
+            .post(sim.url("/_sim/requests/take"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let body: Value = r.json().await.unwrap();
+        body["value"].as_array().unwrap().clone()
+    };
+    let mut taken = Vec::new();
+    let mut takes = 0;
+    while !senders.iter().all(|s| s.is_finished()) {
+        taken.extend(take().await);
+        takes += 1;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for s in senders {
+        s.await.unwrap();
+    }
+    taken.extend(take().await);
+    let ours = taken.iter().filter(|e| e["path"] == path.as_str()).count();
+    assert_eq!(ours, 4 * per_task, "after {takes} takes");
+    // Besides them, only the token request the test made first.
+    assert_eq!(taken.len(), ours + 1, "{taken:#?}");
+    // Taken entries are gone.
+    assert!(take().await.is_empty());
+    assert_eq!(
+        sim.sim_get("/_sim/requests").await["value"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
 #[tokio::test]
 async fn security_rules_are_validated() {
     let sim = Sim::start().await;
