@@ -5,19 +5,32 @@
 //! Service Operator v2 paces its reconciles ([`crate::aso::AsoModel`], the baseline), in the
 //! same process run, alternating for `runs` runs each, side by side.
 //!
-//! The operator and the translator run in child processes (`<operator_exe> operator …`,
-//! `<operator_exe> translator …`: strata-bench itself) so that their CPU time and peak RSS are
-//! their own. Everything else (the harness) runs in this process.
+//! Every component runs in a process of its own, all of them strata-bench itself under a hidden
+//! subcommand ([`procs`]): the operator and the translator (a pair for each run), the ARM
+//! emulator (one for each run) and the in-memory API test server (one for the benchmark; with
+//! `KUBEBUILDER_ASSETS` or `USE_EXISTING_CLUSTER`, `TestEnv`'s real API server instead). So each
+//! one's CPU time and peak RSS are its own (`components`), and the test doubles do not slow the
+//! harness left in this process: the CAPI-core stand-in, the watches and the request drain.
 //!
-//! Every time is in **simulated seconds** (wall time divided by the time scale), except
-//! `operator_cpu_s` and `operator_cpu_ms_per_cr`, which are real CPU time.
+//! Every time is in **simulated seconds** (wall time divided by the time scale), except CPU
+//! times, which are real.
 //!
-//! The harness (API test server, translator, stand-in, emulator, watches) shares this process:
-//! a ticker measures how late its timers fire during every run (`harness_lag_p99_s`), and the
-//! ratio to the lower bound is withheld when that lag is more than [`LAG_LIMIT`] of what it
-//! would distort.
+//! Every harness process (this one, the API test server's, the emulator's) runs a ticker that
+//! measures how late its timers fire ([`lag`]); the largest p99 during the run is
+//! `harness_lag_p99_s`, and the ratio to the lower bound is withheld when that lag is more than
+//! [`LAG_LIMIT`] of what it would distort.
+
+mod doubles;
+mod lag;
+mod procs;
+mod report;
+
+pub use doubles::{api_server, emulator};
+pub use procs::parent_gone;
+pub use report::{markdown, plot};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,15 +43,16 @@ use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use strata_armsim::{Options, Server};
+use strata_armsim::Inspector;
 use strata_crds::azure::*;
 use strata_crds::capi::Machine;
-use strata_envtest::TestEnv;
 use strata_operator::adapters::AzureResource;
 use strata_operator::kind::Kind;
 use tokio::task::JoinHandle;
 
 use crate::{KINDS, is_ready, plural, repo_root, standin};
+use lag::Lateness;
+use procs::{ApiServer, Child, Emulator, Usage};
 
 /// What went wrong in a benchmark run.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +100,28 @@ pub struct Config {
     pub runs: usize,
     /// The baseline's `MaxConcurrentReconciles` (ASO's default: 1).
     pub aso_concurrency: u16,
+    /// Which operators to run.
+    pub sides: Sides,
+}
+
+/// The operators a benchmark runs (`--sides`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sides {
+    Strata,
+    Baseline,
+    /// Strata and the baseline, alternating.
+    #[default]
+    Both,
+}
+
+impl Sides {
+    fn each(self) -> &'static [Side] {
+        match self {
+            Sides::Strata => &[Side::Strata],
+            Sides::Baseline => &[Side::Baseline],
+            Sides::Both => &[Side::Strata, Side::Baseline],
+        }
+    }
 }
 
 /// Which operator a run measures.
@@ -121,6 +157,7 @@ impl Config {
             log_dir: repo_root().join("target/strata-bench"),
             runs: 1,
             aso_concurrency: crate::aso::defaults::MAX_CONCURRENT_RECONCILES,
+            sides: Sides::Both,
         }
     }
 
@@ -177,9 +214,12 @@ pub struct Figures {
     pub ratio_to_lower_bound: Option<f64>,
     /// Why the ratio is withheld, `null` when it is not.
     pub ratio_refused: Option<String>,
-    /// p99 of how late a timer of the benchmark's own process fired during the run, simulated
-    /// seconds.
+    /// p99 of how late a timer of a harness process fired while the run converged, simulated
+    /// seconds: the largest of `harness_lag_p99_by_process_s`.
     pub harness_lag_p99_s: f64,
+    /// That p99 for each harness process: `harness` (the benchmark's own: stand-in, watches,
+    /// request drain), `emulator`, and `api_server` when it is the in-memory one.
+    pub harness_lag_p99_by_process_s: BTreeMap<String, f64>,
     /// That lag, once per step of the critical chain, over the lower bound's chain: the share
     /// of the measured durations the harness could account for.
     pub harness_lag_fraction: f64,
@@ -213,6 +253,11 @@ pub struct Figures {
     /// The same per cloud CR (real milliseconds, KiB).
     pub translator_cpu_ms_per_cr: f64,
     pub translator_rss_kib_per_cr: f64,
+    /// Every process of the run by name — `operator`, `translator`, `emulator`, `harness` (this
+    /// process) and `api_server` (the in-memory one only) — with its CPU and peak RSS. The API
+    /// server's and the harness's are counted from the run's start (they outlive a run), the
+    /// others' over their whole life.
+    pub components: BTreeMap<String, Component>,
     /// p95 over the CRs that waited for a dependency: from the last dependency seen Ready to the
     /// CR's next ARM request.
     pub wakeup_gap_p95_s: f64,
@@ -227,54 +272,96 @@ pub struct Figures {
     pub waiting: String,
 }
 
-/// The JSON report: Strata's figures at the top level, the baseline's under `baseline`.
+/// One process's CPU and memory over a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Component {
+    /// User + system CPU time, real seconds.
+    pub cpu_s: f64,
+    /// Peak resident set (VmHWM), MiB.
+    pub peak_rss_mb: f64,
+    /// `cpu_s` per cloud CR, real milliseconds.
+    pub cpu_ms_per_cr: f64,
+    /// `peak_rss_mb` per cloud CR, KiB (the whole process, its base included).
+    pub rss_kib_per_cr: f64,
+}
+
+impl Component {
+    fn of(usage: Usage, crs: usize) -> Component {
+        Component {
+            // To the hundredth /proc counts in: a small process's second would round to 0.
+            cpu_s: (usage.cpu_s * 100.0).round() / 100.0,
+            peak_rss_mb: round(usage.peak_rss_mb),
+            cpu_ms_per_cr: per_cr(usage.cpu_s * 1000.0, crs),
+            rss_kib_per_cr: per_cr(usage.peak_rss_mb * 1024.0, crs),
+        }
+    }
+}
+
+/// The JSON report: Strata's figures at the top level, the baseline's under `baseline`; a side
+/// not run (`--sides`) is left out.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
-    pub strata: Figures,
-    pub baseline: Figures,
+    pub strata: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Figures>,
 }
 
-/// Runs Strata and the baseline alternately, `runs` times each, on one API server (the embedded
-/// one, or kube-apiserver with `KUBEBUILDER_ASSETS`, or `USE_EXISTING_CLUSTER=true`), each run
-/// on a fresh emulator; each side's figures are its median run's.
+impl Report {
+    /// The sides run, Strata first, with their column titles.
+    fn sides(&self) -> Vec<(&'static str, &Figures)> {
+        let strata = self.strata.as_ref().map(|f| ("Strata", f));
+        let baseline = self
+            .baseline
+            .as_ref()
+            .map(|f| ("ASO v2 model (baseline)", f));
+        strata.into_iter().chain(baseline).collect()
+    }
+}
+
+/// Runs the sides of `config.sides` alternately, `runs` times each, on one API server (the
+/// in-memory one in a child process, or kube-apiserver with `KUBEBUILDER_ASSETS`, or
+/// `USE_EXISTING_CLUSTER=true`), each run on a fresh emulator; each side's figures are its median
+/// run's.
 pub async fn run(config: &Config) -> Result<Report, Error> {
     config.check()?;
     std::fs::create_dir_all(&config.log_dir)?;
-    let env = TestEnv::builder()
-        .crd_dir(repo_root().join("crds/generated"))
-        .start()
-        .await?;
+    let api = ApiServer::start(config).await?;
     let (mut strata, mut baseline) = (Vec::new(), Vec::new());
     for i in 0..config.runs {
-        let s = run_one(&env, config, Side::Strata, i).await?;
-        if s.clusters_ready < s.clusters {
-            return Err(Error::NotConverged {
-                run: "strata",
-                timeout_s: config.timeout_s,
-                waiting: s.waiting,
-            });
+        for &side in config.sides.each() {
+            let f = run_one(&api, config, side, i).await?;
+            if f.clusters_ready < f.clusters {
+                if side == Side::Strata {
+                    return Err(Error::NotConverged {
+                        run: "strata",
+                        timeout_s: config.timeout_s,
+                        waiting: f.waiting,
+                    });
+                }
+                // A baseline that does not converge in time is a result (its figures say how
+                // far it got).
+                tracing::warn!(
+                    run = i,
+                    ready = f.clusters_ready,
+                    clusters = f.clusters,
+                    waiting = %f.waiting,
+                    "the baseline did not converge in time"
+                );
+            }
+            // A run's figures are not lost when a later run fails.
+            let json = serde_json::to_string(&f).unwrap_or_default();
+            tracing::info!(run = i, side = side.label(), figures = %json, "run done");
+            match side {
+                Side::Strata => strata.push(f),
+                Side::Baseline => baseline.push(f),
+            }
         }
-        // Strata's figures are not lost when the baseline run fails.
-        tracing::info!(run = i, figures = %serde_json::to_string(&s).unwrap_or_default(), "strata");
-        strata.push(s);
-        // A baseline that does not converge in time is a result (its figures say how far it got).
-        let b = run_one(&env, config, Side::Baseline, i).await?;
-        if b.clusters_ready < b.clusters {
-            tracing::warn!(
-                run = i,
-                ready = b.clusters_ready,
-                clusters = b.clusters,
-                waiting = %b.waiting,
-                "the baseline did not converge in time"
-            );
-        }
-        tracing::info!(run = i, figures = %serde_json::to_string(&b).unwrap_or_default(), "baseline");
-        baseline.push(b);
     }
+    let median = |runs: Vec<Figures>| (!runs.is_empty()).then(|| median_run(runs));
     Ok(Report {
-        strata: median_run(strata),
-        baseline: median_run(baseline),
+        strata: median(strata),
+        baseline: median(baseline),
     })
 }
 
@@ -335,90 +422,61 @@ impl Drop for Tasks {
 }
 
 async fn run_one(
-    env: &TestEnv,
+    api: &ApiServer,
     config: &Config,
     side: Side,
     index: usize,
 ) -> Result<Figures, Error> {
     let label = side.label();
-    let client = env.client();
+    let client = api.client();
     let ns = format!("bench-{label}-{index}-{}", std::process::id());
+    // The processes that outlive a run count their CPU and peak RSS from here.
+    let harness_start = Usage::start_window(std::process::id())?;
+    let api_start = api
+        .child()
+        .map(|(pid, _)| Usage::start_window(pid))
+        .transpose()?;
     let body = serde_json::from_value(json!({"metadata": {"name": ns}}))
         .map_err(|e| Error::Decode(e.to_string()))?;
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &body)
         .await?;
-    let sim = Server::start(
-        Options {
-            time_scale: config.time_scale,
-            seed: 1,
-            ..Default::default()
-        },
-        0,
-    )
-    .await?;
+    let sim = Emulator::start(config, &ns).await?;
     let token_file = config.log_dir.join(format!("{ns}.token"));
     std::fs::write(&token_file, "a-projected-service-account-token")?;
-    let ca_file = config.log_dir.join(format!("{ns}-arm-ca.pem"));
-    std::fs::write(&ca_file, &sim.ca_pem)?;
-    let log = std::fs::File::create(config.log_dir.join(format!("{ns}-operator.log")))?;
     let health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let mut operator = tokio::process::Command::new(&config.operator_exe)
-        .arg("operator")
-        .args(["--arm-url", &sim.https_url, "--namespace", &ns])
-        .arg("--ca-file")
-        .arg(&ca_file)
-        .args(["--time-scale", &config.time_scale.to_string()])
-        .args(["--sync-period-s", &config.sync_period_s.to_string()])
-        .arg("--token-file")
-        .arg(&token_file)
-        .args(["--health-addr", &health.to_string()])
-        .args(match side {
-            Side::Strata => vec![],
-            Side::Baseline => vec![
-                "--baseline".to_owned(),
-                "--aso-concurrency".to_owned(),
-                config.aso_concurrency.to_string(),
-            ],
-        })
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .env(
-            "RUST_LOG",
-            std::env::var("BENCH_OPERATOR_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = operator
-        .id()
-        .ok_or_else(|| Error::Invalid("the operator exited at once".into()))?;
-
+    let mut args: Vec<OsString> = vec![
+        "--arm-url".into(),
+        sim.https_url.clone().into(),
+        "--ca-file".into(),
+        sim.ca_file.clone().into(),
+        "--namespace".into(),
+        ns.clone().into(),
+        "--time-scale".into(),
+        config.time_scale.to_string().into(),
+        "--sync-period-s".into(),
+        config.sync_period_s.to_string().into(),
+        "--token-file".into(),
+        token_file.clone().into(),
+        "--health-addr".into(),
+        health.to_string().into(),
+    ];
+    if side == Side::Baseline {
+        let n = config.aso_concurrency.to_string();
+        args.extend(["--baseline", "--aso-concurrency", &n].map(OsString::from));
+    }
+    let kubeconfig = Some(api.kubeconfig_path());
+    let mut operator = Child::spawn(config, OPERATOR, &ns, args, kubeconfig)?;
     // Time starts when the operator can act: its watches have listed (`/readyz`).
-    wait_ready(&format!("http://{health}/readyz"), &mut operator).await?;
-    let translator_log =
-        std::fs::File::create(config.log_dir.join(format!("{ns}-translator.log")))?;
+    let ready = format!("http://{health}/readyz");
+    operator.wait_ready(&ready).await?;
     let translator_health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let mut translator = tokio::process::Command::new(&config.operator_exe)
-        .args(["translator", "--namespace", &ns])
-        .args(["--health-addr", &translator_health.to_string()])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .env(
-            "RUST_LOG",
-            std::env::var("BENCH_TRANSLATOR_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(translator_log)
-        .kill_on_drop(true)
-        .spawn()?;
-    let translator_pid = translator
-        .id()
-        .ok_or_else(|| Error::Invalid("the translator exited at once".into()))?;
-    wait_ready(
-        &format!("http://{translator_health}/readyz"),
-        &mut translator,
-    )
-    .await?;
+    let args = ["--namespace".to_owned(), ns.clone()]
+        .into_iter()
+        .chain(["--health-addr".to_owned(), translator_health.to_string()]);
+    let mut translator = Child::spawn(config, TRANSLATOR, &ns, args, kubeconfig)?;
+    let ready = format!("http://{translator_health}/readyz");
+    translator.wait_ready(&ready).await?;
     let mut tasks = Tasks(Vec::new());
     tasks.0.push(tokio::spawn(standin::run(
         client.clone(),
@@ -442,46 +500,26 @@ async fn run_one(
     )));
     // The emulator's log holds 100,000 entries; drain it into our own as the run goes.
     let requests: Shared<Vec<Request>> = Arc::default();
-    let drain = {
-        let (app, requests) = (sim.app.clone(), requests.clone());
-        move || {
-            let entries: Vec<_> = {
-                let mut sim = app.lock();
-                let entries = sim.log.entries().cloned().collect();
-                sim.log.clear();
-                entries
-            };
-            let mut out = lock(&requests);
-            for e in entries {
-                if !e.path.starts_with("/subscriptions/") {
-                    continue;
-                }
-                if let Ok(at) = DateTime::parse_from_rfc3339(&e.time) {
-                    out.push(Request {
-                        at: at.with_timezone(&Utc),
-                        method: e.method,
-                        path: e.path.to_ascii_lowercase(),
-                        status: e.status,
-                    });
-                }
-            }
-        }
-    };
-    {
-        let drain = drain.clone();
-        tasks.0.push(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                drain();
-            }
-        }));
-    }
+    // Stopped, not aborted: an aborted take would lose the entries it had taken.
+    let (stop_drain, drain_stopped) = tokio::sync::oneshot::channel();
+    let drainer = tokio::spawn(drain_until(
+        Inspector::new(sim.url.clone()),
+        requests.clone(),
+        drain_stopped,
+    ));
 
     // The stand-in's watches list before the first apply (the translator's have: /readyz).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // How late this process's timers fire while the run goes on.
-    let lateness: Shared<Vec<f64>> = Arc::default();
-    tasks.0.push(tokio::spawn(measure_lag(lateness.clone())));
+    // How late each harness process's timers fire while the run converges: this process's
+    // ticker, and the children's, whose earlier ticks are dropped here.
+    let (lateness, ticker) = Lateness::start();
+    tasks.0.push(ticker);
+    let http = reqwest::Client::new();
+    let mut lag_endpoints = vec![(EMULATOR, sim.lag.as_str())];
+    lag_endpoints.extend(api.child().map(|(_, lag)| (API_SERVER, lag)));
+    for (_, addr) in &lag_endpoints {
+        lag::take(&http, addr).await?;
+    }
     // Apply the clusters, a few at a time, each timed from its own first write.
     let discovery = Discovery::new(client.clone()).run().await?;
     let template = std::fs::read_to_string(repo_root().join("samples/capi/default-cluster.yaml"))?;
@@ -513,7 +551,10 @@ async fn run_one(
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     // The lag while the run converged (the steady state that follows is mostly idle).
-    let lateness = std::mem::take(&mut *lock(&lateness));
+    let mut lag_p99_real_s = BTreeMap::from([(HARNESS.to_owned(), lateness.take().p99_s)]);
+    for (name, addr) in &lag_endpoints {
+        lag_p99_real_s.insert((*name).to_owned(), lag::take(&http, addr).await?.p99_s);
+    }
     let converged_all = waiting.is_none();
     let converged = if converged_all {
         ready_at.iter().flatten().max().copied().unwrap_or(start)
@@ -531,14 +572,21 @@ async fn run_one(
         tracing::warn!(run = label, "not converged after the timeout");
         None
     };
-    let (cpu_s, rss_mb) = process_usage(pid)?;
-    let (translator_cpu_s, translator_rss_mb) = process_usage(translator_pid)?;
-    let _ = operator.start_kill();
-    let _ = operator.wait().await;
-    let _ = translator.start_kill();
-    let _ = translator.wait().await;
+    let mut usage = BTreeMap::from([
+        (OPERATOR, operator.usage()?),
+        (TRANSLATOR, translator.usage()?),
+        (HARNESS, Usage::of(std::process::id())?.since(harness_start)),
+    ]);
+    if let (Some((pid, _)), Some(start)) = (api.child(), api_start) {
+        usage.insert(API_SERVER, Usage::of(pid)?.since(start));
+    }
+    operator.stop().await;
+    translator.stop().await;
     drop(tasks);
-    drain();
+    let _ = stop_drain.send(());
+    let _ = drainer.await;
+    usage.insert(EMULATOR, sim.process.usage()?);
+    sim.process.stop().await;
     let _ = std::fs::remove_file(&token_file);
 
     // The figures.
@@ -563,7 +611,11 @@ async fn run_one(
     } else {
         config.timeout_s
     };
-    let lag_p99_s = percentile(&lateness, 99.0) / scale;
+    let lag_by_process: BTreeMap<String, f64> = lag_p99_real_s
+        .into_iter()
+        .map(|(name, real_s)| (name, (real_s / scale * 1000.0).round() / 1000.0))
+        .collect();
+    let lag_p99_s = lag_by_process.values().copied().fold(0.0, f64::max);
     let (ratio, refused, lag_fraction) = judge_ratio(all_ready_s, lower_bound_s, chain, lag_p99_s);
     let mut arm_requests = BTreeMap::new();
     let mut puts = 0u64;
@@ -581,6 +633,12 @@ async fn run_one(
     let throttled_responses = requests.iter().filter(|r| r.status == 429).count() as u64;
     let gaps = wakeup_gaps(&nodes, &seen, &requests, scale);
     let p50 = percentile(&times, 50.0);
+    let components: BTreeMap<String, Component> = usage
+        .into_iter()
+        .map(|(name, u)| (name.to_owned(), Component::of(u, nodes.len())))
+        .collect();
+    let component = |name: &str| components.get(name).cloned().unwrap_or_default();
+    let (operator, translator) = (component(OPERATOR), component(TRANSLATOR));
     // Keep the namespace's objects from a shared cluster (USE_EXISTING_CLUSTER); best effort.
     let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .delete(&ns, &Default::default())
@@ -597,7 +655,8 @@ async fn run_one(
         lower_bound_throttle_s: round(throttle_s),
         ratio_to_lower_bound: ratio,
         ratio_refused: refused,
-        harness_lag_p99_s: (lag_p99_s * 1000.0).round() / 1000.0,
+        harness_lag_p99_s: lag_p99_s,
+        harness_lag_p99_by_process_s: lag_by_process,
         harness_lag_fraction: (lag_fraction * 10000.0).round() / 10000.0,
         runs: 1,
         time_to_all_ready_runs_s: vec![round(all_ready_s)],
@@ -610,14 +669,15 @@ async fn run_one(
         },
         steady_state_writes,
         throttled_responses,
-        operator_cpu_s: round(cpu_s),
-        operator_peak_rss_mb: round(rss_mb),
-        operator_cpu_ms_per_cr: per_cr(cpu_s * 1000.0, nodes.len()),
-        operator_rss_kib_per_cr: per_cr(rss_mb * 1024.0, nodes.len()),
-        translator_cpu_s: round(translator_cpu_s),
-        translator_peak_rss_mb: round(translator_rss_mb),
-        translator_cpu_ms_per_cr: per_cr(translator_cpu_s * 1000.0, nodes.len()),
-        translator_rss_kib_per_cr: per_cr(translator_rss_mb * 1024.0, nodes.len()),
+        operator_cpu_s: operator.cpu_s,
+        operator_peak_rss_mb: operator.peak_rss_mb,
+        operator_cpu_ms_per_cr: operator.cpu_ms_per_cr,
+        operator_rss_kib_per_cr: operator.rss_kib_per_cr,
+        translator_cpu_s: translator.cpu_s,
+        translator_peak_rss_mb: translator.peak_rss_mb,
+        translator_cpu_ms_per_cr: translator.cpu_ms_per_cr,
+        translator_rss_kib_per_cr: translator.rss_kib_per_cr,
+        components,
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         time_to_ready_s: times,
         cloud_crs: nodes.len(),
@@ -625,26 +685,66 @@ async fn run_one(
     })
 }
 
-/// Waits until a child (operator or translator) answers 200 on `/readyz` (a minute at most).
-async fn wait_ready(url: &str, operator: &mut tokio::process::Child) -> Result<(), Error> {
-    let http = reqwest::Client::new();
-    for _ in 0..600 {
-        if let Ok(Some(status)) = operator.try_wait() {
-            return Err(Error::Invalid(format!(
-                "the child process exited ({status}) before it was ready ({url})"
-            )));
+/// Drains the emulator's request log into `requests` every 200 ms, and once more when `stop`
+/// fires (or its sender is dropped: the run failed).
+async fn drain_until(
+    inspector: Inspector,
+    requests: Shared<Vec<Request>>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
-        if let Ok(r) = http.get(url).send().await
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        drain(&inspector, &requests).await;
     }
-    Err(Error::Invalid(format!(
-        "a child process was not ready in a minute ({url})"
-    )))
+    drain(&inspector, &requests).await;
 }
+
+/// Moves the emulator's request log into `requests` (`POST /_sim/requests/take`: none lost
+/// between reading and clearing), ARM calls only. A failed take is logged and tried again at the
+/// next drain; its entries stay in the emulator's log.
+async fn drain(inspector: &Inspector, requests: &Mutex<Vec<Request>>) {
+    let entries = match inspector.take_requests().await {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(%e, "draining the emulator's request log");
+            return;
+        }
+    };
+    let mut out = lock(requests);
+    for e in entries {
+        let (Some(path), Some(time), Some(method), Some(status)) = (
+            e["path"].as_str(),
+            e["time"].as_str(),
+            e["method"].as_str(),
+            e["status"].as_u64(),
+        ) else {
+            continue;
+        };
+        if !path.starts_with("/subscriptions/") {
+            continue;
+        }
+        if let Ok(at) = DateTime::parse_from_rfc3339(time) {
+            out.push(Request {
+                at: at.with_timezone(&Utc),
+                method: method.to_owned(),
+                path: path.to_ascii_lowercase(),
+                status: u16::try_from(status).unwrap_or(0),
+            });
+        }
+    }
+}
+
+/// The processes a run measures: names in the report's `components` and
+/// `harness_lag_p99_by_process_s`.
+const OPERATOR: &str = "operator";
+const TRANSLATOR: &str = "translator";
+const API_SERVER: &str = "api_server";
+const EMULATOR: &str = "emulator";
+/// The benchmark's own process: the CAPI-core stand-in, the watches, the request drain.
+const HARNESS: &str = "harness";
 
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -655,20 +755,6 @@ fn per_cr(total: f64, crs: usize) -> f64 {
         0.0
     } else {
         (total / crs as f64 * 100.0).round() / 100.0
-    }
-}
-
-/// The ticker's period (real time).
-const TICK: Duration = Duration::from_millis(5);
-
-/// Records, every [`TICK`], how much later than asked a sleep of this process ended (real
-/// seconds): what every in-process timer and wake-up of the harness suffers too.
-async fn measure_lag(out: Shared<Vec<f64>>) {
-    loop {
-        let asked = tokio::time::Instant::now();
-        tokio::time::sleep(TICK).await;
-        let late = asked.elapsed().saturating_sub(TICK).as_secs_f64();
-        lock(&out).push(late);
     }
 }
 
@@ -865,32 +951,6 @@ async fn waiting(client: &kube::Client, ns: &str) -> String {
         out.truncate(10);
         format!("{n} cloud CRs, e.g. {}", out.join(", "))
     }
-}
-
-/// The operator process's CPU time (user + system, seconds) and peak RSS (MiB), from /proc.
-fn process_usage(pid: u32) -> Result<(f64, f64), Error> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces) start at the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // utime and stime are fields 14 and 15 of proc(5); the slice starts at field 3.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // /proc reports in USER_HZ, which Linux fixes at 100 for user space on every architecture.
-    let cpu = (ticks(11) + ticks(12)) / 100.0;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let hwm_kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    Ok((cpu, hwm_kb / 1024.0))
 }
 
 /// A cloud CR as the lower bound and the wake-up gaps need it.
@@ -1134,232 +1194,6 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
     gaps
 }
 
-/// The Markdown table printed on stdout.
-pub fn markdown(report: &Report, time_scale: f64) -> String {
-    let (s, b) = (&report.strata, &report.baseline);
-    let methods = |f: &Figures| {
-        f.arm_requests
-            .iter()
-            .map(|(m, n)| format!("{m} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    // A run that did not converge: its times are lower bounds, its steady state unmeasured.
-    let at_least = |f: &Figures, t: f64| {
-        if f.clusters_ready < f.clusters {
-            format!("≥ {t}")
-        } else {
-            t.to_string()
-        }
-    };
-    let writes = |f: &Figures| {
-        f.steady_state_writes
-            .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
-    };
-    let runs = |f: &Figures| {
-        let all = f
-            .time_to_all_ready_runs_s
-            .iter()
-            .map(f64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!(
-            "median {} of {} (spread {}): {all}",
-            f.time_to_all_ready_s, f.runs, f.time_to_all_ready_spread_s
-        )
-    };
-    let bound = |f: &Figures| {
-        format!(
-            "{} = max({}, {})",
-            f.lower_bound_s, f.lower_bound_chain_s, f.lower_bound_throttle_s
-        )
-    };
-    let ratio = |f: &Figures| match (&f.ratio_to_lower_bound, &f.ratio_refused) {
-        (Some(r), _) => at_least(f, *r),
-        (None, Some(why)) => format!("not shown: {why}"),
-        (None, None) => "-".to_owned(),
-    };
-    let lag = |f: &Figures| {
-        format!(
-            "{} ({:.1} %)",
-            f.harness_lag_p99_s,
-            f.harness_lag_fraction * 100.0
-        )
-    };
-    let rows: Vec<(&str, String, String)> = vec![
-        (
-            "clusters Ready",
-            format!("{} of {}", s.clusters_ready, s.clusters),
-            format!("{} of {}", b.clusters_ready, b.clusters),
-        ),
-        (
-            "time to Ready p50 (s)",
-            at_least(s, s.time_to_ready_p50_s),
-            at_least(b, b.time_to_ready_p50_s),
-        ),
-        (
-            "time to Ready p95 (s)",
-            at_least(s, s.time_to_ready_p95_s),
-            at_least(b, b.time_to_ready_p95_s),
-        ),
-        (
-            "time to all Ready (s)",
-            at_least(s, s.time_to_all_ready_s),
-            at_least(b, b.time_to_all_ready_s),
-        ),
-        ("runs: time to all Ready (s)", runs(s), runs(b)),
-        (
-            "lower bound (s): max(chain, ARM buckets)",
-            bound(s),
-            bound(b),
-        ),
-        ("ratio to lower bound (all Ready)", ratio(s), ratio(b)),
-        ("harness lag p99 (s; share of chain)", lag(s), lag(b)),
-        ("ARM requests to Ready", methods(s), methods(b)),
-        (
-            "PUTs per resource",
-            s.puts_per_resource.to_string(),
-            b.puts_per_resource.to_string(),
-        ),
-        ("steady-state writes (1 h)", writes(s), writes(b)),
-        (
-            "throttled responses (429)",
-            s.throttled_responses.to_string(),
-            b.throttled_responses.to_string(),
-        ),
-        (
-            "wake-up gap p95 (s)",
-            s.wakeup_gap_p95_s.to_string(),
-            b.wakeup_gap_p95_s.to_string(),
-        ),
-        (
-            "operator CPU (real s)",
-            s.operator_cpu_s.to_string(),
-            b.operator_cpu_s.to_string(),
-        ),
-        (
-            "operator peak RSS (MiB)",
-            s.operator_peak_rss_mb.to_string(),
-            b.operator_peak_rss_mb.to_string(),
-        ),
-        (
-            "cloud CRs",
-            s.cloud_crs.to_string(),
-            b.cloud_crs.to_string(),
-        ),
-        (
-            "operator peak RSS per cloud CR (KiB)",
-            s.operator_rss_kib_per_cr.to_string(),
-            b.operator_rss_kib_per_cr.to_string(),
-        ),
-        (
-            "operator CPU per cloud CR (real ms)",
-            s.operator_cpu_ms_per_cr.to_string(),
-            b.operator_cpu_ms_per_cr.to_string(),
-        ),
-        (
-            "translator CPU (real s) / peak RSS (MiB)",
-            format!("{} / {}", s.translator_cpu_s, s.translator_peak_rss_mb),
-            format!("{} / {}", b.translator_cpu_s, b.translator_peak_rss_mb),
-        ),
-        (
-            "translator per cloud CR (real ms / KiB)",
-            format!(
-                "{} / {}",
-                s.translator_cpu_ms_per_cr, s.translator_rss_kib_per_cr
-            ),
-            format!(
-                "{} / {}",
-                b.translator_cpu_ms_per_cr, b.translator_rss_kib_per_cr
-            ),
-        ),
-    ];
-    let mut out = format!(
-        "{} clusters × {} machines, time scale {time_scale} (times in simulated seconds)\n\n| | Strata | ASO v2 model (baseline) |\n| --- | --- | --- |\n",
-        s.clusters, s.machines
-    );
-    for (what, a, b) in rows {
-        out.push_str(&format!("| {what} | {a} | {b} |\n"));
-    }
-    out
-}
-
-/// Writes the chart of time to Ready per cluster, Strata and the baseline, as SVG.
-pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
-    use plotters::prelude::*;
-    let draw =
-        |e: &dyn std::fmt::Display| Error::Invalid(format!("drawing {}: {e}", path.display()));
-    let series = [
-        ("Strata", &report.strata.time_to_ready_s, BLUE),
-        ("ASO v2 model", &report.baseline.time_to_ready_s, RED),
-    ];
-    let n = series.iter().map(|s| s.1.len()).max().unwrap_or(0).max(1);
-    let top = series
-        .iter()
-        .flat_map(|s| s.1.iter().copied())
-        .chain([report.strata.lower_bound_s])
-        .fold(1.0, f64::max)
-        * 1.1;
-    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "Time to Ready per cluster ({} × {} machines, simulated s)",
-                report.strata.clusters, report.strata.machines
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0usize..n, 0f64..top)
-        .map_err(|e| draw(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("cluster (in apply order)")
-        .y_desc("time to Ready (s)")
-        .draw()
-        .map_err(|e| draw(&e))?;
-    for (name, values, color) in series {
-        chart
-            .draw_series(LineSeries::new(
-                values.iter().enumerate().map(|(i, v)| (i, *v)),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| draw(&e))?
-            .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(
-                values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| Circle::new((i, *v), 3, color.filled())),
-            )
-            .map_err(|e| draw(&e))?;
-    }
-    let bound = report.strata.lower_bound_s;
-    chart
-        .draw_series(LineSeries::new(
-            [(0, bound), (n, bound)],
-            BLACK.stroke_width(1),
-        ))
-        .map_err(|e| draw(&e))?
-        .label("lower bound")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw(&e))?;
-    root.present().map_err(|e| draw(&e))?;
-    Ok(())
-}
-
 /// The operator's settings for a benchmark run: the e2e settings with every duration of its
 /// clock scaled to the emulator's (sync period 1 h, operation polls every 5 s, backoff 1 s → 5
 /// min, throttled retry 10 s), so that both runs see the same simulated world. The baseline
@@ -1424,7 +1258,10 @@ mod tests {
             steady_state_writes: None,
             ..strata.clone()
         };
-        let report = Report { strata, baseline };
+        let report = Report {
+            strata: Some(strata),
+            baseline: Some(baseline),
+        };
         let table = markdown(&report, 0.01);
         assert!(
             table.contains("| clusters Ready | 100 of 100 | 61 of 100 |"),
@@ -1449,6 +1286,59 @@ mod tests {
     }
 
     #[test]
+    fn one_side_only_reports_that_side_with_every_process() {
+        let component = |cpu_s: f64| Component {
+            cpu_s,
+            peak_rss_mb: 40.0,
+            cpu_ms_per_cr: cpu_s * 1000.0 / 18.0,
+            rss_kib_per_cr: 2275.56,
+        };
+        let strata = Figures {
+            clusters: 1,
+            machines: 3,
+            clusters_ready: 1,
+            cloud_crs: 18,
+            harness_lag_p99_s: 0.9,
+            harness_lag_p99_by_process_s: BTreeMap::from([
+                (HARNESS.to_owned(), 0.4),
+                (EMULATOR.to_owned(), 0.9),
+            ]),
+            components: BTreeMap::from([
+                (OPERATOR.to_owned(), component(0.2)),
+                (EMULATOR.to_owned(), component(0.5)),
+            ]),
+            ..Figures::default()
+        };
+        let report = Report {
+            strata: Some(strata),
+            baseline: None,
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json.get("baseline").is_none(), "{json:#}");
+        assert_eq!(json["components"]["emulator"]["cpu_s"], 0.5);
+        assert_eq!(json["harness_lag_p99_by_process_s"]["harness"], 0.4);
+        let table = markdown(&report, 0.01);
+        assert!(table.contains("| | Strata |\n| --- | --- |\n"), "{table}");
+        assert!(
+            table.contains("| harness lag p99 by process (s) | emulator 0.9, harness 0.4 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| emulator CPU (real s) / peak RSS (MiB) | 0.5 / 40 |"),
+            "{table}"
+        );
+        assert!(!table.contains("translator"), "{table}");
+        // The baseline alone keeps its key.
+        let report = Report {
+            baseline: report.strata,
+            strata: None,
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), 1, "{json:#}");
+        assert!(markdown(&report, 0.01).contains("| | ASO v2 model (baseline) |"));
+    }
+
+    #[test]
     fn a_lagging_harness_withholds_the_ratio_and_says_why() {
         let chain = Chain {
             seconds: 135.0,
@@ -1467,8 +1357,8 @@ mod tests {
             ..Figures::default()
         };
         let report = Report {
-            baseline: strata.clone(),
-            strata,
+            baseline: Some(strata.clone()),
+            strata: Some(strata),
         };
         let table = markdown(&report, 0.01);
         assert!(table.contains("not shown: harness lag"), "{table}");

@@ -2,14 +2,16 @@
 //! side (about 30 s: most of it the simulated steady state of each run). It checks what a
 //! reader of the report relies on, not how fast this machine is: every key is there, Strata
 //! converges, writes nothing at steady state while the baseline re-PUTs, and no run beats the
-//! lower bound. The times are printed, not compared (see below).
+//! lower bound; and that every process is measured apart: the operator, the translator and the
+//! emulator (and the API test server when it is the in-memory one) with CPU time of their own,
+//! the lag of each harness process. The times are printed, not compared (see below).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 29] = [
+const KEYS: [&str; 31] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -22,6 +24,7 @@ const KEYS: [&str; 29] = [
     "ratio_to_lower_bound",
     "ratio_refused",
     "harness_lag_p99_s",
+    "harness_lag_p99_by_process_s",
     "harness_lag_fraction",
     "runs",
     "time_to_all_ready_runs_s",
@@ -38,8 +41,16 @@ const KEYS: [&str; 29] = [
     "translator_peak_rss_mb",
     "translator_cpu_ms_per_cr",
     "translator_rss_kib_per_cr",
+    "components",
     "wakeup_gap_p95_s",
 ];
+
+/// What runs the API server: the in-memory one in a child process unless a real one is asked for
+/// (read as `TestEnv` reads it).
+fn in_memory_api_server() -> bool {
+    !std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+        && std::env::var_os("KUBEBUILDER_ASSETS").is_none_or(|v| v.is_empty())
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_cluster_one_machine_strata_against_the_baseline() {
@@ -67,7 +78,10 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     );
     assert!(json["baseline"].get("baseline").is_none());
 
-    let (s, b) = (&report.strata, &report.baseline);
+    let (s, b) = (
+        report.strata.as_ref().unwrap(),
+        report.baseline.as_ref().unwrap(),
+    );
     assert_eq!(s.clusters_ready, 1, "Strata converged: {json:#}");
     assert_eq!(s.time_to_ready_s.len(), 1, "{json:#}");
     assert!(
@@ -102,6 +116,44 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
             None => assert!(f.ratio_refused.is_some(), "{json:#}"),
         }
         assert!(f.harness_lag_p99_s >= 0.0 && f.runs == 1, "{json:#}");
+        // Every process measured apart: the children with CPU time of their own.
+        let mut measured = vec!["operator", "translator", "emulator"];
+        let mut lagging = vec!["harness", "emulator"];
+        if in_memory_api_server() {
+            measured.push("api_server");
+            lagging.push("api_server");
+        }
+        for name in &measured {
+            let c = &f.components[*name];
+            assert!(c.cpu_s > 0.0 && c.peak_rss_mb > 0.0, "{name}: {json:#}");
+            assert!(
+                c.cpu_ms_per_cr > 0.0 && c.rss_kib_per_cr > 0.0,
+                "{name}: {json:#}"
+            );
+        }
+        assert!(f.components["harness"].peak_rss_mb > 0.0, "{json:#}");
+        assert_eq!(
+            f.components.len(),
+            measured.len() + 1,
+            "the children and the harness: {json:#}"
+        );
+        assert_eq!(f.operator_cpu_s, f.components["operator"].cpu_s);
+        let by_process = &f.harness_lag_p99_by_process_s;
+        assert_eq!(
+            by_process
+                .keys()
+                .map(String::as_str)
+                .collect::<std::collections::BTreeSet<_>>(),
+            lagging
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>(),
+            "{json:#}"
+        );
+        assert_eq!(
+            f.harness_lag_p99_s,
+            by_process.values().copied().fold(0.0, f64::max),
+            "the largest process's lag: {json:#}"
+        );
     }
     // One cluster is within ARM's bursts: the chain is the bound.
     assert_eq!(s.lower_bound_throttle_s, 0.0, "{json:#}");

@@ -3,9 +3,10 @@
 //! `strata_e2e::aso`), alternating for `--runs` runs each, side by side. Prints a Markdown
 //! table; `--json` writes the report, `--plot` a chart of time to Ready per cluster.
 //!
-//! `strata-bench operator …` and `strata-bench translator …` (hidden) are the child processes
-//! each run starts, so that their CPU time and peak RSS are measured apart from the benchmark's
-//! own.
+//! `strata-bench operator …`, `translator …`, `emulator …` and `api-server …` (hidden) are the
+//! child processes the benchmark starts, so that each one's CPU time, peak RSS and timer lag are
+//! measured apart from the benchmark's own. Each exits when its stdin closes (the benchmark
+//! holds it open).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,9 @@ struct Args {
     /// The baseline's MaxConcurrentReconciles (ASO's default: 1).
     #[arg(long, default_value_t = 1)]
     aso_concurrency: u16,
+    /// The operators to run: Strata, the baseline, or both alternating.
+    #[arg(long, value_enum, default_value_t = bench::Sides::Both)]
+    sides: bench::Sides,
 }
 
 #[derive(Subcommand, Debug)]
@@ -88,6 +92,32 @@ enum Command {
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
     },
+    /// Serves the in-memory API test server with the CRDs installed (started by strata-bench
+    /// itself, once for the benchmark).
+    #[command(hide = true)]
+    ApiServer {
+        /// A directory of CRD YAML.
+        #[arg(long)]
+        crds: PathBuf,
+        /// Write a kubeconfig for the server here.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// Write where the server and its lag endpoint listen here (JSON), once serving.
+        #[arg(long)]
+        ready_file: PathBuf,
+    },
+    /// Serves the ARM emulator for one benchmark run (started by strata-bench itself).
+    #[command(hide = true)]
+    Emulator {
+        #[arg(long)]
+        time_scale: f64,
+        /// Write the emulator's certificate (PEM) here.
+        #[arg(long)]
+        ca_file: PathBuf,
+        /// Write where the emulator and its lag endpoint listen here (JSON), once serving.
+        #[arg(long)]
+        ready_file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -116,7 +146,7 @@ fn main() -> ExitCode {
             baseline,
             aso_concurrency,
             health_addr,
-        }) => runtime.block_on(async {
+        }) => as_child(&runtime, async move {
             let ca_pem = std::fs::read_to_string(ca_file)
                 .with_context(|| format!("reading {}", ca_file.display()))?;
             let arm = strata_e2e::Arm {
@@ -142,7 +172,7 @@ fn main() -> ExitCode {
         Some(Command::Translator {
             ref namespace,
             health_addr,
-        }) => runtime.block_on(async {
+        }) => as_child(&runtime, async move {
             use strata_translator::controller;
             let client = kube::Client::try_default()
                 .await
@@ -168,6 +198,24 @@ fn main() -> ExitCode {
                 .await
                 .context("the translator")
         }),
+        Some(Command::ApiServer {
+            ref crds,
+            ref kubeconfig,
+            ref ready_file,
+        }) => as_child(&runtime, async move {
+            bench::api_server(crds, kubeconfig, ready_file)
+                .await
+                .context("the API test server")
+        }),
+        Some(Command::Emulator {
+            time_scale,
+            ref ca_file,
+            ref ready_file,
+        }) => as_child(&runtime, async move {
+            bench::emulator(time_scale, ca_file, ready_file)
+                .await
+                .context("the ARM emulator")
+        }),
         None => runtime.block_on(bench(&args)),
     };
     match result {
@@ -179,6 +227,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs the work of a child process until it ends, or until the benchmark closes this process's
+/// stdin (or dies): then the process exits rather than outlive it.
+fn as_child(
+    runtime: &tokio::runtime::Runtime,
+    work: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    runtime.block_on(async {
+        tokio::select! {
+            r = work => r,
+            () = bench::parent_gone() => Ok(()),
+        }
+    })
+}
+
 async fn bench(args: &Args) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("finding strata-bench's own executable")?;
     let mut config = bench::Config::new(args.clusters, args.machines, args.time_scale, exe);
@@ -186,6 +248,7 @@ async fn bench(args: &Args) -> anyhow::Result<()> {
     config.timeout_s = args.timeout;
     config.runs = args.runs;
     config.aso_concurrency = args.aso_concurrency;
+    config.sides = args.sides;
     let report = bench::run(&config).await?;
     print!("{}", bench::markdown(&report, args.time_scale));
     if let Some(path) = &args.json {

@@ -1,0 +1,154 @@
+//! How late a process's timers fire: a ticker every process of a benchmark run runs (the
+//! benchmark's own, the API test server's, the emulator's), and the small HTTP endpoint from which
+//! the benchmark reads a child process's figures.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use super::{Error, lock, percentile};
+
+/// The ticker's period (real time).
+const TICK: Duration = Duration::from_millis(5);
+
+/// How late each tick of this process fired, real seconds, since the last [`Lateness::take`].
+#[derive(Clone, Default)]
+pub struct Lateness(Arc<Mutex<Vec<f64>>>);
+
+/// The lateness of one process over a stretch of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// p99 of how late a tick fired, real seconds.
+    pub p99_s: f64,
+    /// Ticks measured.
+    pub count: usize,
+}
+
+impl Lateness {
+    /// Starts the ticker on the current runtime: every [`TICK`] it records how much later than
+    /// asked its sleep ended — what every timer and wake-up of the process suffers too. It runs
+    /// until the handle is aborted or the runtime stops.
+    pub fn start() -> (Lateness, JoinHandle<()>) {
+        let lateness = Lateness::default();
+        let samples = lateness.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                let asked = tokio::time::Instant::now();
+                tokio::time::sleep(TICK).await;
+                let late = asked.elapsed().saturating_sub(TICK).as_secs_f64();
+                lock(&samples.0).push(late);
+            }
+        });
+        (lateness, ticker)
+    }
+
+    /// The summary since the last take, the samples cleared in the same step.
+    pub fn take(&self) -> Summary {
+        summary(&std::mem::take(&mut *lock(&self.0)))
+    }
+
+    fn peek(&self) -> Summary {
+        summary(&lock(&self.0))
+    }
+
+    /// Serves the figures on 127.0.0.1 (a free port) until the handle is aborted or the runtime
+    /// stops: `GET /lag` the [`Summary`] so far, `POST /lag/take` the same, the samples cleared
+    /// under the lock that read them (a window's figures, none lost to the next).
+    pub async fn serve(&self) -> Result<(SocketAddr, JoinHandle<()>), Error> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = axum::Router::new()
+            .route(
+                "/lag",
+                get(|State(l): State<Lateness>| async move { Json(l.peek()) }),
+            )
+            .route(
+                "/lag/take",
+                post(|State(l): State<Lateness>| async move { Json(l.take()) }),
+            )
+            .with_state(self.clone());
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(%e, "the lag endpoint stopped");
+            }
+        });
+        Ok((addr, server))
+    }
+}
+
+fn summary(samples: &[f64]) -> Summary {
+    Summary {
+        p99_s: percentile(samples, 99.0),
+        count: samples.len(),
+    }
+}
+
+/// `POST /lag/take` of a child process's endpoint at `addr`.
+pub async fn take(http: &reqwest::Client, addr: &str) -> Result<Summary, Error> {
+    let url = format!("http://{addr}/lag/take");
+    let fail = |e: reqwest::Error| Error::Invalid(format!("reading {url}: {e}"));
+    http.post(&url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(fail)?
+        .json()
+        .await
+        .map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_endpoint_hands_out_each_window_once() {
+        let lateness = Lateness::default();
+        lock(&lateness.0).extend([0.001, 0.002, 0.100]);
+        let (addr, server) = lateness.serve().await.unwrap();
+        let http = reqwest::Client::new();
+        let peek: Summary = http
+            .get(format!("http://{addr}/lag"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            peek,
+            Summary {
+                p99_s: 0.1,
+                count: 3
+            }
+        );
+        let taken = take(&http, &addr.to_string()).await.unwrap();
+        assert_eq!(taken, peek);
+        lock(&lateness.0).push(0.004);
+        let next = take(&http, &addr.to_string()).await.unwrap();
+        assert_eq!(
+            next,
+            Summary {
+                p99_s: 0.004,
+                count: 1
+            }
+        );
+        assert_eq!(lateness.take(), Summary::default());
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn the_ticker_records_ticks() {
+        let (lateness, ticker) = Lateness::start();
+        tokio::time::sleep(TICK * 10).await;
+        ticker.abort();
+        let s = lateness.take();
+        assert!(s.count >= 1 && s.p99_s >= 0.0, "{s:?}");
+    }
+}

@@ -1,0 +1,347 @@
+//! The child processes of a benchmark run, all of them strata-bench itself under a hidden
+//! subcommand: the operator and the translator (`operator`, `translator`), the in-memory API test
+//! server (`api-server`) and the ARM emulator (`emulator`), so that each one's CPU time, peak RSS
+//! and timer lag are its own. Every child is killed when its handle is dropped, however the run
+//! ends; and should the benchmark die without dropping it (`kill -9`), the child sees its stdin
+//! close and exits ([`parent_gone`]).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use strata_envtest::TestEnv;
+
+use super::{API_SERVER, Config, EMULATOR, Error};
+use crate::repo_root;
+
+/// A running child process.
+pub(super) struct Child {
+    name: String,
+    process: tokio::process::Child,
+    pid: u32,
+    log: PathBuf,
+}
+
+impl Child {
+    /// Starts `strata-bench <name> <args>` (`_` in the name as `-`): its stderr in
+    /// `<log dir>/<stem>-<name>.log`, its `RUST_LOG` from `BENCH_<NAME>_LOG` (`warn` by
+    /// default), `KUBECONFIG` set when given.
+    pub(super) fn spawn<S: AsRef<OsStr>>(
+        config: &Config,
+        name: &str,
+        stem: &str,
+        args: impl IntoIterator<Item = S>,
+        kubeconfig: Option<&Path>,
+    ) -> Result<Child, Error> {
+        let log = config.log_dir.join(format!("{stem}-{name}.log"));
+        let log_var = format!("BENCH_{}_LOG", name.to_ascii_uppercase());
+        let mut command = tokio::process::Command::new(&config.operator_exe);
+        command
+            .arg(name.replace('_', "-"))
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var(log_var).unwrap_or_else(|_| "warn".into()),
+            )
+            // Held open by `process` (its stdin handle) until the child is dropped.
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .kill_on_drop(true);
+        if let Some(path) = kubeconfig {
+            command.env("KUBECONFIG", path);
+        }
+        let process = command.spawn()?;
+        let pid = process
+            .id()
+            .ok_or_else(|| Error::Invalid(format!("the {name} exited at once")))?;
+        Ok(Child {
+            name: name.to_owned(),
+            process,
+            pid,
+            log,
+        })
+    }
+
+    /// [`Child::spawn`] for a test double, which says where it serves in the file its
+    /// `--ready-file` names: returns once it has.
+    async fn spawn_announced(
+        config: &Config,
+        name: &str,
+        stem: &str,
+        mut args: Vec<PathBuf>,
+    ) -> Result<(Child, Announcement), Error> {
+        let ready = config.log_dir.join(format!("{stem}-{name}.ready"));
+        let _ = std::fs::remove_file(&ready);
+        args.extend(["--ready-file".into(), ready.clone()]);
+        let mut child = Child::spawn(config, name, stem, args, None)?;
+        let announced = child.announced(&ready).await?;
+        Ok((child, announced))
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// An error if the child has exited, naming its log.
+    fn check_alive(&mut self, waiting_for: &str) -> Result<(), Error> {
+        match self.process.try_wait() {
+            Ok(Some(status)) => Err(Error::Invalid(format!(
+                "the {} exited ({status}) before {waiting_for}; see {}",
+                self.name,
+                self.log.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until the child answers 200 on `url` (its `/readyz`), a minute at most.
+    pub(super) async fn wait_ready(&mut self, url: &str) -> Result<(), Error> {
+        let http = reqwest::Client::new();
+        for _ in 0..600 {
+            self.check_alive(&format!("it was ready ({url})"))?;
+            if let Ok(r) = http.get(url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(Error::Invalid(format!(
+            "the {} was not ready in a minute ({url})",
+            self.name
+        )))
+    }
+
+    /// Waits until the child has written its [`Announcement`] to `path`, a minute at most.
+    async fn announced(&mut self, path: &Path) -> Result<Announcement, Error> {
+        for _ in 0..600 {
+            self.check_alive(&format!("it announced itself in {}", path.display()))?;
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let _ = std::fs::remove_file(path);
+                return serde_json::from_str(&text)
+                    .map_err(|e| Error::Decode(format!("{}'s announcement: {e}", self.name)));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(Error::Invalid(format!(
+            "the {} did not announce itself in a minute",
+            self.name
+        )))
+    }
+
+    /// The child's CPU time and peak RSS so far.
+    pub(super) fn usage(&self) -> Result<Usage, Error> {
+        Usage::of(self.pid)
+    }
+
+    pub(super) async fn stop(mut self) {
+        let _ = self.process.start_kill();
+        let _ = self.process.wait().await;
+    }
+}
+
+/// What a test double's child writes once it serves (to the file its `--ready-file` names,
+/// renamed into place whole): where it listens and where its lag endpoint is.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Announcement {
+    /// `http://127.0.0.1:<port>`: the API server, or the emulator's `/_sim/` API.
+    pub url: String,
+    /// The emulator's ARM endpoint (`https://`, the same port); `None` for the API server.
+    pub https_url: Option<String>,
+    /// `127.0.0.1:<port>` of the process's lag endpoint ([`super::lag::Lateness::serve`]).
+    pub lag: String,
+}
+
+impl Announcement {
+    pub fn write(&self, path: &Path) -> Result<(), Error> {
+        let text = serde_json::to_string(self).map_err(|e| Error::Decode(e.to_string()))?;
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, text)?;
+        std::fs::rename(&partial, path)?;
+        Ok(())
+    }
+}
+
+/// Returns once the parent closes this process's stdin, or dies: the child's cue to exit.
+pub async fn parent_gone() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // A blocking read on a thread of its own: the runtime's stdin support is not built in.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+}
+
+/// A process's CPU time and peak resident set.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Usage {
+    /// User + system, real seconds.
+    pub cpu_s: f64,
+    /// VmHWM, MiB.
+    pub peak_rss_mb: f64,
+}
+
+impl Usage {
+    /// From /proc.
+    pub(super) fn of(pid: u32) -> Result<Usage, Error> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // Fields after the command name (which may hold spaces) start at the last ')'.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // utime and stime are fields 14 and 15 of proc(5); the slice starts at field 3.
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // /proc reports in USER_HZ, which Linux fixes at 100 for user space on every architecture.
+        let cpu_s = (ticks(11) + ticks(12)) / 100.0;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let hwm_kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        Ok(Usage {
+            cpu_s,
+            peak_rss_mb: hwm_kb / 1024.0,
+        })
+    }
+
+    /// A process that outlives one run (the benchmark's own, the API test server's): its usage
+    /// from now on. The CPU time is counted from here by [`Usage::since`]; the peak RSS is reset
+    /// to the current RSS (proc(5), `clear_refs`: 5), or, where the kernel refuses, stays the
+    /// process's peak so far (a warning says so).
+    pub(super) fn start_window(pid: u32) -> Result<Usage, Error> {
+        if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+            tracing::warn!(pid, %e, "cannot reset the peak RSS; it counts from the process's start");
+        }
+        Usage::of(pid)
+    }
+
+    /// The usage since `start` (of the same process): CPU added since, the peak as it is now.
+    pub(super) fn since(self, start: Usage) -> Usage {
+        Usage {
+            cpu_s: self.cpu_s - start.cpu_s,
+            ..self
+        }
+    }
+}
+
+/// The API server of a benchmark: the in-memory API test server in a child process, or the one
+/// `TestEnv` gives when `KUBEBUILDER_ASSETS` or `USE_EXISTING_CLUSTER` asks for a real one
+/// (kube-apiserver is its own process already; it has no lag endpoint).
+// One value for the whole benchmark: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum ApiServer {
+    External(TestEnv),
+    Child {
+        process: Child,
+        client: kube::Client,
+        kubeconfig: PathBuf,
+        lag: String,
+    },
+}
+
+/// What makes `TestEnv` start or use a real API server, read as it reads them.
+fn real_api_server_wanted() -> bool {
+    std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+        || std::env::var_os("KUBEBUILDER_ASSETS").is_some_and(|v| !v.is_empty())
+}
+
+impl ApiServer {
+    pub(super) async fn start(config: &Config) -> Result<ApiServer, Error> {
+        let crds = repo_root().join("crds/generated");
+        if real_api_server_wanted() {
+            let env = TestEnv::builder().crd_dir(crds).start().await?;
+            return Ok(ApiServer::External(env));
+        }
+        let stem = format!("bench-{}", std::process::id());
+        let kubeconfig = config
+            .log_dir
+            .join(format!("{stem}-{API_SERVER}.kubeconfig"));
+        let args = vec![
+            "--crds".into(),
+            crds,
+            "--kubeconfig".into(),
+            kubeconfig.clone(),
+        ];
+        let (process, announced) = Child::spawn_announced(config, API_SERVER, &stem, args).await?;
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig)
+            .map_err(|e| Error::Invalid(format!("{}: {e}", kubeconfig.display())))?;
+        let client_config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .map_err(|e| Error::Invalid(format!("{}: {e}", kubeconfig.display())))?;
+        Ok(ApiServer::Child {
+            process,
+            client: kube::Client::try_from(client_config)?,
+            kubeconfig,
+            lag: announced.lag,
+        })
+    }
+
+    pub(super) fn client(&self) -> kube::Client {
+        match self {
+            ApiServer::External(env) => env.client(),
+            ApiServer::Child { client, .. } => client.clone(),
+        }
+    }
+
+    pub(super) fn kubeconfig_path(&self) -> &Path {
+        match self {
+            ApiServer::External(env) => env.kubeconfig_path(),
+            ApiServer::Child { kubeconfig, .. } => kubeconfig,
+        }
+    }
+
+    /// The child's pid and lag endpoint; `None` for a real API server.
+    pub(super) fn child(&self) -> Option<(u32, &str)> {
+        match self {
+            ApiServer::External(_) => None,
+            ApiServer::Child { process, lag, .. } => Some((process.pid(), lag)),
+        }
+    }
+}
+
+/// The ARM emulator of one run, in a child process: time-scaled as the run, seed 1.
+pub(super) struct Emulator {
+    pub process: Child,
+    /// Its `/_sim/` API.
+    pub url: String,
+    /// Its ARM endpoint.
+    pub https_url: String,
+    /// Its certificate (PEM), for the operator to trust.
+    pub ca_file: PathBuf,
+    pub lag: String,
+}
+
+impl Emulator {
+    /// Starts one for the run of namespace `ns` (its files in the log directory, named for it).
+    pub(super) async fn start(config: &Config, ns: &str) -> Result<Emulator, Error> {
+        let ca_file = config.log_dir.join(format!("{ns}-arm-ca.pem"));
+        let args = vec![
+            "--time-scale".into(),
+            config.time_scale.to_string().into(),
+            "--ca-file".into(),
+            ca_file.clone(),
+        ];
+        let (process, announced) = Child::spawn_announced(config, EMULATOR, ns, args).await?;
+        let https_url = announced
+            .https_url
+            .ok_or_else(|| Error::Invalid("the emulator announced no https URL".into()))?;
+        Ok(Emulator {
+            process,
+            url: announced.url,
+            https_url,
+            ca_file,
+            lag: announced.lag,
+        })
+    }
+}

@@ -1,0 +1,209 @@
+//! The report as people read it: the Markdown table on stdout and the `--plot` chart.
+
+use std::path::Path;
+
+use super::{API_SERVER, EMULATOR, Error, Figures, HARNESS, OPERATOR, Report, TRANSLATOR};
+
+/// One row of the table: what it shows, and how for one side.
+type Row<'a> = (String, Box<dyn Fn(&Figures) -> String + 'a>);
+
+/// The Markdown table printed on stdout: a column for each side run.
+pub fn markdown(report: &Report, time_scale: f64) -> String {
+    let sides = report.sides();
+    // A run that did not converge: its times are lower bounds, its steady state unmeasured.
+    let at_least = |f: &Figures, t: f64| {
+        if f.clusters_ready < f.clusters {
+            format!("≥ {t}")
+        } else {
+            t.to_string()
+        }
+    };
+    fn row<'a>(what: &str, show: impl Fn(&Figures) -> String + 'a) -> Row<'a> {
+        (what.to_owned(), Box::new(show))
+    }
+    let mut rows: Vec<Row<'_>> = vec![
+        row("clusters Ready", |f| {
+            format!("{} of {}", f.clusters_ready, f.clusters)
+        }),
+        row("time to Ready p50 (s)", move |f| {
+            at_least(f, f.time_to_ready_p50_s)
+        }),
+        row("time to Ready p95 (s)", move |f| {
+            at_least(f, f.time_to_ready_p95_s)
+        }),
+        row("time to all Ready (s)", move |f| {
+            at_least(f, f.time_to_all_ready_s)
+        }),
+        row("runs: time to all Ready (s)", |f| {
+            let all: Vec<String> = f
+                .time_to_all_ready_runs_s
+                .iter()
+                .map(f64::to_string)
+                .collect();
+            format!(
+                "median {} of {} (spread {}): {}",
+                f.time_to_all_ready_s,
+                f.runs,
+                f.time_to_all_ready_spread_s,
+                all.join(", ")
+            )
+        }),
+        row("lower bound (s): max(chain, ARM buckets)", |f| {
+            format!(
+                "{} = max({}, {})",
+                f.lower_bound_s, f.lower_bound_chain_s, f.lower_bound_throttle_s
+            )
+        }),
+        row("ratio to lower bound (all Ready)", move |f| {
+            match (&f.ratio_to_lower_bound, &f.ratio_refused) {
+                (Some(r), _) => at_least(f, *r),
+                (None, Some(why)) => format!("not shown: {why}"),
+                (None, None) => "-".to_owned(),
+            }
+        }),
+        row("harness lag p99 (s; share of chain)", |f| {
+            format!(
+                "{} ({:.1} %)",
+                f.harness_lag_p99_s,
+                f.harness_lag_fraction * 100.0
+            )
+        }),
+        row("harness lag p99 by process (s)", |f| {
+            listed(&f.harness_lag_p99_by_process_s)
+        }),
+        row("ARM requests to Ready", |f| listed(&f.arm_requests)),
+        row("PUTs per resource", |f| f.puts_per_resource.to_string()),
+        row("steady-state writes (1 h)", |f| {
+            f.steady_state_writes
+                .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
+        }),
+        row("throttled responses (429)", |f| {
+            f.throttled_responses.to_string()
+        }),
+        row("wake-up gap p95 (s)", |f| f.wakeup_gap_p95_s.to_string()),
+        row("cloud CRs", |f| f.cloud_crs.to_string()),
+    ];
+    // Every process any side measured, in the order of the chain of work.
+    for name in [OPERATOR, TRANSLATOR, API_SERVER, EMULATOR, HARNESS] {
+        if !sides.iter().any(|(_, f)| f.components.contains_key(name)) {
+            continue;
+        }
+        let show = move |f: &Figures, each: fn(&super::Component) -> String| {
+            f.components.get(name).map_or_else(|| "-".to_owned(), each)
+        };
+        rows.push(row(
+            &format!("{name} CPU (real s) / peak RSS (MiB)"),
+            move |f| show(f, |c| format!("{} / {}", c.cpu_s, c.peak_rss_mb)),
+        ));
+        rows.push(row(
+            &format!("{name} per cloud CR (real ms / KiB)"),
+            move |f| show(f, |c| format!("{} / {}", c.cpu_ms_per_cr, c.rss_kib_per_cr)),
+        ));
+    }
+    let (clusters, machines) = sides
+        .first()
+        .map_or((0, 0), |(_, f)| (f.clusters, f.machines));
+    let titles: Vec<&str> = sides.iter().map(|(title, _)| *title).collect();
+    let mut out = format!(
+        "{} clusters × {} machines, time scale {time_scale} (times in simulated seconds)\n\n| | {} |\n|{}\n",
+        clusters,
+        machines,
+        titles.join(" | "),
+        " --- |".repeat(titles.len() + 1)
+    );
+    for (what, show) in rows {
+        let cells: Vec<String> = sides.iter().map(|(_, f)| show(f)).collect();
+        out.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+/// `key value, key value, …`.
+fn listed<V: std::fmt::Display>(map: &std::collections::BTreeMap<String, V>) -> String {
+    let each: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    each.join(", ")
+}
+
+/// Writes the chart of time to Ready per cluster of each side run, with the lower bound, as SVG.
+pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
+    use plotters::prelude::*;
+    let draw =
+        |e: &dyn std::fmt::Display| Error::Invalid(format!("drawing {}: {e}", path.display()));
+    let strata = report.strata.as_ref().map(|f| ("Strata", f, BLUE));
+    let baseline = report.baseline.as_ref().map(|f| ("ASO v2 model", f, RED));
+    let series: Vec<_> = strata.into_iter().chain(baseline).collect();
+    let Some(&(_, first, _)) = series.first() else {
+        return Err(Error::Invalid("no run to plot".into()));
+    };
+    let (clusters, machines, bound) = (first.clusters, first.machines, first.lower_bound_s);
+    let n = series
+        .iter()
+        .map(|s| s.1.time_to_ready_s.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let top = series
+        .iter()
+        .flat_map(|s| s.1.time_to_ready_s.iter().copied())
+        .chain([bound])
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Time to Ready per cluster ({} × {} machines, simulated s)",
+                clusters, machines
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0usize..n, 0f64..top)
+        .map_err(|e| draw(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("cluster (in apply order)")
+        .y_desc("time to Ready (s)")
+        .draw()
+        .map_err(|e| draw(&e))?;
+    for (name, figures, color) in series {
+        let values = &figures.time_to_ready_s;
+        chart
+            .draw_series(LineSeries::new(
+                values.iter().enumerate().map(|(i, v)| (i, *v)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| draw(&e))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| Circle::new((i, *v), 3, color.filled())),
+            )
+            .map_err(|e| draw(&e))?;
+    }
+    chart
+        .draw_series(LineSeries::new(
+            [(0, bound), (n, bound)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|e| draw(&e))?
+        .label("lower bound")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw(&e))?;
+    root.present().map_err(|e| draw(&e))?;
+    Ok(())
+}
