@@ -358,6 +358,7 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
             }
         }
     }
+    api.stop().await;
     let median = |runs: Vec<Figures>| (!runs.is_empty()).then(|| median_run(runs));
     Ok(Report {
         strata: median(strata),

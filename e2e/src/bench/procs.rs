@@ -301,6 +301,13 @@ impl ApiServer {
         }
     }
 
+    /// Stops the server and waits for it (a real one: `TestEnv` stops it when dropped).
+    pub(super) async fn stop(self) {
+        if let ApiServer::Child { process, .. } = self {
+            process.stop().await;
+        }
+    }
+
     /// The child's pid and lag endpoint; `None` for a real API server.
     pub(super) fn child(&self) -> Option<(u32, &str)> {
         match self {
