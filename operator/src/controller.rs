@@ -102,6 +102,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     }
     let objects = watcher(api, config)
         .default_backoff()
+        .modify(strata_runtime::cache::trim)
         .reflect(writer)
         .inspect(move |event| {
             // Keep the readiness index in step with the watch, before the controller sees it.
@@ -218,6 +219,7 @@ async fn watch_identities(
     let changes = ctx.identity_changes.clone();
     watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(strata_runtime::cache::trim)
         .reflect(writer)
         .for_each(|event| {
             ctx.identities_synced.observe(&event);

@@ -189,6 +189,13 @@ impl Store {
 
     /// The resources (other than those in `deleting`) referring to any key in `deleting` or below it.
     pub fn referrers(&self, deleting: &BTreeSet<String>) -> Vec<(String, String)> {
+        // Every PUT asks (for the children it drops), and nearly always about none: a scan of
+        // every stored body for nothing was most of the emulator's CPU at a hundred clusters.
+        if deleting.is_empty() {
+            return Vec::new();
+        }
+        #[cfg(test)]
+        self.scans.set(self.scans.get() + 1);
         let mut found = Vec::new();
         for r in self.map.values() {
             let key = r.id.key();
@@ -352,6 +359,10 @@ mod tests {
         let deleting = BTreeSet::from([lb.to_ascii_lowercase()]);
         let referrers = store.referrers(&deleting);
         assert_eq!(referrers.len(), 1);
+        // Nothing being deleted (every PUT that drops no child) costs no scan of the store.
+        let scans = store.scans.get();
+        assert!(store.referrers(&BTreeSet::new()).is_empty());
+        assert_eq!(store.scans.get(), scans, "no scan for an empty set");
         assert_eq!(referrers[0].0, nic);
         assert_eq!(
             store

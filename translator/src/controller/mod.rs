@@ -152,10 +152,13 @@ pub async fn run_observed(
     let (machines, writer) = reflector::store::<Machine>();
     let machines_synced = Synced::default();
     let marks = machines_synced.clone();
-    let machine_reflector = reflector(writer, watcher(api::<Machine>(&client, ns), wc.clone()))
-        .inspect(move |e| marks.observe(e))
-        .applied_objects()
-        .for_each(|_| futures::future::ready(()));
+    let machine_reflector = reflector(
+        writer,
+        watcher(api::<Machine>(&client, ns), wc.clone()).modify(strata_runtime::cache::trim),
+    )
+    .inspect(move |e| marks.observe(e))
+    .applied_objects()
+    .for_each(|_| futures::future::ready(()));
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: std::env::var("POD_NAME").ok(),

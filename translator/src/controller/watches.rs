@@ -69,10 +69,13 @@ impl Queue {
         let (reader, writer) = reflector::store();
         let queue = self.clone();
         let marks = synced.clone();
-        let events = reflector(writer, watcher(api, wc.clone()))
-            .inspect(move |e| marks.observe(e))
-            .applied_objects()
-            .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
+        let events = reflector(
+            writer,
+            watcher(api, wc.clone()).modify(strata_runtime::cache::trim),
+        )
+        .inspect(move |e| marks.observe(e))
+        .applied_objects()
+        .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
         Controller::for_stream(events, reader)
     }
 
