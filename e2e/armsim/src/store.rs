@@ -1,5 +1,6 @@
 //! The generic resource store: every resource body by case-insensitive ID, plus reference lookups.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
@@ -53,31 +54,57 @@ impl Resource {
 #[derive(Debug, Default)]
 pub struct Store {
     map: BTreeMap<String, Resource>,
-    /// How many times back-references were searched for over the whole store.
+    /// Who refers to what, kept as the store changes: a GET composes back-references (a NIC's
+    /// `virtualMachine`, a subnet's `ipConfigurations`), and finding them by scanning every
+    /// stored body made each GET cost as much as the store is large (a third of the emulator's
+    /// CPU at a hundred clusters). In a `RefCell` because bodies handed out by
+    /// [`Store::get_key_mut`] are read again on the next lookup, which only borrows the store.
+    refs: RefCell<RefIndex>,
+    /// How many times every stored body was scanned for references.
     #[cfg(test)]
     pub scans: std::cell::Cell<usize>,
 }
 
-/// Back-references of the whole store, built in one pass ([`Store::back_refs`]): for each
-/// referenced ID (lower case), the type of the referring resource and the ID of the object
-/// holding the reference.
+/// The back-reference index of a [`Store`].
 #[derive(Debug, Default)]
-pub struct BackRefs(HashMap<String, Vec<(&'static str, String)>>);
+struct RefIndex {
+    /// For each resource key: the IDs (lower case) its body refers to, each with the ID of the
+    /// object holding the reference (the nearest enclosing object with an `id`).
+    from: HashMap<String, Vec<(String, String)>>,
+    /// For each referenced ID (lower case): the keys of the resources referring to it.
+    to: HashMap<String, BTreeSet<String>>,
+    /// Resources whose body may have changed since they were indexed.
+    stale: BTreeSet<String>,
+}
 
-impl BackRefs {
-    /// The same as [`Store::referring_objects`], without a scan.
-    pub fn referring_objects(&self, target_key: &str, from_type: &str) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .0
-            .get(&target_key.to_ascii_lowercase())
-            .into_iter()
-            .flatten()
-            .filter(|(t, _)| *t == from_type)
-            .map(|(_, holder)| holder.clone())
-            .collect();
-        out.sort();
-        out.dedup();
-        out
+impl RefIndex {
+    fn forget(&mut self, key: &str) {
+        for (target, _) in self.from.remove(key).unwrap_or_default() {
+            if let Some(set) = self.to.get_mut(&target) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.to.remove(&target);
+                }
+            }
+        }
+    }
+
+    fn index(&mut self, key: &str, body: &Value) {
+        self.forget(key);
+        let mut found = Vec::new();
+        walk_ids(body, &mut |id, holder| {
+            found.push((id.to_ascii_lowercase(), holder.to_string()));
+            true
+        });
+        for (target, _) in &found {
+            self.to
+                .entry(target.clone())
+                .or_default()
+                .insert(key.to_string());
+        }
+        if !found.is_empty() {
+            self.from.insert(key.to_string(), found);
+        }
     }
 }
 
@@ -117,13 +144,23 @@ impl Store {
     pub fn get_key(&self, key: &str) -> Option<&Resource> {
         self.map.get(key)
     }
+    /// The resource to change in place; its references are indexed again on the next lookup.
     pub fn get_key_mut(&mut self, key: &str) -> Option<&mut Resource> {
-        self.map.get_mut(key)
+        let resource = self.map.get_mut(key)?;
+        self.refs.get_mut().stale.insert(key.to_string());
+        Some(resource)
     }
     pub fn insert(&mut self, resource: Resource) {
-        self.map.insert(resource.id.key(), resource);
+        let key = resource.id.key();
+        let refs = self.refs.get_mut();
+        refs.stale.remove(&key);
+        refs.index(&key, &resource.body);
+        self.map.insert(key, resource);
     }
     pub fn remove(&mut self, key: &str) -> Option<Resource> {
+        let refs = self.refs.get_mut();
+        refs.stale.remove(key);
+        refs.forget(key);
         self.map.remove(key)
     }
     pub fn all(&self) -> impl Iterator<Item = &Resource> {
@@ -219,38 +256,27 @@ impl Store {
     /// IDs of the objects, in resources of `from_type`, that refer to `target_key`: the nearest
     /// enclosing object with an `id` (a NIC's IP configuration, a VM, a subnet).
     pub fn referring_objects(&self, target_key: &str, from_type: &str) -> Vec<String> {
-        #[cfg(test)]
-        self.scans.set(self.scans.get() + 1);
-        let mut out = Vec::new();
-        for r in self.map.values().filter(|r| r.type_name == from_type) {
-            walk_ids(&r.body, &mut |id, holder| {
-                if id.eq_ignore_ascii_case(target_key) {
-                    out.push(holder.to_string());
-                    return false;
-                }
-                true
-            });
+        let mut refs = self.refs.borrow_mut();
+        for key in std::mem::take(&mut refs.stale) {
+            match self.map.get(&key) {
+                Some(r) => refs.index(&key, &r.body),
+                None => refs.forget(&key),
+            }
         }
+        let target = target_key.to_ascii_lowercase();
+        let mut out: Vec<String> = refs
+            .to
+            .get(&target)
+            .into_iter()
+            .flatten()
+            .filter(|key| self.map.get(*key).is_some_and(|r| r.type_name == from_type))
+            .flat_map(|key| refs.from.get(key).into_iter().flatten())
+            .filter(|(id, _)| *id == target)
+            .map(|(_, holder)| holder.clone())
+            .collect();
         out.sort();
         out.dedup();
         out
-    }
-
-    /// Every back-reference in the store, in one pass (for lists: one scan instead of one per item).
-    pub fn back_refs(&self) -> BackRefs {
-        #[cfg(test)]
-        self.scans.set(self.scans.get() + 1);
-        let mut index: HashMap<String, Vec<(&'static str, String)>> = HashMap::new();
-        for r in self.map.values() {
-            walk_ids(&r.body, &mut |id, holder| {
-                index
-                    .entry(id.to_ascii_lowercase())
-                    .or_default()
-                    .push((r.type_name, holder.to_string()));
-                true
-            });
-        }
-        BackRefs(index)
     }
 }
 
@@ -370,5 +396,92 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    /// What the index must answer: every stored body of `from_type` walked for `target`.
+    fn referring_by_scan(store: &Store, target: &str, from_type: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in store.all().filter(|r| r.type_name == from_type) {
+            walk_ids(&r.body, &mut |id, holder| {
+                if id.eq_ignore_ascii_case(target) {
+                    out.push(holder.to_string());
+                }
+                true
+            });
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn the_back_reference_index_follows_every_change_to_the_store() {
+        const NIC: &str = "Microsoft.Network/networkInterfaces";
+        const VM: &str = "Microsoft.Compute/virtualMachines";
+        let mut store = Store::default();
+        let nic = |i: u32| format!("{RG}/providers/Microsoft.Network/networkInterfaces/nic{i}");
+        let vm = |i: u32| format!("{RG}/providers/Microsoft.Compute/virtualMachines/vm{i}");
+        let vm_body = |i: u32, nics: &[u32]| {
+            let refs: Vec<Value> = nics
+                .iter()
+                .map(|n| json!({ "id": nic(*n).to_uppercase() }))
+                .collect();
+            json!({ "id": vm(i), "properties": { "networkProfile": { "networkInterfaces": refs } } })
+        };
+        let check = |store: &Store| {
+            for n in 0..4 {
+                for ty in [NIC, VM] {
+                    assert_eq!(
+                        store.referring_objects(&nic(n).to_ascii_lowercase(), ty),
+                        referring_by_scan(store, &nic(n), ty),
+                        "nic{n} from {ty}"
+                    );
+                }
+            }
+        };
+        for n in 0..4 {
+            put(
+                &mut store,
+                &nic(n),
+                NIC,
+                json!({ "id": nic(n), "properties": {} }),
+            );
+        }
+        put(&mut store, &vm(0), VM, vm_body(0, &[0, 1]));
+        put(&mut store, &vm(1), VM, vm_body(1, &[1]));
+        check(&store);
+        assert_eq!(
+            store.referring_objects(&nic(1).to_ascii_lowercase(), VM),
+            [vm(0), vm(1)]
+        );
+        // A PUT that replaces the body drops the old references and adds the new ones.
+        put(&mut store, &vm(0), VM, vm_body(0, &[2]));
+        check(&store);
+        assert_eq!(
+            store.referring_objects(&nic(1).to_ascii_lowercase(), VM),
+            [vm(1)]
+        );
+        // A change in place (drift, an operation's result) is seen by the next lookup.
+        let key = ResourceId::parse(&vm(1)).unwrap().key();
+        store.get_key_mut(&key).unwrap().body = vm_body(1, &[3]);
+        check(&store);
+        assert!(
+            store
+                .referring_objects(&nic(1).to_ascii_lowercase(), VM)
+                .is_empty()
+        );
+        assert_eq!(
+            store.referring_objects(&nic(3).to_ascii_lowercase(), VM),
+            [vm(1)]
+        );
+        // A removed resource refers to nothing any more.
+        store.remove(&key);
+        check(&store);
+        assert!(
+            store
+                .referring_objects(&nic(3).to_ascii_lowercase(), VM)
+                .is_empty()
+        );
+        assert_eq!(store.scans.get(), 0, "no lookup scanned the store");
     }
 }
