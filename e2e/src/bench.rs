@@ -141,6 +141,9 @@ impl Side {
     }
 }
 
+/// Simulated seconds per point of the chart's harness lag (at least 100 real ms).
+const LAG_WINDOW_S: f64 = 5.0;
+
 /// Harness lag above this fraction of the durations it distorts withholds the ratio.
 pub const LAG_LIMIT: f64 = 0.05;
 
@@ -264,6 +267,15 @@ pub struct Figures {
     /// Time to Ready per cluster, in cluster order (for the chart; not in the JSON).
     #[serde(skip)]
     pub time_to_ready_s: Vec<f64>,
+    /// When each cluster was Ready, simulated seconds after the first apply, in cluster order;
+    /// `None` when it was not (for the chart; not in the JSON).
+    #[serde(skip)]
+    pub ready_after_start_s: Vec<Option<f64>>,
+    /// The harness lag through the run: (simulated seconds after the first apply, the largest
+    /// p99 of any harness process over the window that ended then, simulated seconds), one
+    /// point per window (for the chart; not in the JSON).
+    #[serde(skip)]
+    pub harness_lag_over_time_s: Vec<(f64, f64)>,
     /// Cloud CRs at convergence (not in the JSON).
     #[serde(skip)]
     pub cloud_crs: usize,
@@ -539,8 +551,12 @@ async fn run_one(
         .await?;
     let start = applied.iter().min().copied().unwrap_or_else(Utc::now);
 
-    // Wait until every cluster has all its machines infrastructure-ready, or the timeout.
+    // Wait until every cluster has all its machines infrastructure-ready, or the timeout; every
+    // window, the largest lag of any harness process in it (for the chart).
     let deadline = tokio::time::Instant::now() + config.real(config.timeout_s);
+    let window = config.real(LAG_WINDOW_S).max(Duration::from_millis(100));
+    let mut next_window = tokio::time::Instant::now() + window;
+    let mut lag_over_time = Vec::new();
     let (ready_at, waiting) = loop {
         let ready_at = clusters_ready(&lock(&seen), config);
         if ready_at.iter().all(Option::is_some) {
@@ -548,6 +564,16 @@ async fn run_one(
         }
         if tokio::time::Instant::now() > deadline {
             break (ready_at, Some(waiting(&client, &ns).await));
+        }
+        if tokio::time::Instant::now() >= next_window {
+            next_window += window;
+            let mut p99 = lateness.window().p99_s;
+            for (_, addr) in &lag_endpoints {
+                p99 = p99.max(lag::window(&http, addr).await?.p99_s);
+            }
+            let at = (Utc::now() - start).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            let lag_s = (p99 / config.time_scale * 1000.0).round() / 1000.0;
+            lag_over_time.push((round(at / config.time_scale), lag_s));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -681,6 +707,11 @@ async fn run_one(
         components,
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         time_to_ready_s: times,
+        ready_after_start_s: ready_at
+            .iter()
+            .map(|r| r.map(|r| round(sim_s(start, r))))
+            .collect(),
+        harness_lag_over_time_s: lag_over_time,
         cloud_crs: nodes.len(),
         waiting: waiting.unwrap_or_default(),
     })
@@ -1284,6 +1315,48 @@ mod tests {
         assert_eq!(json["baseline"]["clusters_ready"], 61);
         assert_eq!(json["baseline"]["steady_state_writes"], Value::Null);
         assert_eq!(json["steady_state_writes"], 0);
+    }
+
+    #[test]
+    fn the_chart_shows_each_clusters_time_to_ready_and_the_harness_lag() {
+        let figures = |lag: f64| Figures {
+            clusters: 2,
+            machines: 3,
+            lower_bound_s: 135.0,
+            time_to_ready_s: vec![150.0, 7200.0],
+            ready_after_start_s: vec![Some(150.0), None],
+            harness_lag_over_time_s: vec![(5.0, lag), (10.0, lag * 2.0)],
+            ..Figures::default()
+        };
+        let report = Report {
+            strata: Some(figures(0.2)),
+            baseline: Some(figures(3.0)),
+        };
+        let dir = std::env::temp_dir().join(format!("strata-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("chart.svg");
+        plot(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        for label in [
+            "Strata: time to Ready",
+            "ASO v2 model: time to Ready",
+            "Strata run: harness lag p99 (right axis)",
+            "ASO v2 model run: harness lag p99 (right axis)",
+            "harness lag p99 (s)",
+            "lower bound",
+        ] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        // One dot per cluster Ready (the one not Ready is left out) for each side, plus the
+        // legend's; the right axis reaches the largest lag (6 s).
+        assert_eq!(svg.matches("<circle").count(), 2 + 2, "{svg}");
+        let right_axis = svg.split("harness lag p99 (s)").nth(1).unwrap();
+        let right_top = right_axis
+            .lines()
+            .filter_map(|l| l.trim().parse::<f64>().ok())
+            .fold(0.0, f64::max);
+        assert!(right_top >= 6.0, "{svg}");
     }
 
     #[test]

@@ -84,6 +84,14 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     );
     assert_eq!(s.clusters_ready, 1, "Strata converged: {json:#}");
     assert_eq!(s.time_to_ready_s.len(), 1, "{json:#}");
+    // The chart's data: when the cluster was Ready, and the harness lag through the run.
+    assert!(
+        s.ready_after_start_s == [Some(s.time_to_all_ready_s)]
+            && !s.harness_lag_over_time_s.is_empty(),
+        "{:?} {:?}",
+        s.ready_after_start_s,
+        s.harness_lag_over_time_s
+    );
     assert!(
         s.time_to_ready_p50_s > 0.0 && s.lower_bound_s > 0.0,
         "{json:#}"

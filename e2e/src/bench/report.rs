@@ -124,7 +124,9 @@ fn listed<V: std::fmt::Display>(map: &std::collections::BTreeMap<String, V>) -> 
     each.join(", ")
 }
 
-/// Writes the chart of time to Ready per cluster of each side run, with the lower bound, as SVG.
+/// Writes the chart, as SVG: for each side run, every cluster's time to Ready (left axis) at the
+/// moment it was Ready, the lower bound, and the harness lag through the run (right axis), so a
+/// slow stretch can be told apart from a harness that fell behind.
 pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
     use plotters::prelude::*;
     let draw =
@@ -136,24 +138,48 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
         return Err(Error::Invalid("no run to plot".into()));
     };
     let (clusters, machines, bound) = (first.clusters, first.machines, first.lower_bound_s);
-    let n = series
-        .iter()
-        .map(|s| s.1.time_to_ready_s.len())
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let top = series
-        .iter()
-        .flat_map(|s| s.1.time_to_ready_s.iter().copied())
-        .chain([bound])
-        .fold(1.0, f64::max)
-        * 1.1;
+    // (when Ready, time to Ready) of every cluster Ready, per side.
+    let points = |f: &Figures| -> Vec<(f64, f64)> {
+        let mut p: Vec<(f64, f64)> = f
+            .ready_after_start_s
+            .iter()
+            .zip(&f.time_to_ready_s)
+            .filter_map(|(at, t)| at.map(|at| (at, *t)))
+            .collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    };
+    let max = |values: &mut dyn Iterator<Item = f64>, floor: f64| values.fold(floor, f64::max);
+    let right = max(
+        &mut series
+            .iter()
+            .flat_map(|s| points(s.1).into_iter().map(|p| p.0))
+            .chain(
+                series
+                    .iter()
+                    .flat_map(|s| s.1.harness_lag_over_time_s.iter().map(|p| p.0)),
+            ),
+        1.0,
+    ) * 1.05;
+    let top = max(
+        &mut series
+            .iter()
+            .flat_map(|s| s.1.time_to_ready_s.iter().copied())
+            .chain([bound]),
+        1.0,
+    ) * 1.1;
+    let lag_top = max(
+        &mut series
+            .iter()
+            .flat_map(|s| s.1.harness_lag_over_time_s.iter().map(|p| p.1)),
+        0.1,
+    ) * 1.2;
     let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| draw(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "Time to Ready per cluster ({} × {} machines, simulated s)",
+                "Time to Ready per cluster and harness lag ({} × {} machines, simulated s)",
                 clusters, machines
             ),
             ("sans-serif", 20),
@@ -161,38 +187,41 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), Error> {
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0usize..n, 0f64..top)
-        .map_err(|e| draw(&e))?;
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0f64..right, 0f64..top)
+        .map_err(|e| draw(&e))?
+        .set_secondary_coord(0f64..right, 0f64..lag_top);
     chart
         .configure_mesh()
-        .x_desc("cluster (in apply order)")
+        .x_desc("simulated seconds since the first apply (when the cluster was Ready)")
         .y_desc("time to Ready (s)")
         .draw()
         .map_err(|e| draw(&e))?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("harness lag p99 (s)")
+        .draw()
+        .map_err(|e| draw(&e))?;
     for (name, figures, color) in series {
-        let values = &figures.time_to_ready_s;
+        let ready = points(figures);
         chart
-            .draw_series(LineSeries::new(
-                values.iter().enumerate().map(|(i, v)| (i, *v)),
-                color.stroke_width(2),
+            .draw_series(ready.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(|e| draw(&e))?
+            .label(format!("{name}: time to Ready"))
+            .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+        let lag = color.mix(0.5).stroke_width(1);
+        chart
+            .draw_secondary_series(LineSeries::new(
+                figures.harness_lag_over_time_s.iter().copied(),
+                lag,
             ))
             .map_err(|e| draw(&e))?
-            .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(
-                values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| Circle::new((i, *v), 3, color.filled())),
-            )
-            .map_err(|e| draw(&e))?;
+            .label(format!("{name} run: harness lag p99 (right axis)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], lag));
     }
     chart
         .draw_series(LineSeries::new(
-            [(0, bound), (n, bound)],
+            [(0.0, bound), (right, bound)],
             BLACK.stroke_width(1),
         ))
         .map_err(|e| draw(&e))?
