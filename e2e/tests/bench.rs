@@ -48,8 +48,7 @@ const KEYS: [&str; 31] = [
 /// What runs the API server: the in-memory one in a child process unless a real one is asked for
 /// (read as `TestEnv` reads it).
 fn in_memory_api_server() -> bool {
-    !std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
-        && std::env::var_os("KUBEBUILDER_ASSETS").is_none_or(|v| v.is_empty())
+    strata_envtest::testenv::Server::from_env() == strata_envtest::testenv::Server::Embedded
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

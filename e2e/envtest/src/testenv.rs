@@ -154,6 +154,43 @@ pub fn serve(
     Ok((url, task))
 }
 
+/// Which API server [`TestEnv`] starts when its builder does not say, read from the
+/// environment as envtest reads it: tests and tools that must know (to skip what the real
+/// server cannot do, or to start the in-memory one themselves) ask here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Server {
+    /// The in-memory server (no `USE_EXISTING_CLUSTER=true`, no `KUBEBUILDER_ASSETS`).
+    Embedded,
+    /// A bare control plane: `KUBEBUILDER_ASSETS`' kube-apiserver and etcd (no controller-manager).
+    Assets(PathBuf),
+    /// `USE_EXISTING_CLUSTER=true`: whatever the kubeconfig points at.
+    Existing,
+}
+
+impl Server {
+    pub fn from_env() -> Server {
+        if use_existing_cluster_env() {
+            return Server::Existing;
+        }
+        match kubebuilder_assets_env() {
+            Some(dir) => Server::Assets(dir),
+            None => Server::Embedded,
+        }
+    }
+}
+
+/// `USE_EXISTING_CLUSTER=true` (in any case).
+fn use_existing_cluster_env() -> bool {
+    std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// `KUBEBUILDER_ASSETS`, unless unset or empty.
+fn kubebuilder_assets_env() -> Option<PathBuf> {
+    std::env::var_os("KUBEBUILDER_ASSETS")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
 #[derive(Default)]
 pub struct TestEnvBuilder {
     crd_dirs: Vec<PathBuf>,
@@ -242,16 +279,16 @@ impl TestEnvBuilder {
             crds.extend(read_crd_file(f)?);
         }
         let existing = !self.embedded
-            && self.use_existing_cluster.unwrap_or_else(|| {
-                std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
-            });
+            && self
+                .use_existing_cluster
+                .unwrap_or_else(use_existing_cluster_env);
         if existing {
             return start_existing(crds, &self.namespaces).await;
         }
         let assets = self
             .kubebuilder_assets
             .clone()
-            .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from))
+            .or_else(kubebuilder_assets_env)
             .filter(|d| !self.embedded && !d.as_os_str().is_empty());
         if let Some(dir) = assets {
             let cp = if self.empty_etcd {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use strata_envtest::TestEnv;
+use strata_envtest::testenv::Server;
 
 use super::{API_SERVER, Config, EMULATOR, Error};
 use crate::repo_root;
@@ -250,16 +251,10 @@ pub(super) enum ApiServer {
     },
 }
 
-/// What makes `TestEnv` start or use a real API server, read as it reads them.
-fn real_api_server_wanted() -> bool {
-    std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
-        || std::env::var_os("KUBEBUILDER_ASSETS").is_some_and(|v| !v.is_empty())
-}
-
 impl ApiServer {
     pub(super) async fn start(config: &Config) -> Result<ApiServer, Error> {
         let crds = repo_root().join("crds/generated");
-        if real_api_server_wanted() {
+        if Server::from_env() != Server::Embedded {
             let env = TestEnv::builder().crd_dir(crds).start().await?;
             return Ok(ApiServer::External(env));
         }

@@ -148,24 +148,10 @@ pub fn kube_assets() -> std::path::PathBuf {
 }
 
 /// Which server `TestEnv::start()` picks from the environment, as the tests need to know it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Server {
-    /// The in-memory server (no `USE_EXISTING_CLUSTER=true`, no `KUBEBUILDER_ASSETS`).
-    Embedded,
-    /// A bare control plane: `KUBEBUILDER_ASSETS`' kube-apiserver and etcd (no controller-manager).
-    Assets(std::path::PathBuf),
-    /// `USE_EXISTING_CLUSTER=true`: whatever the kubeconfig points at.
-    Existing,
-}
+pub use strata_envtest::testenv::Server;
 
 pub fn server() -> Server {
-    if std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
-        return Server::Existing;
-    }
-    match std::env::var_os("KUBEBUILDER_ASSETS").filter(|d| !d.is_empty()) {
-        Some(d) => Server::Assets(d.into()),
-        None => Server::Embedded,
-    }
+    Server::from_env()
 }
 
 /// Skip a test on this server: prints why and appends `<test>: <reason>` to the file named by
