@@ -32,6 +32,7 @@ const KEYS: [&str; 31] = [
     "arm_requests",
     "puts_per_resource",
     "steady_state_writes",
+    "steady_state_s",
     "throttled_responses",
     "operator_cpu_s",
     "operator_peak_rss_mb",

@@ -73,9 +73,11 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
         }),
         row("ARM requests to Ready", |f| listed(&f.arm_requests)),
         row("PUTs per resource", |f| f.puts_per_resource.to_string()),
-        row("steady-state writes (1 h)", |f| {
-            f.steady_state_writes
-                .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
+        row("steady-state writes (simulated s measured)", |f| {
+            f.steady_state_writes.map_or_else(
+                || "not measured".to_owned(),
+                |n| format!("{n} in {} s", f.steady_state_s),
+            )
         }),
         row("throttled responses (429)", |f| {
             f.throttled_responses.to_string()
