@@ -44,6 +44,9 @@ pub const RUNTIME_BUDGET: u64 = 10_000_000;
 #[derive(Debug)]
 pub struct CompiledCel {
     pub schema: kube_cel::CompiledSchema,
+    /// Where the rules are (see [`RulePlan`]); `None` when only a walk of the whole object by
+    /// kube-cel gives its errors exactly (see [`RulePlan::build`]).
+    pub plan: Option<RulePlan>,
     cost: Option<CostNode>,
 }
 
@@ -55,6 +58,7 @@ impl CompiledCel {
         estimate_schema(schema, Some(1), &mut estimate);
         let reachable = estimate.max_call > PER_CALL_LIMIT || estimate.total > RUNTIME_BUDGET;
         CompiledCel {
+            plan: RulePlan::build(&compiled, schema),
             schema: compiled,
             cost: reachable.then(|| CostNode::new(schema, Some(1))),
         }
@@ -81,6 +85,110 @@ impl CompiledCel {
             evaluated: walk.evaluated,
         })
     }
+}
+
+/// Where the rules of a compiled schema are, so that validation evaluates a subtree only when
+/// one of its rules can report an error that stands: kube-cel's walk converts every node of the
+/// object to CEL values (each node's whole subtree, again at every level) even where no rule is.
+/// Mirrors `kube_cel::CompiledSchema` node for node.
+#[derive(Debug, Default)]
+pub struct RulePlan {
+    /// Some rule (or rule that did not compile) at this node or below, branches included.
+    pub rules: bool,
+    /// Some rule at this node or below whose text names `oldSelf`: ratcheting never drops its
+    /// errors (`schema::validate_cel` keeps every error of such a rule).
+    pub old_self: bool,
+    /// This node has rules of its own, or `allOf`/`oneOf`/`anyOf` branches with rules: kube-cel
+    /// evaluates the node with its whole subtree.
+    pub own: bool,
+    pub properties: HashMap<String, RulePlan>,
+    pub items: Option<Box<RulePlan>>,
+    pub additional: Option<Box<RulePlan>>,
+}
+
+impl RulePlan {
+    /// `None` when evaluating subtrees apart could differ from one walk of the whole object:
+    /// a schema deeper than kube-cel's depth limit (it counts the depth from where it starts),
+    /// or a rule whose `fieldPath` starts with `[` (kube-cel joins it to the node's path with a
+    /// dot, which the path of a subtree's error cannot show).
+    fn build(compiled: &kube_cel::CompiledSchema, schema: &Value) -> Option<RulePlan> {
+        let bracketed = |s: &Value| {
+            rules_of(s).any(|r| {
+                r.get("fieldPath")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| f.starts_with('['))
+            })
+        };
+        if any_node(schema, &bracketed) {
+            return None;
+        }
+        RulePlan::node(compiled, 0)
+    }
+
+    fn node(c: &kube_cel::CompiledSchema, depth: usize) -> Option<RulePlan> {
+        // kube-cel's MAX_SCHEMA_DEPTH is 64; stay well inside it.
+        if depth > 48 {
+            return None;
+        }
+        let child = |c: &kube_cel::CompiledSchema| RulePlan::node(c, depth + 1);
+        let mut plan = RulePlan {
+            properties: c
+                .properties
+                .iter()
+                .map(|(k, v)| Some((k.clone(), child(v)?)))
+                .collect::<Option<_>>()?,
+            items: match c.items.as_deref() {
+                Some(i) => Some(Box::new(child(i)?)),
+                None => None,
+            },
+            additional: match c.additional_properties.as_deref() {
+                Some(a) => Some(Box::new(child(a)?)),
+                None => None,
+            },
+            ..RulePlan::default()
+        };
+        let mut branches_rules = false;
+        for b in c.all_of.iter().chain(&c.one_of).chain(&c.any_of) {
+            let b = RulePlan::node(b, depth + 1)?;
+            branches_rules |= b.rules;
+            plan.old_self |= b.old_self;
+        }
+        plan.own = !c.validations.is_empty() || branches_rules;
+        plan.old_self |= c.validations.iter().any(|v| match v {
+            Ok(r) => r.rule.rule.contains("oldSelf"),
+            Err(kube_cel::CompilationError::Parse { rule, .. })
+            | Err(kube_cel::CompilationError::MessageExpressionParse { rule, .. }) => {
+                rule.contains("oldSelf")
+            }
+            Err(kube_cel::CompilationError::InvalidRule(_)) => false,
+            // A schema too deep, or an error this code does not know: never skipped.
+            Err(_) => true,
+        });
+        let children = plan
+            .properties
+            .values()
+            .chain(plan.items.as_deref())
+            .chain(plan.additional.as_deref());
+        for ch in children {
+            plan.rules |= ch.rules;
+            plan.old_self |= ch.old_self;
+        }
+        plan.rules |= plan.own;
+        Some(plan)
+    }
+}
+
+/// Whether `pred` holds for some node of the schema (properties, items, additionalProperties,
+/// allOf/oneOf/anyOf branches).
+fn any_node(schema: &Value, pred: &impl Fn(&Value) -> bool) -> bool {
+    pred(schema)
+        || children(schema).any(|c| any_node(c, pred))
+        || ["allOf", "oneOf", "anyOf"].iter().any(|k| {
+            schema
+                .get(*k)
+                .and_then(Value::as_array)
+                .is_some_and(|bs| bs.iter().any(|b| any_node(b, pred)))
+        })
 }
 
 /// Where the cost limits stopped validation, as kube-apiserver reports it.

@@ -215,7 +215,7 @@ mod tests {
     /// scanning every object per owner (which took minutes here).
     #[test]
     fn orphan_finalizers_are_planned_for_many_owners() {
-        let mut store = Store::new(10);
+        let mut store = Store::new(10, std::time::Duration::MAX);
         let key = ResourceKey {
             group: String::new(),
             plural: "configmaps".into(),

@@ -45,6 +45,8 @@ async fn main() -> anyhow::Result<()> {
     } = Cli::parse().command;
     let state = AppState::new(Config {
         garbage_collection: !no_gc,
+        // Nothing reads the request log of this process (`TestEnv` reads its own in-process).
+        request_log: 0,
         ..Config::default()
     });
     for dir in &crds {

@@ -50,7 +50,7 @@ fn builtin_documents() -> &'static std::collections::HashMap<(String, String), (
     static DOCS: std::sync::OnceLock<std::collections::HashMap<(String, String), (Value, String)>> =
         std::sync::OnceLock::new();
     DOCS.get_or_init(|| {
-        let mut store = Store::new(1);
+        let mut store = Store::new(1, std::time::Duration::MAX);
         for rt in crate::builtin::hydrated_types() {
             store.types.insert(rt.key(), std::sync::Arc::new(rt));
         }

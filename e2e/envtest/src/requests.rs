@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::handlers::parse_path;
 use crate::server::AppState;
 
-/// How many requests the embedded server remembers (the oldest go first).
-const CAPACITY: usize = 200_000;
+/// How many requests the embedded server remembers by default (the oldest go first).
+pub const CAPACITY: usize = 200_000;
 
 /// One resource request.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -97,14 +97,20 @@ pub fn verb(method: &Method, has_name: bool, watch: bool) -> &'static str {
     }
 }
 
-/// The embedded server's log.
-#[derive(Default)]
-pub struct RequestLog(Mutex<VecDeque<RequestRecord>>);
+/// The embedded server's log, of at most its capacity.
+pub struct RequestLog(Mutex<VecDeque<RequestRecord>>, usize);
 
 impl RequestLog {
+    pub fn new(capacity: usize) -> RequestLog {
+        RequestLog(Mutex::new(VecDeque::new()), capacity)
+    }
+
     pub fn push(&self, r: RequestRecord) {
+        if self.1 == 0 {
+            return;
+        }
         let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if log.len() == CAPACITY {
+        if log.len() >= self.1 {
             log.pop_front();
         }
         log.push_back(r);

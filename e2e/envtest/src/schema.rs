@@ -1172,6 +1172,160 @@ fn runs_on_create(c: &kube_cel::CompiledSchema) -> bool {
             .any(runs_on_create)
 }
 
+/// kube-cel's validation of one subtree (the whole object at the path `""`), its errors' paths
+/// made those of the whole object's walk: kube-cel joins a path step, or a rule's `fieldPath`
+/// not starting with a dot, with a dot, and an index as `[i]`.
+fn evaluate_subtree(
+    target: &CelTarget<'_>,
+    ctx: &kube_cel::RootContext,
+) -> Vec<kube_cel::ValidationError> {
+    let ctx = target.path.is_empty().then_some(ctx);
+    let Err(errors) = CEL_VALIDATOR.validate_compiled_with_context(
+        target.compiled,
+        target.value,
+        target.old,
+        ctx,
+    ) else {
+        return Vec::new();
+    };
+    let mut errors = errors.into_vec();
+    let path = &target.path;
+    if !path.is_empty() {
+        for e in &mut errors {
+            e.field_path = if e.field_path.is_empty() {
+                path.clone()
+            } else if e.field_path.starts_with(['.', '[']) {
+                format!("{path}{}", e.field_path)
+            } else {
+                format!("{path}.{}", e.field_path)
+            };
+        }
+    }
+    errors
+}
+
+/// A subtree kube-cel evaluates whole: its schema, value, correlated old value and path.
+pub(crate) struct CelTarget<'a> {
+    compiled: &'a kube_cel::CompiledSchema,
+    value: &'a Value,
+    old: Option<&'a Value>,
+    pub(crate) path: String,
+}
+
+/// The subtrees whose rules must run, in the order kube-cel's walk of the whole object meets
+/// them: together they give the same errors, in the same order, as that walk does after
+/// ratcheting, without converting to CEL values what holds no rule (kube-cel converts each
+/// node's whole subtree, again at every level), nor evaluating what ratcheting would drop.
+///
+/// kube-apiserver evaluates every rule on an update, and turns the errors it ratchets into
+/// warnings (`schema/cel/validation.go`, `shouldRatchetError`), which this server does not send;
+/// it also charges the cost of every rule, unchanged values included, which the cost pass
+/// (`CompiledCel::cost_stop`) still does.
+pub(crate) fn cel_targets<'a>(
+    compiled: &'a kube_cel::CompiledSchema,
+    plan: &crate::cel_runtime::RulePlan,
+    schema: &Value,
+    obj: &'a Value,
+    old: Option<&'a Value>,
+) -> Vec<CelTarget<'a>> {
+    let mut walk = CelWalk {
+        schema,
+        obj,
+        old,
+        targets: Vec::new(),
+    };
+    walk.node(compiled, plan, obj, old, String::new());
+    walk.targets
+}
+
+struct CelWalk<'s, 'a> {
+    schema: &'s Value,
+    obj: &'a Value,
+    old: Option<&'a Value>,
+    targets: Vec<CelTarget<'a>>,
+}
+
+impl<'a> CelWalk<'_, 'a> {
+    /// One node, as kube-cel's `walk_compiled` visits it: the value and the old value it
+    /// correlates (by property name, map key and list index), the path in its notation.
+    fn node(
+        &mut self,
+        c: &'a kube_cel::CompiledSchema,
+        plan: &crate::cel_runtime::RulePlan,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        path: String,
+    ) {
+        if !plan.rules {
+            return;
+        }
+        // Ratcheting drops every error at or below a path whose value the update left
+        // unchanged, except those of rules naming `oldSelf`: none of them can stand. (At the
+        // root, paths to fields the object lacks are not ratcheted: the root is never skipped.)
+        if !path.is_empty()
+            && !plan.old_self
+            && self
+                .old
+                .is_some_and(|o| unchanged_at(self.schema, self.obj, o, &path))
+        {
+            return;
+        }
+        let whole = CelTarget {
+            compiled: c,
+            value,
+            old,
+            path: path.clone(),
+        };
+        if plan.own {
+            self.targets.push(whole);
+            return;
+        }
+        if let Some(map) = value.as_object() {
+            // kube-cel defaults the object before its walk: a missing property with a default
+            // and rules would be evaluated at its default. Leave such a node to kube-cel whole.
+            let defaulted = |v: Option<&Value>| {
+                v.and_then(Value::as_object).is_some_and(|m| {
+                    c.properties.iter().any(|(k, ch)| {
+                        ch.default.is_some()
+                            && !m.contains_key(k)
+                            && plan.properties.get(k).is_some_and(|p| p.rules)
+                    })
+                })
+            };
+            if defaulted(Some(value)) || defaulted(old) {
+                self.targets.push(whole);
+                return;
+            }
+            for (k, child) in &c.properties {
+                if let (Some(v), Some(p)) = (map.get(k), plan.properties.get(k)) {
+                    self.node(child, p, v, old.and_then(|o| o.get(k)), join(&path, k));
+                }
+            }
+        }
+        if let (Some(items), Some(p), Some(list)) =
+            (c.items.as_deref(), plan.items.as_deref(), value.as_array())
+        {
+            for (i, item) in list.iter().enumerate() {
+                let old_item = old.and_then(Value::as_array).and_then(|a| a.get(i));
+                self.node(items, p, item, old_item, format!("{path}[{i}]"));
+            }
+        }
+        if !c.preserve_unknown_fields
+            && let (Some(additional), Some(p), Some(map)) = (
+                c.additional_properties.as_deref(),
+                plan.additional.as_deref(),
+                value.as_object(),
+            )
+        {
+            for (k, v) in map {
+                if !c.properties.contains_key(k) {
+                    self.node(additional, p, v, old.and_then(|o| o.get(k)), join(&path, k));
+                }
+            }
+        }
+    }
+}
+
 /// One CEL validator for the process: building one registers every Kubernetes CEL function
 /// (and dropping it frees them), which cost more than evaluating a small CRD's rules.
 static CEL_VALIDATOR: LazyLock<kube_cel::Validator> = LazyLock::new(kube_cel::Validator::new);
@@ -1198,14 +1352,20 @@ pub fn validate_cel(
         api_group: group.to_string(),
         kind: kind.to_string(),
     };
-    let errors = match CEL_VALIDATOR.validate_compiled_with_context(
-        &compiled.schema,
-        obj,
-        old,
-        Some(&ctx),
-    ) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec(),
+    let errors: Vec<kube_cel::ValidationError> = match &compiled.plan {
+        Some(plan) => cel_targets(&compiled.schema, plan, schema, obj, old)
+            .iter()
+            .flat_map(|t| evaluate_subtree(t, &ctx))
+            .collect(),
+        None => {
+            let whole = CelTarget {
+                compiled: &compiled.schema,
+                value: obj,
+                old,
+                path: String::new(),
+            };
+            evaluate_subtree(&whole, &ctx)
+        }
     };
     let mut causes: Vec<Cause> = errors
         .iter()
@@ -1364,5 +1524,98 @@ mod tests {
         assert!(causes[0].message.contains("size may not shrink"));
         assert!(validate_cel(&s, &schema(), &old, Some(&new), "K", "x/v1").is_empty());
         assert!(validate_cel(&s, &schema(), &new, None, "K", "x/v1").is_empty());
+    }
+
+    /// A schema with rules in `spec` only: one naming `oldSelf` at `spec`, plain ones at
+    /// `spec.a`, `spec.b` and on the entries of `spec.m`, none in `status`.
+    fn rules_schema(spec_rule: &str) -> Value {
+        let positive = json!([{"rule": "self.n > 0", "message": "n must be positive"}]);
+        let node = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+            "x-kubernetes-validations": positive});
+        json!({"type": "object", "properties": {
+            "metadata": {"type": "object"},
+            "spec": {"type": "object",
+                "properties": {"a": node, "b": node,
+                    "m": {"type": "object", "additionalProperties": node}},
+                "x-kubernetes-validations": [{"rule": spec_rule, "message": "spec rule"}]},
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}})
+    }
+
+    fn target_paths(schema: &Value, new: &Value, old: Option<&Value>) -> Vec<String> {
+        let compiled = crate::cel_runtime::CompiledCel::new(schema);
+        let plan = compiled
+            .plan
+            .as_ref()
+            .expect("the schema can be walked by parts");
+        cel_targets(&compiled.schema, plan, schema, new, old)
+            .into_iter()
+            .map(|t| t.path)
+            .collect()
+    }
+
+    // What the walk hands kube-cel: only subtrees with rules (never metadata or status here),
+    // and on an update none whose value is unchanged unless a rule there names `oldSelf`.
+    #[test]
+    fn cel_evaluates_only_subtrees_whose_errors_can_stand() {
+        let invalid = json!({"n": 0});
+        let obj = json!({"metadata": {"name": "x", "labels": {"k": "v"}},
+            "spec": {"a": invalid, "b": {"n": 1}, "m": {"x": invalid, "y": {"n": 2}}},
+            "status": {"phase": "Ready"}});
+        let mut status_write = obj.clone();
+        status_write["status"]["phase"] = json!("Deleting");
+        let mut b_changed = obj.clone();
+        b_changed["spec"]["b"]["n"] = json!(3);
+        b_changed["spec"]["m"]["y"]["n"] = json!(4);
+
+        // No rule names oldSelf: create evaluates spec; an update only what changed.
+        let plain = rules_schema("has(self.a)");
+        assert_eq!(target_paths(&plain, &obj, None), ["spec"]);
+        assert!(target_paths(&plain, &status_write, Some(&obj)).is_empty());
+        assert_eq!(
+            target_paths(&plain, &b_changed, Some(&obj)),
+            ["spec"],
+            "spec's own rule runs as spec changed"
+        );
+        // Without rules of its own, spec is walked into: the unchanged `a` and `m.x` are not
+        // evaluated (their errors would be ratcheted), the changed `b` and `m.y` are.
+        let mut bare = plain.clone();
+        bare["properties"]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("x-kubernetes-validations");
+        let mut paths = target_paths(&bare, &b_changed, Some(&obj));
+        paths.sort();
+        assert_eq!(paths, ["spec.b", "spec.m.y"]);
+        // A transition rule on spec runs even when spec is unchanged (kube-apiserver never
+        // ratchets the errors of rules that use oldSelf).
+        let transition = rules_schema("self.a == oldSelf.a");
+        assert_eq!(
+            target_paths(&transition, &status_write, Some(&obj)),
+            ["spec"]
+        );
+
+        // The verdicts are those of one kube-cel walk of the whole object, ratcheted.
+        for schema in [&plain, &bare, &transition] {
+            for (new, old) in [
+                (&obj, None),
+                (&status_write, Some(&obj)),
+                (&b_changed, Some(&obj)),
+                (&obj, Some(&b_changed)),
+            ] {
+                let mut compiled = crate::cel_runtime::CompiledCel::new(schema);
+                let by_parts = validate_cel(&compiled, schema, new, old, "K", "x/v1");
+                compiled.plan = None;
+                let whole = validate_cel(&compiled, schema, new, old, "K", "x/v1");
+                assert_eq!(by_parts, whole, "{schema} {new} {old:?}");
+            }
+        }
+        let compiled = crate::cel_runtime::CompiledCel::new(&plain);
+        let causes = validate_cel(&compiled, &plain, &obj, None, "K", "x/v1");
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields.len(), 2, "{causes:?}");
+        assert!(
+            fields.contains(&"spec.a") && fields.contains(&"spec.m[x]"),
+            "{causes:?}"
+        );
     }
 }

@@ -20,6 +20,13 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// How many changes the watch history keeps before older resourceVersions are `410 Expired`.
     pub history_limit: usize,
+    /// How long the history keeps a change: etcd's compaction interval (kube-apiserver's
+    /// `--etcd-compaction-interval`, 5 minutes), after which kube-apiserver can serve neither a
+    /// watch nor a list from an older resourceVersion (its watch cache keeps less: at least 75 s
+    /// of events of each resource, `eventFreshDuration`).
+    pub history_age: Duration,
+    /// How many requests the request log keeps ([`AppState::requests`]); 0 where nothing reads it.
+    pub request_log: usize,
 }
 
 impl Default for Config {
@@ -28,6 +35,8 @@ impl Default for Config {
             garbage_collection: true,
             bookmark_interval: Duration::from_secs(2),
             history_limit: 100_000,
+            history_age: Duration::from_secs(5 * 60),
+            request_log: crate::requests::CAPACITY,
         }
     }
 }
@@ -48,14 +57,15 @@ impl AppState {
     /// A fresh store with the built-in kinds and the `default`, `kube-system`, `kube-public` and
     /// `kube-node-lease` namespaces.
     pub fn new(config: Config) -> Self {
-        let mut store = Store::new(config.history_limit);
+        let mut store = Store::new(config.history_limit, config.history_age);
+        let requests = RequestLog::new(config.request_log);
         for rt in builtin::resource_types() {
             store.types.insert(rt.key(), Arc::new(rt));
         }
         let state = AppState(Arc::new(Shared {
             store: Mutex::new(store),
             config,
-            requests: RequestLog::default(),
+            requests,
             classifier: Mutex::new(None),
         }));
         {

@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -33,11 +34,13 @@ impl EventType {
 /// answer to a write — sends the object as JSON, so the encoding is made once, on first use,
 /// and shared by every later read: serialising each object again per read was most of a list's
 /// and a watch's time. An object is never changed in place (a write stores a new one), so the
-/// bytes cannot go stale.
+/// bytes cannot go stale. A version a write supersedes forgets them ([`Stored::forget_json`]):
+/// the history keeps it only for watches that resume from before it, and the bytes were a fifth
+/// of what the history held.
 #[derive(Debug)]
 pub struct Stored {
     value: Value,
-    json: OnceLock<Bytes>,
+    json: Mutex<Option<Bytes>>,
 }
 
 /// How objects are held: shared by the store, the watch history and in-flight reads.
@@ -47,14 +50,20 @@ impl Stored {
     pub fn new(value: Value) -> Object {
         Arc::new(Stored {
             value,
-            json: OnceLock::new(),
+            json: Mutex::new(None),
         })
     }
 
     /// The object's JSON as stored (at the apiVersion it was written with).
-    pub fn json(&self) -> &Bytes {
-        self.json
-            .get_or_init(|| Bytes::from(self.value.to_string().into_bytes()))
+    pub fn json(&self) -> Bytes {
+        let mut json = self.json.lock().unwrap_or_else(|p| p.into_inner());
+        json.get_or_insert_with(|| Bytes::from(self.value.to_string().into_bytes()))
+            .clone()
+    }
+
+    /// Drop the cached encoding (made again if this version is read after all).
+    pub fn forget_json(&self) {
+        *self.json.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The object's JSON as served at `api_version`: the shared bytes when it was stored at that
@@ -64,7 +73,7 @@ impl Stored {
         if self.value.get("apiVersion").and_then(Value::as_str) == Some(api_version)
             && self.value.get("kind").and_then(Value::as_str) == Some(kind)
         {
-            return self.json().clone();
+            return self.json();
         }
         let mut o = self.value.clone();
         o["apiVersion"] = json!(api_version);
@@ -96,6 +105,8 @@ pub struct Change {
     pub object: Object,
     /// The object before a modification, so a selector-filtered watch can tell entering from leaving.
     pub old: Option<Object>,
+    /// When the change was made: the history keeps changes for a while ([`Store::new`]).
+    pub at: Instant,
 }
 
 /// What live watches receive.
@@ -109,6 +120,10 @@ pub enum Broadcast {
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
+/// The changes the history keeps whatever their age (kube-apiserver's watch cache keeps at
+/// least 100 events of each resource).
+pub const HISTORY_FLOOR: usize = 100;
+
 pub struct Store {
     /// Shared with the requests that serve them (cloning a type per request was a tenth of a
     /// create's allocations).
@@ -117,6 +132,7 @@ pub struct Store {
     rv: u64,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
+    history_age: Duration,
     /// Watches from a resourceVersion below this get `410 Expired`.
     compacted_rv: u64,
     /// Where each custom resource's watch window starts: the resourceVersion at which its CRD
@@ -171,7 +187,9 @@ pub fn object_key(obj: &Value) -> ObjectKey {
 }
 
 impl Store {
-    pub fn new(history_limit: usize) -> Self {
+    /// A store whose history keeps at most `history_limit` changes, and none older than
+    /// `history_age` (but the last [`HISTORY_FLOOR`]).
+    pub fn new(history_limit: usize, history_age: Duration) -> Self {
         let (events, _) = broadcast::channel(16 * 1024);
         Self {
             types: BTreeMap::new(),
@@ -179,6 +197,7 @@ impl Store {
             rv: 1,
             history: VecDeque::new(),
             history_limit,
+            history_age,
             compacted_rv: 0,
             watch_start: HashMap::new(),
             events,
@@ -359,7 +378,14 @@ impl Store {
         }
         let change = Arc::new(change);
         self.history.push_back(change.clone());
-        while self.history.len() > self.history_limit {
+        // Compaction, as etcd's (every five minutes by default) bounds what kube-apiserver can
+        // serve from an older resourceVersion: the changes past the limit or the age go, and
+        // with them every resourceVersion up to theirs (`410 Expired` from then on).
+        let expired = |c: &Change| change.at.duration_since(c.at) > self.history_age;
+        while self.history.len() > self.history_limit
+            || (self.history.len() > HISTORY_FLOOR
+                && self.history.front().is_some_and(|c| expired(c)))
+        {
             if let Some(old) = self.history.pop_front() {
                 self.compacted_rv = old.rv;
             }
@@ -407,6 +433,7 @@ impl Store {
             type_: EventType::Added,
             object: obj.clone(),
             old: None,
+            at: Instant::now(),
         });
         obj
     }
@@ -421,12 +448,16 @@ impl Store {
             .or_default()
             .insert(object_key(&obj), obj.clone());
         self.index_uid(key, &obj);
+        if let Some(old) = &old {
+            old.forget_json();
+        }
         self.record(Change {
             rv,
             key: key.clone(),
             type_: EventType::Modified,
             object: obj.clone(),
             old,
+            at: Instant::now(),
         });
         obj
     }
@@ -444,12 +475,14 @@ impl Store {
         self.uids.remove(meta_str(&old, "uid"));
         let rv = self.stamp(&mut last);
         let last = Stored::new(last);
+        old.forget_json();
         self.record(Change {
             rv,
             key: key.clone(),
             type_: EventType::Deleted,
             object: last.clone(),
             old: Some(old),
+            at: Instant::now(),
         });
         Some(last)
     }
@@ -487,5 +520,55 @@ mod tests {
         let other: Value = serde_json::from_slice(&obj.json_at("g/v1", "K")).unwrap();
         assert_eq!(other["apiVersion"], "g/v1");
         assert_eq!(other["metadata"]["name"], "a");
+    }
+
+    fn key() -> ResourceKey {
+        ResourceKey {
+            group: "g".into(),
+            plural: "things".into(),
+        }
+    }
+
+    fn write(store: &mut Store, i: usize) {
+        let obj = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": format!("o{i}")}});
+        store.insert(&key(), obj);
+    }
+
+    // The history forgets changes past its age, as etcd's compaction does, but keeps the last
+    // HISTORY_FLOOR; resourceVersions up to the last forgotten change are then expired.
+    #[test]
+    fn the_history_keeps_changes_for_its_age_and_at_least_its_floor() {
+        let mut kept = Store::new(100_000, Duration::MAX);
+        let mut aged = Store::new(100_000, Duration::ZERO);
+        for i in 0..HISTORY_FLOOR + 5 {
+            write(&mut kept, i);
+            write(&mut aged, i);
+            // Instants must move on for a change to be older than another.
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        assert_eq!(kept.compacted_rv(), 0);
+        assert_eq!(kept.history_since(0).count(), HISTORY_FLOOR + 5);
+        assert_eq!(aged.history_since(0).count(), HISTORY_FLOOR);
+        let oldest = aged.history_since(0).next().unwrap().rv;
+        assert_eq!(aged.compacted_rv(), oldest - 1);
+        assert_eq!(aged.watch_window_start(&key()), oldest - 1);
+    }
+
+    // A write forgets the encoding of the version it supersedes; reading it again encodes anew.
+    #[test]
+    fn a_superseded_version_forgets_its_encoding() {
+        let mut store = Store::new(100, Duration::MAX);
+        let first = store.insert(
+            &key(),
+            json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a"}}),
+        );
+        let bytes = first.json();
+        assert!(first.json.lock().unwrap().is_some());
+        store.replace(
+            &key(),
+            json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a"}, "x": 1}),
+        );
+        assert!(first.json.lock().unwrap().is_none());
+        assert_eq!(first.json(), bytes);
     }
 }

@@ -577,3 +577,59 @@ fn only_the_nic_nsg_and_route_table_crds_need_the_runtime_cost_pass() {
         ]
     );
 }
+
+// Ratcheting drops the error of a rule that is false on a value the update left unchanged, but
+// kube-apiserver still evaluates the rule and charges its cost (`schema/cel/validation.go`: the
+// cost is counted before the verdict is ratcheted): a rule over the per-call limit on an
+// unchanged `spec` refuses an update that only adds a label. The rule is tightened after the
+// object was stored (with 987 names of 1,000 characters: 1,000,821, see above).
+#[tokio::test]
+async fn a_rule_over_the_per_call_limit_on_an_unchanged_value_still_refuses_the_update() {
+    let group = "unchanged.cel.strata.dev";
+    let (env, things) = env_with(names_crd(group, "size(self.names) >= 0", 1, 2000, 1000)).await;
+    let c = env.client();
+    let body = thing(group, "big", json!({"names": names(987, 1000)}));
+    let (code, resp) = raw(&c, "POST", &things, "application/json", Some(body)).await;
+    assert_eq!(code, 201, "{resp:#}");
+    let crd = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.{group}");
+    let rule = format!("self.names.all(x, x.matches('{NAME_PATTERN}'))");
+    let path =
+        "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations/0/rule";
+    let (code, resp) = raw(
+        &c,
+        "PATCH",
+        &crd,
+        "application/json-patch+json",
+        Some(json!([{"op": "replace", "path": path, "value": rule}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{resp:#}");
+    // A real server applies a CRD change asynchronously: wait until a create sees it.
+    let mut n = 0;
+    loop {
+        let probe = thing(group, &format!("p{n}"), json!({"names": names(987, 1000)}));
+        let (code, _) = raw(&c, "POST", &things, "application/json", Some(probe)).await;
+        if code == 422 {
+            break;
+        }
+        n += 1;
+        assert!(n < 300, "the new rule never applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let label = json!({"metadata": {"labels": {"touched": "yes"}}});
+    let (code, resp) = raw(
+        &c,
+        "PATCH",
+        &format!("{things}/big"),
+        "application/merge-patch+json",
+        Some(label),
+    )
+    .await;
+    assert_invalid(
+        code,
+        &resp,
+        group,
+        "big",
+        &[("spec", &format!("Invalid value: \"object\": {PER_CALL}"))],
+    );
+}
