@@ -235,6 +235,12 @@ pub struct Figures {
     pub time_to_all_ready_spread_s: f64,
     /// ARM requests by method, from the first apply until every cluster is Ready.
     pub arm_requests: BTreeMap<String, u64>,
+    /// Those GETs by what they read: `resource` (a resource's own URL: whether it exists, its
+    /// state after an operation, a wait) or `operation` (an operation's status, polled as ARM's
+    /// `Retry-After` asks).
+    pub arm_reads_by_target: BTreeMap<String, u64>,
+    /// GETs until every cluster is Ready, per cloud CR (the target: at most 3).
+    pub reads_per_resource: f64,
     /// PUTs until every cluster is Ready, per cloud CR.
     pub puts_per_resource: f64,
     /// PUT / PATCH / DELETE requests during the `steady_state_s` after convergence (`null`
@@ -644,9 +650,13 @@ async fn run_one(
     let lag_p99_s = lag_by_process.values().copied().fold(0.0, f64::max);
     let (ratio, refused, lag_fraction) = judge_ratio(all_ready_s, lower_bound_s, chain, lag_p99_s);
     let mut arm_requests = BTreeMap::new();
+    let mut arm_reads_by_target = BTreeMap::new();
     let mut puts = 0u64;
     for r in requests.iter().filter(|r| r.at <= converged) {
         *arm_requests.entry(r.method.clone()).or_insert(0) += 1;
+        if r.method == "GET" {
+            *arm_reads_by_target.entry(read_target(&r.path)).or_insert(0) += 1;
+        }
         puts += u64::from(r.method == "PUT");
     }
     let steady_state_writes = steady_end.map(|end| {
@@ -687,12 +697,13 @@ async fn run_one(
         runs: 1,
         time_to_all_ready_runs_s: vec![round(all_ready_s)],
         time_to_all_ready_spread_s: 0.0,
+        reads_per_resource: per_cr_ratio(
+            arm_requests.get("GET").copied().unwrap_or(0),
+            nodes.len(),
+        ),
         arm_requests,
-        puts_per_resource: if nodes.is_empty() {
-            0.0
-        } else {
-            (puts as f64 / nodes.len() as f64 * 100.0).round() / 100.0
-        },
+        arm_reads_by_target,
+        puts_per_resource: per_cr_ratio(puts, nodes.len()),
         steady_state_writes,
         steady_state_s: config.steady_state_s,
         throttled_responses,
@@ -777,6 +788,21 @@ const API_SERVER: &str = "api_server";
 const EMULATOR: &str = "emulator";
 /// The benchmark's own process: the CAPI-core stand-in, the watches, the request drain.
 const HARNESS: &str = "harness";
+
+/// What a GET of the emulator's log read: an operation's status or result, or a resource.
+fn read_target(path: &str) -> String {
+    let operation = path.contains("/operations/") || path.contains("/operationResults/");
+    (if operation { "operation" } else { "resource" }).to_owned()
+}
+
+/// `n` per cloud CR, to the hundredth (0 without CRs).
+fn per_cr_ratio(n: u64, crs: usize) -> f64 {
+    if crs == 0 {
+        0.0
+    } else {
+        (n as f64 / crs as f64 * 100.0).round() / 100.0
+    }
+}
 
 fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -1262,6 +1288,21 @@ pub fn operator_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_are_told_apart_by_what_they_read() {
+        let rg = "/subscriptions/s/resourceGroups/g";
+        let vm =
+            format!("{rg}/providers/Microsoft.Compute/virtualMachines/vm?api-version=2024-07-01");
+        let op = "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/operations/1?api-version=2024-07-01";
+        let result =
+            "/subscriptions/s/providers/Microsoft.Network/locations/westeurope/operationResults/2";
+        assert_eq!(read_target(&vm), "resource");
+        assert_eq!(read_target(op), "operation");
+        assert_eq!(read_target(result), "operation");
+        assert_eq!(per_cr_ratio(57, 18), 3.17);
+        assert_eq!(per_cr_ratio(5, 0), 0.0);
+    }
 
     #[test]
     fn percentiles_by_nearest_rank() {

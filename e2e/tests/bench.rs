@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 31] = [
+const KEYS: [&str; 34] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -30,6 +30,8 @@ const KEYS: [&str; 31] = [
     "time_to_all_ready_runs_s",
     "time_to_all_ready_spread_s",
     "arm_requests",
+    "arm_reads_by_target",
+    "reads_per_resource",
     "puts_per_resource",
     "steady_state_writes",
     "steady_state_s",
@@ -175,6 +177,19 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     );
     assert!(
         s.arm_requests.get("PUT").is_some_and(|n| *n > 0),
+        "{json:#}"
+    );
+    // Every GET is a resource read or an operation poll, and the per-CR figure is their sum's.
+    let gets = s.arm_requests.get("GET").copied().unwrap_or(0);
+    assert_eq!(
+        s.arm_reads_by_target.values().sum::<u64>(),
+        gets,
+        "{json:#}"
+    );
+    assert!(
+        s.arm_reads_by_target
+            .get("resource")
+            .is_some_and(|n| *n > 0),
         "{json:#}"
     );
 }

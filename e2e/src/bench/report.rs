@@ -72,6 +72,13 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
             listed(&f.harness_lag_p99_by_process_s)
         }),
         row("ARM requests to Ready", |f| listed(&f.arm_requests)),
+        row("ARM reads per resource (GETs by target)", |f| {
+            format!(
+                "{} ({})",
+                f.reads_per_resource,
+                listed(&f.arm_reads_by_target)
+            )
+        }),
         row("PUTs per resource", |f| f.puts_per_resource.to_string()),
         row("steady-state writes (simulated s measured)", |f| {
             f.steady_state_writes.map_or_else(
