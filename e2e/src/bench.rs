@@ -351,6 +351,10 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
     for i in 0..config.runs {
         for &side in config.sides.each() {
             let f = run_one(&api, config, side, i).await?;
+            // A run's figures are not lost when it or a later run fails (a Strata run that did
+            // not converge still shows how far it got and what each process cost).
+            let json = serde_json::to_string(&f).unwrap_or_default();
+            tracing::info!(run = i, side = side.label(), figures = %json, "run done");
             if f.clusters_ready < f.clusters {
                 if side == Side::Strata {
                     return Err(Error::NotConverged {
@@ -369,9 +373,6 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
                     "the baseline did not converge in time"
                 );
             }
-            // A run's figures are not lost when a later run fails.
-            let json = serde_json::to_string(&f).unwrap_or_default();
-            tracing::info!(run = i, side = side.label(), figures = %json, "run done");
             match side {
                 Side::Strata => strata.push(f),
                 Side::Baseline => baseline.push(f),
