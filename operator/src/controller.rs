@@ -16,6 +16,7 @@ use strata_crds::capz::AzureClusterIdentity;
 use strata_runtime::Shard;
 use strata_runtime::shard::SHARD_LABEL;
 use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tracing::{debug, warn};
 
 use crate::adapters::AzureResource;
@@ -195,19 +196,32 @@ fn waiters<K: AzureResource>(
     index: Arc<Index>,
     changes: BroadcastStream<Change>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
-    changes
-        .filter_map(|c| future::ready(c.ok()))
-        .flat_map(move |change| {
-            let names = index.take_waiters(&change, K::KIND);
-            if !names.is_empty() {
-                tracing::debug!(kind = %K::KIND, dependency = %change.name, ?names, "waking");
+    changes.flat_map(move |change| {
+        let woken: Vec<(String, String)> = match change {
+            Ok(change) => {
+                let names = index.take_waiters(&change, K::KIND);
+                if !names.is_empty() {
+                    debug!(kind = %K::KIND, dependency = %change.name, ?names, "waking");
+                }
+                names
+                    .into_iter()
+                    .map(|name| (change.namespace.clone(), name))
+                    .collect()
             }
-            let woken: Vec<ObjectRef<K>> = names
+            // This controller fell behind the broadcast and missed changes: any of them may be
+            // the one a waiting CR needs, and nothing else would wake it before its sync period
+            // (an hour), so every CR of this kind that waits looks again.
+            Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                warn!(kind = %K::KIND, missed, "missed readiness changes; waking every waiting CR of this kind");
+                index.take_all_waiters(K::KIND)
+            }
+        };
+        futures::stream::iter(
+            woken
                 .into_iter()
-                .map(|name| ObjectRef::new(&name).within(&change.namespace))
-                .collect();
-            futures::stream::iter(woken)
-        })
+                .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+        )
+    })
 }
 
 /// Keeps the identity store filled and announces every identity that changed or went away.
@@ -271,4 +285,63 @@ fn error_policy<K: AzureResource>(obj: Arc<K>, error: &Error, ctx: Arc<Context>)
         warn!(object = %key, error = %error, class = error.metric_label(), retry_in = ?delay, "reconcile failed");
     }
     Action::requeue(delay.max(Duration::from_millis(100)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::kind::Kind;
+
+    #[tokio::test]
+    async fn a_controller_that_missed_changes_wakes_every_cr_of_its_kind_that_waits() {
+        let index = Arc::new(Index::default());
+        index.wait_for(
+            (Kind::NetworkInterface, "a", "nic-1"),
+            (Kind::ResourceGroup, "a", "rg"),
+        );
+        index.wait_for(
+            (Kind::NetworkInterface, "b", "nic-2"),
+            (Kind::Subnet, "b", "s"),
+        );
+        index.wait_for(
+            (Kind::VirtualMachine, "a", "vm"),
+            (Kind::NetworkInterface, "a", "nic-1"),
+        );
+        let change = |kind, name: &str| Change {
+            kind,
+            namespace: "a".into(),
+            name: name.into(),
+            ready: true,
+            deleted: false,
+        };
+        // A channel of one: the first of two changes is lost before the controller reads.
+        let (tx, rx) = tokio::sync::broadcast::channel(1);
+        tx.send(change(Kind::ResourceGroup, "rg")).unwrap();
+        tx.send(change(Kind::Subnet, "unrelated")).unwrap();
+        drop(tx);
+        let woken: Vec<ObjectRef<NetworkInterface>> =
+            waiters(index.clone(), BroadcastStream::new(rx))
+                .collect()
+                .await;
+        let mut names: Vec<(String, String)> = woken
+            .into_iter()
+            .map(|r| (r.namespace.unwrap_or_default(), r.name))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [("a".into(), "nic-1".into()), ("b".into(), "nic-2".into())],
+            "both NICs look again, though the change that woke one of them was lost"
+        );
+        // The other kinds' waiters stay registered for their own controllers.
+        assert_eq!(
+            index.take_waiters(
+                &change(Kind::NetworkInterface, "nic-1"),
+                Kind::VirtualMachine
+            ),
+            ["vm".to_owned()]
+        );
+        assert!(index.take_all_waiters(Kind::NetworkInterface).is_empty());
+    }
 }

@@ -46,8 +46,8 @@ pub struct Index {
 
 impl Default for Index {
     fn default() -> Self {
-        // Generous capacity: a lagging subscriber only loses wake-ups that the periodic resync
-        // repairs, but it should not happen at the scale the benchmark runs.
+        // Generous capacity: a subscriber that falls this far behind cannot tell which changes
+        // it missed, and wakes every CR of its kind that waits (`take_all_waiters`).
         let (changes, _) = broadcast::channel(65_536);
         Index {
             entries: RwLock::new(HashMap::new()),
@@ -173,6 +173,25 @@ impl Index {
                 }
             }
         }
+        woken
+    }
+
+    /// Every CR of `kind` that waits for anything, as (namespace, name), forgotten once
+    /// returned: for a subscriber that missed changes and cannot tell which of its CRs they woke.
+    pub fn take_all_waiters(&self, kind: Kind) -> Vec<(String, String)> {
+        let mut woken = HashSet::new();
+        self.lock_waiters().retain(|_, set| {
+            set.retain(|w| {
+                let mine = w.0 == kind;
+                if mine {
+                    woken.insert((w.1.clone(), w.2.clone()));
+                }
+                !mine
+            });
+            !set.is_empty()
+        });
+        let mut woken: Vec<(String, String)> = woken.into_iter().collect();
+        woken.sort();
         woken
     }
 
