@@ -1192,8 +1192,22 @@ async fn the_translator_runs_on_its_least_privilege_role_and_logs_no_secret() {
             .await
             .unwrap();
     }
-    eventually("every cloud CR deleted", || async {
-        cloud_crs(&env).await.is_empty().then_some(())
+    // Until the CAPZ objects are gone too, not only the cloud CRs: the translator deletes the
+    // cluster's LocationZones and drops its finalizers after the last cloud CR is gone, and
+    // stopping it in between would leave those accesses out of the log (a flake once seen in CI).
+    eventually("every cloud CR and CAPZ object deleted", || async {
+        let clusters = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let machines = azms.list(&ListParams::default()).await.unwrap().items;
+        let pools = amps.list(&ListParams::default()).await.unwrap().items;
+        (cloud_crs(&env).await.is_empty()
+            && clusters.is_empty()
+            && machines.is_empty()
+            && pools.is_empty())
+        .then_some(())
     })
     .await;
     env.controller.abort();
