@@ -93,8 +93,9 @@ pub(crate) async fn apply_all(
     Ok(())
 }
 
-/// The CRs of `kinds` in `ns` labelled with `cluster` and controller-owned by `owner_uid`.
-pub(crate) async fn owned(
+/// The CRs of `kinds` in `ns` labelled with `cluster` and controller-owned by `owner_uid`, as
+/// the API server has them now (the deletion paths; the others read `owned::OwnedCache`).
+pub(crate) async fn list_owned(
     client: &Client,
     ns: &str,
     kinds: &[CloudKind],

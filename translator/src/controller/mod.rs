@@ -7,10 +7,12 @@
 //! cloud CRs is driven by the translator's own finalizer, never by a garbage collector (the
 //! custom-data Secret copies, which touch no cloud resource, go by garbage collection).
 //!
-//! Split by concern: `watches` (what wakes a reconcile), `apply` (server-side apply, prune),
+//! Split by concern: `watches` (what wakes a reconcile), `owned` (the owned cloud CRs, from
+//! their watches), `apply` (server-side apply, prune),
 //! `reconcile_cluster` and `reconcile_machine`; what status says is the pure `crate::status`.
 
 mod apply;
+mod owned;
 mod reconcile_cluster;
 mod reconcile_machine;
 mod reconcile_pool;
@@ -45,6 +47,7 @@ use crate::model::{ClusterModel, Policy};
 use crate::status::*;
 use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 use apply::*;
+use owned::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
 use reconcile_pool::*;
@@ -112,6 +115,11 @@ pub struct Context {
     pub machines: Store<Machine>,
     /// Set once the Machine watch has listed (many reconciles wait on it at once).
     pub machines_synced: Synced,
+    /// The cloud CRs each AzureCluster, AzureMachine and AzureMachinePool owns, from the
+    /// watches that wake them (one cache per owner kind: each is fed by its own watches).
+    pub(crate) cluster_crs: Arc<OwnedCache>,
+    pub(crate) machine_crs: Arc<OwnedCache>,
+    pub(crate) pool_crs: Arc<OwnedCache>,
     /// AzureClusters (by UID) whose legacy credential Secret this process has already looked
     /// for: the check is one GET per cluster per process, not one per reconcile.
     legacy_checked: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -170,6 +178,9 @@ pub async fn run_observed(
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
         machines_synced: machines_synced.clone(),
+        cluster_crs: Arc::new(OwnedCache::new(CLUSTER_KINDS)),
+        machine_crs: Arc::new(OwnedCache::new(MACHINE_KINDS)),
+        pool_crs: Arc::new(OwnedCache::new(POOL_KINDS)),
         legacy_checked: Default::default(),
     });
     let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
@@ -183,7 +194,7 @@ pub async fn run_observed(
     let store = clusters.store();
     let cluster_store = store.clone();
     let by_identity = store.clone();
-    let clusters = owns_cluster_crs(clusters, &queue, &client, ns)
+    let clusters = watch_owned(clusters, &queue, &client, ns, &ctx.cluster_crs)
         // The location's zones: their status (written by the operator) becomes the failure
         // domains.
         .watches(
@@ -265,7 +276,7 @@ pub async fn run_observed(
     );
     let by_machine = machines.clone();
     let machines_for_cluster = machines.clone();
-    let ms = owns_machine_crs(ms, &queue, &client, ns)
+    let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
         // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
         // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
         // Machine that names it, a copy the AzureMachine that owns it. Only those Secrets are
@@ -335,7 +346,7 @@ pub async fn run_observed(
     let pools = queue
         .controller(api::<AzureMachinePool>(&client, ns), &wc, &pools_synced)
         .with_config(ControllerConfig::default().concurrency(settings.concurrency));
-    let pools = owns_pool_crs(pools, &queue, &client, ns)
+    let pools = watch_owned(pools, &queue, &client, ns, &ctx.pool_crs)
         .watches(
             api::<MachinePool>(&client, ns),
             wc.clone(),

@@ -200,12 +200,11 @@ pub(crate) async fn reconcile_cluster_inner(
     if azc.annotations().contains_key(annotations::MANAGED_BY) {
         return Ok(Action::await_change());
     }
-    let uid = azc.uid().unwrap_or_default();
     let Some(cluster) = cluster_for(client, &azc).await? else {
         if azc.metadata.deletion_timestamp.is_some() {
             // The Cluster went first: still delete what this AzureCluster owns.
             let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
-            let existing = owned(client, &ns, CLUSTER_KINDS, &name, &uid).await?;
+            let existing = owned_by(client, &ctx.cluster_crs, azc.as_ref(), &ns, &name).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 delete_location_zones(client, &ns, &name).await?;
                 remove_finalizer(&azc_api, azc.as_ref()).await?;
@@ -219,7 +218,7 @@ pub(crate) async fn reconcile_cluster_inner(
     let cluster_name = cluster.name_any();
     let owner = controller_ref(azc.as_ref());
     let policy = Policy::of(&cluster, &azc);
-    let existing = owned(client, &ns, CLUSTER_KINDS, &cluster_name, &uid).await?;
+    let existing = owned_by(client, &ctx.cluster_crs, azc.as_ref(), &ns, &cluster_name).await?;
 
     if policy.paused {
         set_paused(client, &ns, &existing, true).await?;

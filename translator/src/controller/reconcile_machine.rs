@@ -65,13 +65,12 @@ pub(crate) async fn reconcile_machine_inner(
     let client = &ctx.client;
     let ns = azm.namespace().unwrap_or_default();
     let azm_api: Api<AzureMachine> = Api::namespaced(client.clone(), &ns);
-    let uid = azm.uid().unwrap_or_default();
     let owner = controller_ref(azm.as_ref());
     let Some(machine) = machine_for(&ctx, &azm).await? else {
         if azm.metadata.deletion_timestamp.is_some() {
             // The Machine went first; still clean up what this AzureMachine owns.
             let cluster = cluster_label(azm.as_ref()).unwrap_or_default();
-            let existing = owned(client, &ns, MACHINE_KINDS, &cluster, &uid).await?;
+            let existing = owned_by(client, &ctx.machine_crs, azm.as_ref(), &ns, &cluster).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&azm_api, azm.as_ref()).await?;
             }
@@ -79,7 +78,7 @@ pub(crate) async fn reconcile_machine_inner(
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let cluster_name = machine.spec.cluster_name.clone();
-    let existing = owned(client, &ns, MACHINE_KINDS, &cluster_name, &uid).await?;
+    let existing = owned_by(client, &ctx.machine_crs, azm.as_ref(), &ns, &cluster_name).await?;
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
     let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));

@@ -66,7 +66,6 @@ async fn reconcile_pool_inner(
     let client = &ctx.client;
     let ns = amp.namespace().unwrap_or_default();
     let amp_api: Api<AzureMachinePool> = Api::namespaced(client.clone(), &ns);
-    let uid = amp.uid().unwrap_or_default();
     let owner = controller_ref(amp.as_ref());
     let prev = amp
         .status
@@ -76,7 +75,7 @@ async fn reconcile_pool_inner(
     let Some(pool) = machine_pool_for(client, &amp).await? else {
         if amp.metadata.deletion_timestamp.is_some() {
             let cluster = cluster_label(amp.as_ref()).unwrap_or_default();
-            let existing = owned(client, &ns, POOL_KINDS, &cluster, &uid).await?;
+            let existing = owned_by(client, &ctx.pool_crs, amp.as_ref(), &ns, &cluster).await?;
             if prune(client, &ns, &existing, &[], &ev).await? == 0 {
                 remove_finalizer(&amp_api, amp.as_ref()).await?;
             }
@@ -84,7 +83,7 @@ async fn reconcile_pool_inner(
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let cluster_name = pool.spec.cluster_name.clone();
-    let existing = owned(client, &ns, POOL_KINDS, &cluster_name, &uid).await?;
+    let existing = owned_by(client, &ctx.pool_crs, amp.as_ref(), &ns, &cluster_name).await?;
     let Some(cluster) = Api::<Cluster>::namespaced(client.clone(), &ns)
         .get_opt(&cluster_name)
         .await?

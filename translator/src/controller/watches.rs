@@ -124,59 +124,24 @@ where
         .collect()
 }
 
-/// What `Controller::owns` does, with the wake-ups counted: watches the children (cloud CRs,
-/// labelled with their cluster) and wakes their owners of kind `K`.
-pub(crate) fn watch_owned<K, C>(c: Controller<K>, queue: &Queue, children: Api<C>) -> Controller<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    C: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + 'static,
-{
-    c.watches(children, label_config(), queue.counted(owners::<K, C>))
-}
-
-/// Watches the cloud CRs of the given kinds that `$c`'s objects own, and defines `$list`, the
-/// same kinds for listing and pruning: one list per owner, written once.
+/// The cloud CR kinds an owner kind's translation writes: its watches (`owned::watch_owned`)
+/// and its prune cover these, written once.
 macro_rules! owned_kinds {
-    ($watch:ident, $list:ident: $($kind:ident),+ $(,)?) => {
+    ($list:ident: $($kind:ident),+ $(,)?) => {
         /// The cloud CR kinds this owner's translation writes (its prune lists these).
         pub(crate) const $list: &[CloudKind] = &[$(CloudKind::$kind),+];
-
-        pub(crate) fn $watch<K>(c: Controller<K>, queue: &Queue, client: &Client, ns: Option<&str>) -> Controller<K>
-        where
-            K: Resource<DynamicType = ()>
-                + Clone
-                + std::fmt::Debug
-                + serde::de::DeserializeOwned
-                + Send
-                + Sync
-                + 'static,
-        {
-            $(let c = watch_owned(c, queue, api::<azure::$kind>(client, ns));)+
-            c
-        }
     };
 }
 
 // An AzureCluster's translation: everything but the machines' own resources.
-owned_kinds!(owns_cluster_crs, CLUSTER_KINDS: ResourceGroup, VirtualNetwork, NetworkSecurityGroup,
+owned_kinds!(CLUSTER_KINDS: ResourceGroup, VirtualNetwork, NetworkSecurityGroup,
     RouteTable, PublicIPAddress, NatGateway, Subnet, LoadBalancer, BastionHost, PrivateDnsZone,
     PrivateDnsZoneVirtualNetworkLink, PrivateDnsARecord, AvailabilitySet);
 // An AzureMachine's (its custom-data Secret is watched with the bootstrap Secrets, in
 // `run_observed`).
-owned_kinds!(owns_machine_crs, MACHINE_KINDS: PublicIPAddress, NetworkInterface, VirtualMachine);
+owned_kinds!(MACHINE_KINDS: PublicIPAddress, NetworkInterface, VirtualMachine);
 // An AzureMachinePool's.
-owned_kinds!(owns_pool_crs, POOL_KINDS: VirtualMachineScaleSet);
+owned_kinds!(POOL_KINDS: VirtualMachineScaleSet);
 
 pub(crate) fn cluster_label<K: Resource>(obj: &K) -> Option<String> {
     obj.meta()
