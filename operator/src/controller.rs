@@ -63,6 +63,16 @@ pub async fn run(
 /// The parts of an object whose change needs a reconcile: the spec (generation), the policy
 /// annotations, finalizers and deletion. Status changes — most of them our own writes — do not.
 fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    intent(obj).hash(&mut h);
+    obj.meta().finalizers.hash(&mut h);
+    Some(h.finish())
+}
+
+/// What the user asks of an object: its spec (generation), annotations, shard and deletion —
+/// [`changes_that_matter`] without the finalizers. A change of it is acted on at once, even
+/// while an operation of ours runs; anything else waits for that operation's next poll.
+pub(crate) fn intent<K: Resource>(obj: &K) -> u64 {
     let meta = obj.meta();
     let mut h = DefaultHasher::new();
     meta.generation.hash(&mut h);
@@ -72,7 +82,6 @@ fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
         .flatten()
         .filter(|(k, _)| k.as_str() != CREATED)
         .for_each(|a| a.hash(&mut h));
-    meta.finalizers.hash(&mut h);
     // A user moving a CR to another shard hands it over at once.
     meta.labels
         .as_ref()
@@ -82,7 +91,7 @@ fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
         .as_ref()
         .map(|t| t.0.as_second())
         .hash(&mut h);
-    Some(h.finish())
+    h.finish()
 }
 
 async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {

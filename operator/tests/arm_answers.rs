@@ -220,7 +220,9 @@ async fn apply_all(objects: impl Iterator<Item = Value>, w: &World) -> Vec<(Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accepted_operations_retry_after_paces_its_polling() {
     // Time scale 0.5: a public IP takes 2.5 s, and ARM's Retry-After (the time left, at most 5 s)
-    // says 2.5 s; the operator's own poll interval is 100 ms.
+    // says 2.5 s; the operator's own poll interval is 100 ms. While the creation runs, a change
+    // that asks nothing of the operator (another controller's finalizer) wakes the CR: it waits
+    // for the Retry-After all the same.
     let mut w = World::start_with(
         "pace",
         Options {
@@ -237,11 +239,36 @@ async fn an_accepted_operations_retry_after_paces_its_polling() {
             "allocationMethod": "Static"}
     }))
     .await;
+    w.eventually("the public IP's creation is sent", T, || async {
+        w.ready("PublicIPAddress", "pip")
+            .await
+            .is_some_and(|(_, _, message)| {
+                message == "creating" || message.starts_with("provisioningState")
+            })
+    })
+    .await;
+    let finalizers = |extra: &[&str]| {
+        let mut all = vec!["azure.strata.dev/finalizer"];
+        all.extend(extra);
+        json!({"metadata": {"finalizers": all}})
+    };
+    let pips = w.api("PublicIPAddress");
+    let merge = |v| kube::api::Patch::Merge(v);
+    pips.patch(
+        "pip",
+        &Default::default(),
+        &merge(finalizers(&["example.com/keep"])),
+    )
+    .await
+    .unwrap();
     let objects = [
         ("ResourceGroup".to_owned(), "g".to_owned()),
         ("PublicIPAddress".to_owned(), "pip".to_owned()),
     ];
     w.wait_all_ready(&objects, T).await;
+    pips.patch("pip", &Default::default(), &merge(finalizers(&[])))
+        .await
+        .unwrap();
     w.stop_operator();
     let log = w.arm_requests().await;
     let pip: Vec<_> = log

@@ -224,7 +224,7 @@ pub(super) async fn follow_up<K: AzureResource>(ctx: &Context, a: &mut Attempt<K
         Report::new(Reason::Reconciling, f.describe)
             .observed(&own, a.observed.as_ref())
             .outputs(outputs),
-        Requeue::After(poll_pace(ctx, &a.key, &client, &own)),
+        Requeue::Poll(poll_pace(ctx, &a.key, &client, &own)),
     )
 }
 
@@ -250,7 +250,7 @@ pub(super) async fn delete<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> O
     }
     End::report(
         Report::new(Reason::Deleting, "deleting in Azure").observed(&own, None),
-        Requeue::After(poll_pace(ctx, &a.key, &client, &own)),
+        Requeue::Poll(poll_pace(ctx, &a.key, &client, &own)),
     )
 }
 

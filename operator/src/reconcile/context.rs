@@ -72,6 +72,11 @@ pub struct Context {
     /// so too (and survives a restart), but the watch may not have delivered that status yet when
     /// the next reconcile runs.
     pub(super) held: PerObject<(i64, std::time::Instant)>,
+    /// Operations of ours that run, per object: the object's intent (`controller::intent`) when
+    /// the write went out and when to look again. A wake-up before then that changes no intent
+    /// (our own finalizer, a dependency's readiness announced again) waits for that time instead
+    /// of costing a GET.
+    pub(super) polling: PerObject<(u64, std::time::Instant)>,
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     pub(super) repeats: PerObject<(i64, String, u32)>,
@@ -110,6 +115,7 @@ impl Context {
                 .unwrap_or_else(|| Arc::new(StrataPacing::new(timing.clone()))),
             timing,
             held: PerObject::default(),
+            polling: PerObject::default(),
             repeats: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),
@@ -160,6 +166,23 @@ impl Context {
     pub(super) fn is_held(&self, key: &str, generation: i64) -> bool {
         self.held.read(key, |held| {
             held.is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
+        })
+    }
+
+    /// An operation of ours runs on `key`: the next look is due in `after`, unless the intent
+    /// changes.
+    pub(super) fn polling(&self, key: &str, intent: u64, after: Duration) {
+        self.polling
+            .set(key, (intent, std::time::Instant::now() + after));
+    }
+
+    /// How long until the running operation on `key` is due for a look, if one runs and the
+    /// intent is the one it was started with.
+    pub(super) fn poll_not_due(&self, key: &str, intent: u64) -> Option<Duration> {
+        self.polling.read(key, |p| {
+            p.filter(|(i, _)| *i == intent)
+                .map(|(_, due)| due.saturating_duration_since(std::time::Instant::now()))
+                .filter(|left| !left.is_zero())
         })
     }
 

@@ -33,6 +33,7 @@ use kube::{Api, ResourceExt};
 use tracing::{Instrument, info_span};
 
 use crate::adapters::AzureResource;
+use crate::controller::intent;
 use crate::decide::{self, Step};
 use crate::error::Error;
 use crate::kind::Kind;
@@ -88,6 +89,9 @@ pub(crate) struct EventNote {
 /// When the controller looks at the CR again.
 pub(crate) enum Requeue {
     After(Duration),
+    /// An operation of ours runs in Azure: look again after this, and until then let a wake-up
+    /// that changes nothing the user asks (`controller::intent`) wait instead of GETting.
+    Poll(Duration),
     /// Only when the CR (or something that wakes it) changes.
     AwaitChange,
     /// Through the controller's error policy (its backoff).
@@ -159,6 +163,16 @@ async fn reconcile_inner<K: AzureResource>(
             return finish(&ctx, &api, obj.as_ref(), obj.as_ref(), *end).await;
         }
     };
+    // Woken while our operation runs (our own finalizer write, a dependency announced Ready
+    // again) with nothing changed that the user asks: the operation's answer is not due yet,
+    // and a GET now would only spend ARM's read budget.
+    if let Some(left) = ctx.poll_not_due(&a.key, intent(obj.as_ref())) {
+        tracing::debug!(
+            in_s = left.as_secs_f64(),
+            "an operation runs: looked at when due"
+        );
+        return Ok(Action::requeue(left));
+    }
     for _ in 0..4 {
         let step = decide::decide(&a.obs);
         tracing::Span::current().record("step", tracing::field::debug(&step));
@@ -178,7 +192,7 @@ async fn reconcile_inner<K: AzureResource>(
             Step::Observe => observe::observe(&ctx, &mut a).await?,
             // One write per reconcile: look again after the poll interval.
             Step::Create | Step::Update(_) | Step::FollowUp if a.wrote => {
-                End::quietly(Requeue::After(ctx.pacing.operation_poll(&a.key, None)))
+                End::quietly(Requeue::Poll(ctx.pacing.operation_poll(&a.key, None)))
             }
             Step::Create | Step::Update(_) => act::write(&ctx, &mut a, &step).await?,
             Step::FollowUp => act::follow_up(&ctx, &mut a).await,
@@ -219,8 +233,14 @@ async fn finish<K: AzureResource>(
     if let Some(r) = end.report {
         report::report(ctx, api, current, r).await?;
     }
+    let key = object_key(obj);
+    if let Requeue::Poll(d) = end.requeue {
+        ctx.polling(&key, intent(obj), d);
+    } else {
+        ctx.polling.remove(&key);
+    }
     match end.requeue {
-        Requeue::After(d) => Ok(Action::requeue(d)),
+        Requeue::After(d) | Requeue::Poll(d) => Ok(Action::requeue(d)),
         Requeue::AwaitChange => Ok(Action::await_change()),
         Requeue::Fail(e) => Err(e),
     }

@@ -207,7 +207,7 @@ pub(super) fn in_progress<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> Ou
         (Some(client), Some(own)) => super::act::poll_pace(ctx, &a.key, client, own),
         _ => ctx.pacing.operation_poll(&a.key, None),
     };
-    End::report(r, Requeue::After(pace))
+    End::report(r, Requeue::Poll(pace))
 }
 
 /// Ready (`Succeeded`, or `UsingExisting`): the outputs, and the next drift check after the
