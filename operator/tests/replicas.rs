@@ -15,13 +15,18 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use strata_runtime::Shard;
 
+/// A 6 s lease renewed 3 s before it expires. A leader stops once it cannot confirm a renewal
+/// while half of renew-before is left, so renew-before bounds how slow a renewal may be; with
+/// 1 s (a 0.5 s window) the translator's replicas on a loaded kube-apiserver stopped and started
+/// again every 1.5 s (translator/tests/replicas.rs).
 const LEASE: [&str; 5] = [
     "--leader-elect",
     "--leader-elect-lease-duration",
-    "3s",
+    "6s",
     "--leader-elect-renew-before",
-    "1s",
+    "3s",
 ];
+const LEASE_S: u64 = 6;
 
 async fn holder(w: &World, lease: &str) -> Option<String> {
     Api::<Lease>::namespaced(w.env.client(), &w.ns)
@@ -104,11 +109,11 @@ async fn one_leader_writes_and_a_standby_takes_over_within_the_lease_duration() 
     // The leader dies without releasing its lease: the standby takes over once it expires.
     a.kill().await;
     let took = wait_holder(&w, "strata-operator", "replica-b", Duration::from_secs(15)).await;
-    println!("handover after the leader was killed: {took:?} (lease duration 3s)");
+    println!("handover after the leader was killed: {took:?} (lease duration {LEASE_S}s)");
     // The lease expires at most its duration after the kill; kube-lease-manager then waits a
     // random 0–1 s before taking it, so that two standbys do not collide.
     assert!(
-        took <= Duration::from_secs(3 + 1) + Duration::from_millis(1000),
+        took <= Duration::from_secs(LEASE_S + 1) + Duration::from_millis(1000),
         "handover took {took:?}"
     );
     let second = w
@@ -148,7 +153,8 @@ async fn a_replica_that_loses_its_lease_stops_writing_at_once() {
         )
         .await
         .unwrap();
-    wait_metric(&a, &w, "strata_operator_leader 0", Duration::from_secs(3)).await;
+    // The watchdog reads the Lease every renew-before / 2 (1.5 s).
+    wait_metric(&a, &w, "strata_operator_leader 0", Duration::from_secs(4)).await;
     let stopped = Instant::now();
 
     // CRs created now are not touched while the lease is someone else's: sample the request

@@ -20,18 +20,45 @@ use strata_crds::capz::{AzureCluster, AzureMachine};
 use strata_envtest::requests::RequestRecord;
 use strata_runtime::Shard;
 
-/// A 3 s lease renewed every 2 s: fast enough for a test, with the same logic as the defaults.
+/// A 6 s lease renewed 3 s before it expires: fast enough for a test, with the same logic as
+/// the defaults (15 s, 5 s). A leader stops once it cannot confirm a renewal while half of
+/// renew-before is left, so renew-before bounds how slow a renewal may be: with 1 s (a 0.5 s
+/// window), a kube-apiserver on a loaded machine made both leaders stop and start again every
+/// 1.5 s, and nothing converged.
 const LEASE: [&str; 5] = [
     "--leader-elect",
     "--leader-elect-lease-duration",
-    "3s",
+    "6s",
     "--leader-elect-renew-before",
-    "1s",
+    "3s",
 ];
+const LEASE_S: u64 = 6;
 
 struct Replica {
     child: tokio::process::Child,
     log: PathBuf,
+}
+
+impl Drop for Replica {
+    /// A failed test shows what each replica said of its lease and its errors (the test's
+    /// output is often all that is kept of a CI run).
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("lease") || l.contains("WARN") || l.contains("ERROR"))
+            .collect();
+        let from = lines.len().saturating_sub(30);
+        eprintln!(
+            "-- {} (lease, warnings, errors; the last 30 of {}):\n{}",
+            self.log.display(),
+            lines.len(),
+            lines[from..].join("\n")
+        );
+    }
 }
 
 /// Starts the translator binary as pod `pod`, watching the test's namespace, with its lease
@@ -148,11 +175,13 @@ async fn one_translator_leader_writes_and_a_standby_takes_over_within_the_lease_
         Duration::from_secs(15),
     )
     .await;
-    println!("translator handover after the leader was killed: {took:?} (lease duration 3s)");
+    println!(
+        "translator handover after the leader was killed: {took:?} (lease duration {LEASE_S}s)"
+    );
     // At most the lease duration after the last renewal, plus kube-lease-manager's random wait
     // of up to 1 s before taking an expired lease.
     assert!(
-        took <= Duration::from_secs(3 + 1 + 1),
+        took <= Duration::from_secs(LEASE_S + 1 + 1),
         "handover took {took:?}"
     );
 
