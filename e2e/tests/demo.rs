@@ -383,11 +383,16 @@ impl Background {
                 self.reader.take().map(std::thread::JoinHandle::join);
                 return status;
             }
-            assert!(
-                start.elapsed() < within,
-                "strata-demo still running {within:?} after SIGTERM:\n{}",
-                self.stdout.lock().unwrap().join("\n")
-            );
+            if start.elapsed() >= within {
+                // The log says where it stopped: the workdir goes with the test.
+                let log = std::fs::read_to_string(self.dir.join("demo.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "strata-demo still running {within:?} after SIGTERM:\n{}\n-- the last lines of demo.log:\n{}",
+                    self.stdout.lock().unwrap().join("\n"),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -63,18 +63,32 @@ struct Row {
 
 type Key = (usize, String, String);
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("strata-demo: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match runtime.block_on(run(args)) {
         Ok(code) => code,
         Err(e) => {
             // One line: what failed and what to do.
             eprintln!("strata-demo: {e:#}");
             ExitCode::from(2)
         }
-    }
+    };
+    // A stop is prompt: whatever still runs on the runtime's blocking threads (a file read, a
+    // name lookup) is not waited for beyond this.
+    runtime.shutdown_timeout(STOP_GRACE);
+    code
 }
+
+/// How long stopping may wait for what the demo started to end (the signal test allows 5 s in
+/// all, on a loaded machine).
+const STOP_GRACE: Duration = Duration::from_secs(1);
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // First of all: once the controllers' runtime (kube's `shutdown_on_signal`) handles SIGTERM,
@@ -180,8 +194,9 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // cancellation: a backtrace per kind on stderr, seen as a demo that would not exit when its
     // stderr was a pipe nobody read until the end.
     tasks.iter().for_each(JoinHandle::abort);
-    for task in tasks {
-        let _ = task.await;
+    let stopped = tokio::time::timeout(STOP_GRACE, futures::future::join_all(tasks)).await;
+    if stopped.is_err() {
+        tracing::warn!(grace = ?STOP_GRACE, "some controllers did not stop in time; exiting anyway");
     }
     drop(sim);
     result
