@@ -47,6 +47,7 @@ pub(super) async fn remove_finalizer<K: AzureResource>(
     patch_finalizers(&a.api, a.obj.as_ref(), finalizers).await?;
     info!("finalizer removed");
     ctx.succeeded(&a.key);
+    ctx.created.remove(&a.key);
     Ok(End::quietly(Requeue::AwaitChange))
 }
 
@@ -151,6 +152,9 @@ pub(super) async fn write<K: AzureResource>(
         // record is what tells our resource from a foreign one (and the only record a subnet,
         // which has no tags, ever has).
         record_creation(&a.api, a.obj.as_ref(), &own).await?;
+        if let Some(uid) = a.obj.meta().uid.clone() {
+            ctx.created.set(&a.key, (uid, own.to_string()));
+        }
     }
     let answer = match client.arm.put(K::KIND, &own, &body).await {
         Ok(answer) => answer,

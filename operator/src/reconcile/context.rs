@@ -77,6 +77,11 @@ pub struct Context {
     /// (our own finalizer, a dependency's readiness announced again) waits for that time instead
     /// of costing a GET.
     pub(super) polling: PerObject<(u64, std::time::Instant)>,
+    /// The creation records (`strata.dev/created`) this process wrote, per object: (the CR's UID,
+    /// the ARM ID). A reconcile can start from a copy of the CR older than that write (the
+    /// watch had not delivered it yet), and must not then take our own new resource for a
+    /// foreign one and refuse it for an hour.
+    pub(super) created: PerObject<(String, String)>,
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     pub(super) repeats: PerObject<(i64, String, u32)>,
@@ -116,6 +121,7 @@ impl Context {
             timing,
             held: PerObject::default(),
             polling: PerObject::default(),
+            created: PerObject::default(),
             repeats: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),

@@ -130,7 +130,9 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
         current: obj.clone(),
-        recorded_id: annotations.get(CREATED).cloned(),
+        recorded_id: ctx.created.read(&key, |written| {
+            creation_record(&annotations, meta.uid.as_deref(), written)
+        }),
         obj,
         key,
         namespace,
@@ -146,6 +148,22 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         follow_up: None,
         wrote: false,
         missing_tag: None,
+    })
+}
+
+/// Strata's record that it creates the resource at an ARM ID: the CR's `strata.dev/created`, or
+/// — when this copy of the CR predates that write, which the watch had not delivered yet — what
+/// this process remembers writing on the same CR (`written`: its UID and the ID; a CR deleted and
+/// made again under the same name has another UID and inherits nothing).
+fn creation_record(
+    annotations: &BTreeMap<String, String>,
+    uid: Option<&str>,
+    written: Option<&(String, String)>,
+) -> Option<String> {
+    annotations.get(CREATED).cloned().or_else(|| {
+        written
+            .filter(|(w, _)| uid == Some(w.as_str()))
+            .map(|(_, id)| id.clone())
     })
 }
 
@@ -358,4 +376,32 @@ pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str)
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str =
+        "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/a";
+
+    #[test]
+    fn our_creation_record_is_the_annotation_or_what_we_wrote_on_the_same_cr() {
+        let annotated = BTreeMap::from([(CREATED.to_owned(), ID.to_owned())]);
+        let none = BTreeMap::new();
+        let written = ("uid-1".to_owned(), ID.to_owned());
+        // The annotation, whatever this process remembers.
+        assert_eq!(
+            creation_record(&annotated, Some("uid-1"), None).as_deref(),
+            Some(ID)
+        );
+        // A copy older than our own write: the memory of the write on this CR.
+        assert_eq!(
+            creation_record(&none, Some("uid-1"), Some(&written)).as_deref(),
+            Some(ID)
+        );
+        // Another CR under the same name (deleted and made again): no record.
+        assert_eq!(creation_record(&none, Some("uid-2"), Some(&written)), None);
+        assert_eq!(creation_record(&none, Some("uid-1"), None), None);
+    }
 }

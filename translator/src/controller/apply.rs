@@ -34,6 +34,30 @@ pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
     }
 }
 
+/// Whether the live CR needs no apply for `desired`: it holds every desired field, and the same
+/// translator annotations (`strata.dev/*`: one the translator no longer wants goes only through
+/// an apply). `strata.dev/paused` is set apart (`set_paused`), and `strata.dev/created` is the
+/// operator's: counting it made every CR the operator created differ, so that each was applied
+/// again on every reconcile of its owner.
+pub(crate) fn up_to_date(desired: &Value, live: &Value) -> bool {
+    let ours = |v: &Value| -> Vec<String> {
+        v["metadata"]["annotations"]
+            .as_object()
+            .map(|a| {
+                a.keys()
+                    .filter(|k| {
+                        k.starts_with("strata.dev/")
+                            && *k != annotations::PAUSED
+                            && *k != annotations::CREATED
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    ours(live) == ours(desired) && contained(desired, live)
+}
+
 /// Server-side applies `resources`, controller-owned by `owner`, skipping those whose live
 /// object already holds everything desired (no request, so nothing changes and the API server
 /// is spared a write per CR per reconcile).
@@ -56,23 +80,7 @@ pub(crate) async fn apply_all(
             .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
             .map(|(_, o)| serde_json::to_value(o))
             .transpose()?;
-        // An annotation the translator no longer wants goes only through an apply.
-        let ours = |v: &Value| -> Vec<String> {
-            v["metadata"]["annotations"]
-                .as_object()
-                .map(|a| {
-                    a.keys()
-                        .filter(|k| k.starts_with("strata.dev/") && *k != annotations::PAUSED)
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let annotations_same = live.as_ref().is_some_and(|l| ours(l) == ours(&value));
-        if let Some(live) = &live
-            && annotations_same
-            && contained(&value, live)
-        {
+        if live.as_ref().is_some_and(|l| up_to_date(&value, l)) {
             continue;
         }
         dyn_api(client, ns, r.cloud_kind())
@@ -228,4 +236,41 @@ where
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subnet(annotations: Value) -> Value {
+        json!({
+            "apiVersion": "azure.strata.dev/v1alpha1", "kind": "Subnet",
+            "metadata": {"name": "node-subnet", "annotations": annotations},
+            "spec": {"addressPrefixes": ["10.1.0.0/16"]},
+        })
+    }
+
+    #[test]
+    fn a_cr_is_up_to_date_whatever_the_operator_and_the_user_add() {
+        let desired = subnet(json!({}));
+        let mut live = subnet(json!({
+            annotations::CREATED: "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/node-subnet",
+            annotations::PAUSED: "true",
+            "example.com/note": "a user's",
+        }));
+        live["status"] = json!({"id": "x"});
+        live["metadata"]["resourceVersion"] = json!("7");
+        assert!(up_to_date(&desired, &live));
+    }
+
+    #[test]
+    fn a_changed_field_or_a_translator_annotation_no_longer_wanted_is_applied() {
+        let desired = subnet(json!({}));
+        let mut changed = subnet(json!({}));
+        changed["spec"]["addressPrefixes"] = json!(["10.2.0.0/16"]);
+        assert!(!up_to_date(&desired, &changed));
+        let adopted = subnet(json!({annotations::ADOPT: "true"}));
+        assert!(!up_to_date(&desired, &adopted));
+        assert!(up_to_date(&adopted, &adopted));
+    }
 }
