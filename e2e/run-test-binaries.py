@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,7 @@ class Runner:
         self.cond = threading.Condition()
         self.lock = threading.Lock()
         self.failed = []
+        self.failures = {}
         self.times = {}
         self.pgids = set()
         self.stopping = False
@@ -133,6 +135,7 @@ class Runner:
             self.times[name] = took
             if code != 0:
                 self.failed.append(label)
+                self.failures[label] = text
                 print(f"---- FAILED {label} ({took:.0f} s), its output:\n{text}", flush=True)
             else:
                 # The binary's own "test result:" line goes out verbatim, as cargo prints it,
@@ -150,6 +153,17 @@ class Runner:
                     os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def failure_digest(text, limit=80):
+    """The part of a failed test binary's output that says why: from cargo's "failures:"
+    section (or the whole output when there is none), without backtrace frames, its last
+    `limit` lines."""
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.strip() == "failures:"), 0)
+    frame = re.compile(r"^\s+(\d+: |at )")
+    kept = [l for l in lines[start:] if not frame.match(l) and l.strip() != "stack backtrace:"]
+    return "\n".join(kept[-limit:])
 
 
 def main():
@@ -225,6 +239,10 @@ def main():
     for label, t in slowest:
         print(f"  {t:6.1f} s  {label}")
     if runner.failed:
+        # Again at the very end, without backtraces: a CI log shown by its head and tail keeps
+        # this part, where a failure printed mid-run may be cut.
+        for label in runner.failed:
+            print(f"---- why {label} failed:\n" + failure_digest(runner.failures[label]))
         print("run-test-binaries: FAILED:\n  " + "\n  ".join(runner.failed))
         sys.exit(1)
 

@@ -79,7 +79,7 @@ fn spawn(env: &Env, pod: &str, args: &[&str]) -> Replica {
         .args(args)
         .env("KUBECONFIG", env.server.kubeconfig_path())
         .env("POD_NAME", pod)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,strata_translator=debug")
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)

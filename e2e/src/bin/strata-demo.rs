@@ -12,6 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -177,17 +178,14 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             tracing::error!(error = %e, "strata-operator stopped");
         }
     }));
-    let result = demo(
-        &args,
-        &root,
-        &workdir,
-        &kubeconfig,
-        &client,
-        &sim,
-        &log_path,
-        &mut stop,
-    )
-    .await;
+    // The signal races the whole demo, not only the places that look for it: a stop must not
+    // wait for whatever the demo awaits (kubectl, a listing of every cloud kind) on a loaded
+    // machine. Dropping the demo's future kills its kubectl (`kill_on_drop`).
+    let serving = AtomicBool::new(false);
+    let result = tokio::select! {
+        result = demo(&args, &root, &workdir, &kubeconfig, &client, &sim, &log_path, &serving) => result,
+        signal = stop.requested() => Ok(signal.report(serving.load(Ordering::Relaxed))),
+    };
     // Aborted *and awaited*: each controller future is dropped here, with the reconcile tasks it
     // spawned, while the runtime still runs. Left to the runtime's shutdown, those tasks could be
     // cancelled before their controller, whose join handle (kube-runtime's) then panics on the
@@ -211,7 +209,7 @@ async fn demo(
     client: &kube::Client,
     sim: &strata_armsim::Server,
     log_path: &Path,
-    stop: &mut Stop,
+    serving: &AtomicBool,
 ) -> anyhow::Result<ExitCode> {
     let cluster_file = args
         .cluster
@@ -229,8 +227,7 @@ async fn demo(
             .unwrap_or(&cluster_file)
             .display()
     );
-    // Asynchronously, and given up on a signal: kubectl on a loaded machine takes seconds, and a
-    // SIGTERM meanwhile must stop the demo at once (dropping the child kills it).
+    // Asynchronously, so that a signal meanwhile stops the demo at once (`run`).
     let apply = tokio::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -238,13 +235,7 @@ async fn demo(
         .arg(&cluster_file)
         .kill_on_drop(true)
         .output();
-    let out = tokio::select! {
-        out = apply => out.context("running kubectl")?,
-        signal = stop.requested() => {
-            println!("interrupted ({}); stopping everything", signal.name);
-            return Ok(ExitCode::from(signal.exit_code));
-        }
-    };
+    let out = apply.await.context("running kubectl")?;
     if !out.status.success() {
         bail!(
             "kubectl apply failed: {}",
@@ -257,14 +248,7 @@ async fn demo(
     let mut view = View::new(std::io::stdout().is_terminal());
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let ready_at = loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            signal = stop.requested() => {
-                view.clear();
-                println!("interrupted ({}); stopping everything", signal.name);
-                return Ok(ExitCode::from(signal.exit_code));
-            }
-        }
+        ticker.tick().await;
         let rows = cloud_rows(client).await?;
         let blocking = blocking(client, &rows).await?;
         view.show(&rows, started.elapsed(), blocking.len());
@@ -291,21 +275,14 @@ async fn demo(
         return Ok(ExitCode::SUCCESS);
     }
     println!("\nServing until Ctrl-C (or SIGTERM); changes to the cloud CRs are shown below.");
+    serving.store(true, Ordering::Relaxed);
     let mut last = rows;
-    let signal = loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            signal = stop.requested() => break signal,
-        }
+    loop {
+        ticker.tick().await;
         let rows = cloud_rows(client).await?;
         print_changes(&last, &rows);
         last = rows;
-    };
-    println!(
-        "{}: stopping the API test server, the ARM emulator and the controllers",
-        signal.name
-    );
-    Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// The signals that stop the demo, listened to from the start: a signal that arrives while the
@@ -324,6 +301,23 @@ struct Stopped {
     exit_code: u8,
 }
 
+impl Stopped {
+    /// Says what stops and returns the exit code: success once the demo was serving (its job
+    /// was done), the signal's code before (it was cut short).
+    fn report(&self, serving: bool) -> ExitCode {
+        if serving {
+            println!(
+                "{}: stopping the API test server, the ARM emulator and the controllers",
+                self.name
+            );
+            ExitCode::SUCCESS
+        } else {
+            println!("interrupted ({}); stopping everything", self.name);
+            ExitCode::from(self.exit_code)
+        }
+    }
+}
+
 impl Stop {
     fn new() -> std::io::Result<Stop> {
         Ok(Stop {
@@ -332,7 +326,7 @@ impl Stop {
         })
     }
 
-    /// Waits for Ctrl-C (SIGINT) or SIGTERM (cancel-safe, for `select!`).
+    /// Waits for Ctrl-C (SIGINT) or SIGTERM.
     async fn requested(&mut self) -> Stopped {
         tokio::select! {
             _ = self.interrupt.recv() => Stopped { name: "Ctrl-C", exit_code: 130 },

@@ -336,13 +336,21 @@ pub async fn converge(env: &Env, what: &str, timeout: Duration) {
         let lp = ListParams::default();
         let c = clusters.list(&lp).await.unwrap().items;
         let m = machines.list(&lp).await.unwrap().items;
+        // Each one with what its status says, for a failure to explain itself.
+        let why = |status: Option<serde_json::Value>| {
+            status
+                .and_then(|s| s.get("conditions").cloned())
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "no status".to_owned())
+        };
         let not_ready: Vec<String> = c
             .iter()
             .filter(|c| !c.status.as_ref().is_some_and(|s| s.ready))
             .map(|c| {
                 format!(
-                    "AzureCluster/{}",
-                    c.metadata.name.clone().unwrap_or_default()
+                    "AzureCluster/{} {}",
+                    c.metadata.name.clone().unwrap_or_default(),
+                    why(c.status.as_ref().and_then(|s| serde_json::to_value(s).ok()))
                 )
             })
             .chain(
@@ -350,8 +358,9 @@ pub async fn converge(env: &Env, what: &str, timeout: Duration) {
                     .filter(|m| !m.status.as_ref().is_some_and(|s| s.ready))
                     .map(|m| {
                         format!(
-                            "AzureMachine/{}",
-                            m.metadata.name.clone().unwrap_or_default()
+                            "AzureMachine/{} {}",
+                            m.metadata.name.clone().unwrap_or_default(),
+                            why(m.status.as_ref().and_then(|s| serde_json::to_value(s).ok()))
                         )
                     }),
             )
