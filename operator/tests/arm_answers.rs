@@ -174,22 +174,29 @@ async fn remaining_count_headers_lower_the_operators_bucket() {
         }),
     )
     .await;
-    // The operator's own write bucket: 180 at once (90 % of 200), refilled at 9 per real second.
-    // Without ARM's count, twelve PUTs fit in it and nothing waits.
+    // The operator's own write bucket: 180 at once (90 % of 200), refilled at 0.45 per real
+    // second. Without ARM's count, twelve PUTs fit in it and nothing waits.
     w.limits = strata_operator::throttle::Limits {
         writes: strata_operator::throttle::Bucket {
             burst: 200,
-            per_second: 0.1,
+            per_second: 0.005,
         },
         ..Default::default()
     };
     w.start_operator();
-    let objects: Vec<_> = apply_all((0..12).map(|i| rg(&format!("g{i}"), None)), &w).await;
+    // One group first: its PUT's answer says ARM has 3 writes left, and the operator's bucket
+    // drops from 180 to 2.7. Then eleven at once: they take what is left plus what refilled
+    // meanwhile, and the rest wait. (Sent all at once before any answer, or one by one slower
+    // than the refill, as a loaded machine did, twelve PUTs never wait: the lowered bucket
+    // must be seen before the burst, and outlast the gap until it.)
+    let mut objects = apply_all(std::iter::once(rg("g0", None)), &w).await;
+    w.wait_all_ready(&objects, T).await;
+    objects.extend(apply_all((1..12).map(|i| rg(&format!("g{i}"), None)), &w).await);
     w.wait_all_ready(&objects, T).await;
     let log = w.arm_requests().await;
     let puts = puts_to(&log, SUB);
     let refused = puts.iter().filter(|e| e["status"] == 429).count();
-    // After the first answers the operator's bucket follows ARM's count, so the writes are
+    // After the first answer the operator's bucket follows ARM's count, so the writes are
     // paced instead of sent straight into 429s (each of which would cost a Retry-After).
     assert!(
         refused <= 2,
