@@ -97,6 +97,9 @@ async fn samples_converge_with_one_put_each_then_resync_only_reads() {
     );
 
     // A full resync: a fresh operator reconciles every CR again and finds nothing to change.
+    // (The first one stopped before the count starts: nothing of it lands in the count.)
+    w.stop_operator();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     w.clear_requests().await;
     w.start_operator();
     let n = objects.len();
@@ -135,6 +138,9 @@ async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
         .and_then(Value::as_str)
         .unwrap()
         .to_owned();
+    // Stopped first (see an_update_azure_completes_at_once_ends_ready).
+    w.stop_operator();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // Drift behind the operator's back: the NSG loses a rule, the VM's `app` tag changes.
     w.sim_delete(&format!("{nsg_id}/securityRules/allow_ssh"))
         .await;
@@ -184,6 +190,10 @@ async fn an_update_azure_completes_at_once_ends_ready() {
         .await;
     w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
         .await;
+    // Stopped before the tampering: a reconcile still running (a late watch event on a loaded
+    // machine) would otherwise repair it before the count starts (CI: 0 PUTs counted).
+    w.stop_operator();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let id = w
         .get("ResourceGroup", "rg")
         .await

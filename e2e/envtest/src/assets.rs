@@ -560,7 +560,26 @@ impl ControlPlane {
     /// boot's port, which kube-apiserver's bootstrap controller does not correct in an existing
     /// Service. A seeded kube-apiserver creates them anew, with its own port, as at a first boot.
     /// (The controller recreates them only every ten seconds, and the seed is taken at once.)
+    /// The controller writes the Service only once the server reports ready, which is also when
+    /// this runs: it waits for the Service first, or a delete that found nothing was followed by
+    /// the controller's creation and the seed kept this boot's port after all (CI, loaded).
     async fn forget_kubernetes_service(&self) -> Result<(), TestEnvError> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let req = http::Request::get("/api/v1/namespaces/default/services/kubernetes")
+                .body(Vec::new())
+                .map_err(|e| TestEnvError::Kubeconfig(e.to_string()))?;
+            match self.client.request_text(req).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+            if std::time::Instant::now() >= deadline {
+                // Nothing to forget; a seed without the Service is what is wanted anyway.
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         for path in [
             "/api/v1/namespaces/default/services/kubernetes",
             "/api/v1/namespaces/default/endpoints/kubernetes",

@@ -411,10 +411,10 @@ async fn the_kubernetes_service_exists_at_start() {
     let env = TestEnv::start().await.unwrap();
     let services: Api<Service> = Api::namespaced(env.client(), "default");
     let url_port: i32 = env.url().rsplit(':').next().unwrap().parse().unwrap();
-    // kube-apiserver started on a seeded etcd finds the Service its seeding run wrote, with that
-    // run's port, and its bootstrap controller puts this run's port there once the server is
-    // ready and every 10 s after: wait for the port as well as for the Service. (10 s in all
-    // was not enough on a loaded machine: CI, 40327 against 34571.)
+    // kube-apiserver writes the Service once it reports ready, so it is polled. A seeded etcd
+    // holds none (`forget_kubernetes_service` deletes it before the seed is taken: the
+    // controller never corrects the port of an existing one), so the port is this run's; it
+    // is waited for as well, with a bound, so that a stale seed fails on the port it shows.
     let target = |svc: &Service| {
         svc.spec
             .as_ref()

@@ -31,7 +31,7 @@ const LOCK_POLL: Duration = Duration::from_millis(100);
 const LOCK_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Changed whenever what goes into a seed changes, so that older seeds are not used.
-const SEED_FORMAT: &[u8] = b"strata-envtest-seed-2";
+const SEED_FORMAT: &[u8] = b"strata-envtest-seed-3";
 
 /// What a seed depends on: the two binaries (path, size, modification time), the CRDs and the
 /// namespaces, hashed. Another kube-apiserver, CRD or namespace list gets another seed.
