@@ -216,12 +216,19 @@ async fn an_update_azure_completes_at_once_ends_ready() {
         })
     })
     .await;
+    // The emulator logs a request once it has answered it, after the change is visible: the
+    // count waits for the log (CI, loaded: the tag repaired and 0 PUTs logged yet).
+    w.eventually("the repair logged", Duration::from_secs(10), || async {
+        count(&w.arm_requests().await, "PUT") >= 1
+    })
+    .await;
+    w.wait_all_ready(&[rg], Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         count(&w.arm_requests().await, "PUT"),
         1,
         "one PUT repairs it"
     );
-    w.wait_all_ready(&[rg], Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

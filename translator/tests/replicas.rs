@@ -179,9 +179,10 @@ async fn one_translator_leader_writes_and_a_standby_takes_over_within_the_lease_
         "translator handover after the leader was killed: {took:?} (lease duration {LEASE_S}s)"
     );
     // At most the lease duration after the last renewal, plus kube-lease-manager's random wait
-    // of up to 1 s before taking an expired lease.
+    // of up to 1 s before taking an expired lease, plus the standby's own lease requests on a
+    // loaded API server (the operator's replica test, CI on kube-apiserver: 8.4 s in all).
     assert!(
-        took <= Duration::from_secs(LEASE_S + 1 + 1),
+        took <= Duration::from_secs(LEASE_S + 1) + Duration::from_secs(3),
         "handover took {took:?}"
     );
 
