@@ -23,8 +23,8 @@ Usage:
 import argparse
 import json
 import os
-import signal
 import re
+import signal
 import subprocess
 import sys
 import tempfile
