@@ -190,8 +190,8 @@ async fn an_update_azure_completes_at_once_ends_ready() {
         .await;
     w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(30))
         .await;
-    // Stopped before the tampering: a reconcile still running (a late watch event on a loaded
-    // machine) would otherwise repair it before the count starts (CI: 0 PUTs counted).
+    // Stopped before the tampering, so that only the next operator can repair it and its PUT
+    // is the one counted.
     w.stop_operator();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let id = w
