@@ -5,7 +5,9 @@
 
 mod crd;
 
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -13,13 +15,18 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
-use crate::resources::ResourceType;
+use crate::resources::{ResourceKey, ResourceType};
 use crate::server::AppState;
-use crate::store::Store;
 
-fn group_versions(store: &Store) -> Vec<(String, String)> {
+/// The served types, copied out of the store in one short lock. Documents are built from such a
+/// copy on the blocking pool: building one takes up to a second in a debug build, and holding the
+/// store lock (and an async worker) that long stalled every other request — and, in
+/// `strata-demo`, the SIGTERM that should stop it (CI: unseen for 5 s on a loaded machine).
+type Types = BTreeMap<ResourceKey, Arc<ResourceType>>;
+
+fn group_versions(types: &Types) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for rt in store.types.values() {
+    for rt in types.values() {
         for v in &rt.versions {
             let gv = (rt.group.clone(), v.name.clone());
             if !out.contains(&gv) {
@@ -44,74 +51,124 @@ fn hash(v: &Value) -> String {
     format!("{:016X}", h.finish())
 }
 
+/// A built document and its hash (the `?hash=` of the index).
+type Built = (Arc<Value>, String);
+
 /// The documents of the group-versions that only built-in kinds serve (with their hashes),
 /// built once per process: they never change, and building one takes tens of milliseconds.
-fn builtin_documents() -> &'static std::collections::HashMap<(String, String), (Value, String)> {
-    static DOCS: std::sync::OnceLock<std::collections::HashMap<(String, String), (Value, String)>> =
-        std::sync::OnceLock::new();
+fn builtin_documents() -> &'static HashMap<(String, String), Built> {
+    static DOCS: OnceLock<HashMap<(String, String), Built>> = OnceLock::new();
     DOCS.get_or_init(|| {
-        let mut store = Store::new(1, std::time::Duration::MAX);
-        for rt in crate::builtin::hydrated_types() {
-            store.types.insert(rt.key(), std::sync::Arc::new(rt));
-        }
-        group_versions(&store)
+        let types: Types = crate::builtin::hydrated_types()
+            .into_iter()
+            .map(|rt| (rt.key(), Arc::new(rt)))
+            .collect();
+        group_versions(&types)
             .into_iter()
             .map(|(g, v)| {
-                let doc = document(&store, &g, &v);
+                let doc = document(&types, &g, &v);
                 let h = hash(&doc);
-                ((g, v), (doc, h))
+                ((g, v), (Arc::new(doc), h))
             })
             .collect()
     })
 }
 
-/// A group-version's document and its hash: cached when only built-in kinds serve it.
-fn document_and_hash(
-    store: &Store,
-    group: &str,
-    version: &str,
-) -> (std::borrow::Cow<'static, Value>, String) {
-    let only_builtin = store
-        .types
-        .values()
-        .filter(|t| t.group == group && t.version(version).is_some())
-        .all(|t| t.builtin);
-    if only_builtin
-        && let Some((doc, h)) = builtin_documents().get(&(group.to_string(), version.to_string()))
-    {
-        return (std::borrow::Cow::Borrowed(doc), h.clone());
+/// The v3 documents of group-versions with custom resources, each kept with the types it was
+/// built from: as kube-apiserver, a document is built again when a CRD of its group-version
+/// changes, not on every request.
+#[derive(Default)]
+pub struct Documents(Mutex<HashMap<(String, String), FromTypes>>);
+
+/// A built document with the types it shows.
+type FromTypes = (Vec<Arc<ResourceType>>, Built);
+
+impl Documents {
+    /// A group-version's document and its hash, built if a type it shows changed since.
+    fn get(&self, types: &Types, group: &str, version: &str) -> Built {
+        let key = (group.to_string(), version.to_string());
+        let shown: Vec<Arc<ResourceType>> = types
+            .values()
+            .filter(|t| t.group == group && t.version(version).is_some())
+            .cloned()
+            .collect();
+        if shown.iter().all(|t| t.builtin)
+            && let Some(built) = builtin_documents().get(&key)
+        {
+            return built.clone();
+        }
+        // The cache holds the types it compares with, so a type replaced since cannot share an
+        // address with one of them: pointer equality means "unchanged".
+        let unchanged = |from: &[Arc<ResourceType>]| {
+            from.len() == shown.len() && from.iter().zip(&shown).all(|(a, b)| Arc::ptr_eq(a, b))
+        };
+        if let Some((from, built)) = self.lock().get(&key)
+            && unchanged(from)
+        {
+            return built.clone();
+        }
+        // Built without the cache's lock: two requests at once may both build, never wait.
+        let doc = document(types, group, version);
+        let h = hash(&doc);
+        let built = (Arc::new(doc), h);
+        self.lock().insert(key, (shown, built.clone()));
+        built
     }
-    let doc = document(store, group, version);
-    let h = hash(&doc);
-    (std::borrow::Cow::Owned(doc), h)
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), FromTypes>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
-pub async fn index(State(state): State<AppState>) -> Json<Value> {
-    let store = state.store();
-    let mut paths = Map::new();
-    for (g, v) in group_versions(&store) {
-        let (_, h) = document_and_hash(&store, &g, &v);
-        paths.insert(
-            gv_path(&g, &v),
-            json!({"serverRelativeURL": format!("/openapi/v3/{}?hash={h}", gv_path(&g, &v))}),
-        );
+/// Runs a document's build on the blocking pool, from a copy of the served types (see `Types`).
+async fn build<T: Send + 'static>(
+    state: AppState,
+    make: impl FnOnce(&AppState, &Types) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let types = state.store().types.clone();
+    tokio::task::spawn_blocking(move || make(&state, &types))
+        .await
+        .map_err(|e| ApiError::Internal(format!("building the OpenAPI document: {e}")))
+}
+
+pub async fn index(State(state): State<AppState>) -> Response {
+    let paths = build(state, |state, types| {
+        let mut paths = Map::new();
+        for (g, v) in group_versions(types) {
+            let (_, h) = state.openapi_documents().get(types, &g, &v);
+            paths.insert(
+                gv_path(&g, &v),
+                json!({"serverRelativeURL": format!("/openapi/v3/{}?hash={h}", gv_path(&g, &v))}),
+            );
+        }
+        paths
+    });
+    match paths.await {
+        Ok(paths) => Json(json!({ "paths": paths })).into_response(),
+        Err(e) => e.into_response(),
     }
-    Json(json!({ "paths": paths }))
 }
 
 pub async fn group_version(State(state): State<AppState>, Path(gv): Path<String>) -> Response {
-    let store = state.store();
     let parts: Vec<&str> = gv.split('/').collect();
     let (group, version) = match parts.as_slice() {
-        ["api", v] => ("", *v),
-        ["apis", g, v] => (*g, *v),
+        ["api", v] => (String::new(), (*v).to_string()),
+        ["apis", g, v] => ((*g).to_string(), (*v).to_string()),
         _ => return ApiError::NoResource.into_response(),
     };
-    if !group_versions(&store).contains(&(group.to_string(), version.to_string())) {
-        return ApiError::NoResource.into_response();
+    let doc = build(state, move |state, types| {
+        if !group_versions(types).contains(&(group.clone(), version.clone())) {
+            return None;
+        }
+        Some(state.openapi_documents().get(types, &group, &version).0)
+    });
+    match doc.await {
+        Ok(Some(doc)) => Json(&*doc).into_response(),
+        Ok(None) => ApiError::NoResource.into_response(),
+        Err(e) => e.into_response(),
     }
-    let (doc, _) = document_and_hash(&store, group, version);
-    Json(doc.into_owned()).into_response()
 }
 
 /// The component name of a kind, e.g. `dev.strata.azure.v1alpha1.ResourceGroup`, or for a
@@ -182,11 +239,10 @@ fn resource_paths(rt: &ResourceType, group: &str, version: &str) -> (String, Str
     (collection, item)
 }
 
-fn document(store: &Store, group: &str, version: &str) -> Value {
+fn document(types: &Types, group: &str, version: &str) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    let custom = store
-        .types
+    let custom = types
         .values()
         .any(|t| t.group == group && !t.builtin && t.version(version).is_some());
     if custom {
@@ -205,8 +261,7 @@ fn document(store: &Store, group: &str, version: &str) -> Value {
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
     );
-    for rt in store
-        .types
+    for rt in types
         .values()
         .filter(|t| t.group == group && t.version(version).is_some())
     {
@@ -743,12 +798,12 @@ fn v2_builtin() -> &'static (Map<String, Value>, Map<String, Value>) {
 
 /// The `/openapi/v2` document: every built-in kind and every served custom resource version,
 /// schemas under their definition names and their paths.
-fn v2_document(store: &Store) -> Value {
+fn v2_document(types: &Types) -> Value {
     let (builtin_definitions, builtin_paths) = v2_builtin();
     let mut definitions = builtin_definitions.clone();
     let mut paths = builtin_paths.clone();
     v2_parts(
-        store.types.values().filter(|t| !t.builtin).map(|t| &**t),
+        types.values().filter(|t| !t.builtin).map(|t| &**t),
         &mut definitions,
         &mut paths,
     );
@@ -787,7 +842,10 @@ pub async fn v2(State(state): State<AppState>, headers: axum::http::HeaderMap) -
         .get("accept")
         .and_then(|a| a.to_str().ok())
         .unwrap_or("");
-    let doc = v2_document(&state.store());
+    let doc = match build(state, |_, types| v2_document(types)).await {
+        Ok(doc) => doc,
+        Err(e) => return e.into_response(),
+    };
     if accept.contains("protobuf") {
         (
             [(
@@ -799,5 +857,67 @@ pub async fn v2(State(state): State<AppState>, headers: axum::http::HeaderMap) -
             .into_response()
     } else {
         Json(doc).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(group: &str, kind: &str, description: &str) -> Arc<ResourceType> {
+        let plural = format!("{}s", kind.to_lowercase());
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "description": description}}}}}]
+            }
+        });
+        Arc::new(from_crd_or_panic(&crd))
+    }
+
+    fn from_crd_or_panic(crd: &Value) -> ResourceType {
+        crate::resources::from_crd(crd).expect("a valid CRD")
+    }
+
+    fn types(of: &[&Arc<ResourceType>]) -> Types {
+        of.iter().map(|t| (t.key(), Arc::clone(t))).collect()
+    }
+
+    // A document is built once and served again until a CRD of its group-version changes; a
+    // change elsewhere does not rebuild it, and a changed CRD shows in a new document and hash.
+    #[test]
+    fn a_document_is_rebuilt_only_when_a_crd_it_shows_changes() {
+        let documents = Documents::default();
+        let widget = crd("a.example.com", "Widget", "first");
+        let gadget = crd("b.example.com", "Gadget", "first");
+        let (first, first_hash) = documents.get(&types(&[&widget, &gadget]), "a.example.com", "v1");
+        let (again, _) = documents.get(&types(&[&widget, &gadget]), "a.example.com", "v1");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "an unchanged group-version is built again"
+        );
+
+        let gadget2 = crd("b.example.com", "Gadget", "second");
+        let (other, _) = documents.get(&types(&[&widget, &gadget2]), "a.example.com", "v1");
+        assert!(
+            Arc::ptr_eq(&first, &other),
+            "another group's CRD rebuilt this document"
+        );
+
+        let widget2 = crd("a.example.com", "Widget", "second");
+        let (changed, changed_hash) =
+            documents.get(&types(&[&widget2, &gadget2]), "a.example.com", "v1");
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_ne!(first_hash, changed_hash);
+        let spec = "/components/schemas/com.example.a.v1.Widget/properties/spec/description";
+        assert_eq!(first.pointer(spec), Some(&json!("first")));
+        assert_eq!(changed.pointer(spec), Some(&json!("second")));
     }
 }

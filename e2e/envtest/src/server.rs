@@ -51,6 +51,8 @@ pub struct Shared {
     requests: RequestLog,
     /// The FlowSchemas in matching order, rebuilt after a flowcontrol object changes.
     classifier: Mutex<Option<Arc<crate::flowcontrol::Classifier>>>,
+    /// The OpenAPI v3 documents built so far (rebuilt when a CRD they show changes).
+    openapi: crate::openapi::Documents,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
             config,
             requests,
             classifier: Mutex::new(None),
+            openapi: crate::openapi::Documents::default(),
         }));
         {
             let mut store = state.store();
@@ -144,6 +147,11 @@ impl AppState {
     /// Run the namespace controller and (when enabled) the garbage collector.
     pub fn reconcile(&self, store: &mut Store) {
         gc::reconcile(store, self.0.config.garbage_collection);
+    }
+
+    /// The OpenAPI v3 documents built so far.
+    pub(crate) fn openapi_documents(&self) -> &crate::openapi::Documents {
+        &self.0.openapi
     }
 
     /// The log of resource requests (verb, group, resource, user agent, code).
