@@ -1439,3 +1439,79 @@ async fn the_translator_lists_and_watches_only_labelled_secrets_and_writes_only_
     assert!(watched, "a label-selected watch of Secrets: {on_secrets:?}");
     assert!(copied, "the custom-data copies written: {on_secrets:?}");
 }
+
+// A reconcile that finds nothing to change writes no status: an AzureMachine's status is
+// written when it changes, not on every wake-up (each status change of each CR it owns wakes
+// it). Two touches of a Ready AzureMachine (an annotation) each run a reconcile; the second
+// begins only after the first has ended (a controller never runs two reconciles of one object
+// at once), and the copy of the bootstrap data, applied by every reconcile before its status,
+// marks where each one was.
+#[tokio::test]
+async fn a_reconcile_that_changes_nothing_writes_no_status() {
+    let env = start("tr-no-status").await;
+    let input = format!(
+        "{}\n{}",
+        sample("default-cluster.yaml"),
+        capi_machines("strata-demo")
+    );
+    create_all(&env, &input).await;
+    converge(&env, "the cluster", Duration::from_secs(90)).await;
+    let name = "strata-demo-md-0-xyz98";
+    let copy = strata_translator::naming::custom_data_secret(name);
+    let azms = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns);
+    let ns = env.ns.clone();
+    let touched = |r: &strata_envtest::requests::RequestRecord| {
+        r.verb == "patch"
+            && r.resource == "azuremachines"
+            && r.subresource.is_empty()
+            && r.name == name
+            && r.namespace == ns
+    };
+    let copied = |r: &strata_envtest::requests::RequestRecord| {
+        r.verb == "patch" && r.resource == "secrets" && r.name == copy && r.namespace == ns
+    };
+    let status_written = |r: &strata_envtest::requests::RequestRecord| {
+        r.verb == "patch"
+            && r.resource == "azuremachines"
+            && r.subresource == "status"
+            && r.name == name
+            && r.namespace == ns
+    };
+    for touch in ["1", "2"] {
+        azms.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test.strata.dev/touch": touch}}})),
+        )
+        .await
+        .unwrap();
+        eventually("a reconcile after the touch", || async {
+            let log = env.server.request_log().expect("a request log");
+            let at = log.iter().rposition(&touched)?;
+            log[at..].iter().any(&copied).then_some(())
+        })
+        .await;
+    }
+    let log = env.server.request_log().expect("a request log");
+    let touches: Vec<usize> = (0..log.len()).filter(|&i| touched(&log[i])).collect();
+    let [.., first, second] = touches[..] else {
+        panic!("two touches in the log: {touches:?}");
+    };
+    assert!(
+        log[first..second].iter().any(&copied),
+        "the first touch's reconcile ran"
+    );
+    let second_began = second
+        + log[second..]
+            .iter()
+            .position(&copied)
+            .expect("the second touch's reconcile");
+    let written: Vec<_> = log[first..second_began]
+        .iter()
+        .filter(|r| status_written(r))
+        .collect();
+    assert!(
+        written.is_empty(),
+        "a reconcile that changed nothing wrote the status: {written:?}"
+    );
+}

@@ -34,6 +34,32 @@ pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
     }
 }
 
+/// Merge-patches `status` into `obj`'s status, unless `obj` (as this reconcile read it) holds
+/// all of it already: a reconcile that changes nothing costs no request, and no write that
+/// would wake whatever watches the object (the owner's status is rewritten on every wake-up
+/// of every CR it owns). A status that changed since `obj` was read is written anyway: the
+/// cached one differs from what is wanted, or a watch event for the change wakes it again.
+pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: Value) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    if contained(&status, &serde_json::to_value(obj)?["status"]) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Whether the live CR needs no apply for `desired`: it holds every desired field, and the same
 /// translator annotations (`strata.dev/*`: one the translator no longer wants goes only through
 /// an apply). `strata.dev/paused` is set apart (`set_paused`), and `strata.dev/created` is the

@@ -158,22 +158,6 @@ pub(crate) async fn empty_legacy_credential(
     Ok(())
 }
 
-pub(crate) async fn write_cluster_status(
-    client: &Client,
-    azc: &AzureCluster,
-    status: Value,
-) -> Result<(), Error> {
-    let api: Api<AzureCluster> =
-        Api::namespaced(client.clone(), &azc.namespace().unwrap_or_default());
-    api.patch_status(
-        &azc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await?;
-    Ok(())
-}
-
 pub(crate) fn previous_conditions(azc: &AzureCluster) -> Vec<capi::Condition> {
     azc.status
         .as_ref()
@@ -233,9 +217,9 @@ pub(crate) async fn reconcile_cluster_inner(
             info!("all cluster CRs gone; finalizer removed");
             return Ok(Action::await_change());
         }
-        write_cluster_status(
+        write_status(
             client,
-            &azc,
+            &*azc,
             json!({"ready": false, "conditions": [capi_condition(
             &previous_conditions(&azc), false, Some("Deleting"),
             Some(format!("waiting for {pending} CRs to be deleted")), Some("Info"))]}),
@@ -252,7 +236,7 @@ pub(crate) async fn reconcile_cluster_inner(
     // refuses those too if that identity no longer admits the namespace).
     if let Err(refusal) = check_identity(client, &azc).await? {
         let reason = refusal.reason();
-        write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+        write_status(client, &*azc, json!({"ready": false, "conditions": [capi_condition(
             &previous_conditions(&azc), false, Some(reason), Some(refusal.to_string()), Some("Error"))]})).await?;
         ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
         empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
@@ -266,7 +250,7 @@ pub(crate) async fn reconcile_cluster_inner(
     let translation = match cluster::translate(&cluster, &azc, &refs) {
         Ok(t) => t,
         Err(e) => {
-            write_cluster_status(client, &azc, json!({"ready": false, "conditions": [capi_condition(
+            write_status(client, &*azc, json!({"ready": false, "conditions": [capi_condition(
                 &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
             ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
@@ -355,9 +339,9 @@ pub(crate) async fn reconcile_cluster_inner(
     if ready && !azc.status.as_ref().is_some_and(|s| s.ready) {
         ctx.metrics.ready_after("AzureCluster", age(azc.as_ref()));
     }
-    write_cluster_status(
+    write_status(
         client,
-        &azc,
+        &*azc,
         json!({
             "ready": ready,
             "failureDomains": failure_domains,

@@ -27,22 +27,6 @@ pub(crate) async fn machine_for(
         }))
 }
 
-pub(crate) async fn write_machine_status(
-    client: &Client,
-    azm: &AzureMachine,
-    status: Value,
-) -> Result<(), Error> {
-    let api: Api<AzureMachine> =
-        Api::namespaced(client.clone(), &azm.namespace().unwrap_or_default());
-    api.patch_status(
-        &azm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await?;
-    Ok(())
-}
-
 pub(crate) fn previous_machine_conditions(azm: &AzureMachine) -> Vec<capi::Condition> {
     azm.status
         .as_ref()
@@ -119,9 +103,9 @@ pub(crate) async fn reconcile_machine_inner(
     // cluster managed by someone else, whose AzureCluster the translator never writes to).
     if let Err(refusal) = check_identity(client, &azc).await? {
         let reason = refusal.reason();
-        write_machine_status(
+        write_status(
             client,
-            &azm,
+            &*azm,
             json!({"ready": false, "conditions": [capi_condition(
             &prev, false, Some(reason), Some(refusal.to_string()), Some("Error"))]}),
         )
@@ -133,9 +117,9 @@ pub(crate) async fn reconcile_machine_inner(
     let model = match ClusterModel::new(&cluster, &azc, &mut Vec::new()) {
         Ok(m) => m,
         Err(e) => {
-            write_machine_status(
+            write_status(
                 client,
-                &azm,
+                &*azm,
                 json!({"ready": false, "conditions": [capi_condition(
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
             )
@@ -147,9 +131,9 @@ pub(crate) async fn reconcile_machine_inner(
     let mut translation = match machine::translate_with(&model, &machine, &azm) {
         Ok(t) => t,
         Err(e) => {
-            write_machine_status(
+            write_status(
                 client,
-                &azm,
+                &*azm,
                 json!({"ready": false, "conditions": [capi_condition(
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
             )
@@ -279,7 +263,7 @@ pub(crate) async fn reconcile_machine_inner(
     if ready && !azm.status.as_ref().is_some_and(|s| s.ready) {
         ctx.metrics.ready_after("AzureMachine", age(azm.as_ref()));
     }
-    write_machine_status(client, &azm, status).await?;
+    write_status(client, &*azm, status).await?;
     Ok(if ready {
         Action::requeue(Duration::from_secs(600))
     } else {

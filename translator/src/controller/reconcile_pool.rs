@@ -35,22 +35,6 @@ pub(crate) async fn machine_pool_for(
         }))
 }
 
-async fn write_pool_status(
-    client: &Client,
-    amp: &AzureMachinePool,
-    status: Value,
-) -> Result<(), Error> {
-    let api: Api<AzureMachinePool> =
-        Api::namespaced(client.clone(), &amp.namespace().unwrap_or_default());
-    api.patch_status(
-        &amp.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await?;
-    Ok(())
-}
-
 pub(crate) async fn reconcile_pool(
     amp: Arc<AzureMachinePool>,
     ctx: Arc<Context>,
@@ -123,7 +107,7 @@ async fn reconcile_pool_inner(
     };
     if let Err(refusal) = check_identity(client, &azc).await? {
         let reason = refusal.reason();
-        write_pool_status(client, &amp, refuse(reason, refusal.to_string())).await?;
+        write_status(client, &*amp, refuse(reason, refusal.to_string())).await?;
         ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
@@ -132,7 +116,7 @@ async fn reconcile_pool_inner(
     let translation = match translated {
         Ok(t) => t,
         Err(e) => {
-            write_pool_status(client, &amp, refuse("InvalidSpec", e.to_string())).await?;
+            write_status(client, &*amp, refuse("InvalidSpec", e.to_string())).await?;
             ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
         }
@@ -279,7 +263,7 @@ async fn reconcile_pool_inner(
         ctx.metrics
             .ready_after("AzureMachinePool", age(amp.as_ref()));
     }
-    write_pool_status(client, &amp, status).await?;
+    write_status(client, &*amp, status).await?;
     Ok(if ready {
         Action::requeue(Duration::from_secs(600))
     } else {
