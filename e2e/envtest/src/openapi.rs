@@ -879,11 +879,7 @@ mod tests {
                         "spec": {"type": "object", "description": description}}}}}]
             }
         });
-        Arc::new(from_crd_or_panic(&crd))
-    }
-
-    fn from_crd_or_panic(crd: &Value) -> ResourceType {
-        crate::resources::from_crd(crd).expect("a valid CRD")
+        Arc::new(crate::resources::from_crd(&crd).expect("a valid CRD"))
     }
 
     fn types(of: &[&Arc<ResourceType>]) -> Types {

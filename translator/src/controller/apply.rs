@@ -35,10 +35,10 @@ pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
 }
 
 /// Merge-patches `status` into `obj`'s status, unless `obj` (as this reconcile read it) holds
-/// all of it already: a reconcile that changes nothing costs no request, and no write that
-/// would wake whatever watches the object (the owner's status is rewritten on every wake-up
-/// of every CR it owns). A status that changed since `obj` was read is written anyway: the
-/// cached one differs from what is wanted, or a watch event for the change wakes it again.
+/// all of it already: a reconcile that changes nothing sends nothing (an owner is reconciled on
+/// every status change of every CR it owns, and each one sent a patch the API server parsed,
+/// validated and found unchanged). A status that changed since `obj` was read is written anyway:
+/// the cached one differs from what is wanted, or the change's watch event wakes it again.
 pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: Value) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
