@@ -204,7 +204,7 @@ pub struct Figures {
     pub time_to_ready_p95_s: f64,
     /// From the first cluster's manifests applied to the last cluster Ready.
     pub time_to_all_ready_s: f64,
-    /// No operator converges the run faster: the larger of its two parts.
+    /// No operator converges the run faster: the largest of its three parts.
     pub lower_bound_s: f64,
     /// The sum of provisioning latencies along the longest dependency chain of a cluster.
     pub lower_bound_chain_s: f64,
@@ -212,6 +212,9 @@ pub struct Figures {
     /// fewest requests any operator sends: one PUT per cloud CR, and one read per CR whose
     /// creation is a long-running operation (its end is observed at least once).
     pub lower_bound_throttle_s: f64,
+    /// The chain and the write bucket together: every CR written early enough for the chain
+    /// that follows it, at ARM's write rate (never below either part alone).
+    pub lower_bound_staged_s: f64,
     /// `time_to_all_ready_s / lower_bound_s`; `null` when the harness lag was too large to
     /// trust it (`ratio_refused` says why).
     pub ratio_to_lower_bound: Option<f64>,
@@ -636,9 +639,11 @@ async fn run_one(
     let requests = std::mem::take(&mut *lock(&requests));
     let nodes = cloud_graph(&client, &ns).await?;
     let seen = std::mem::take(&mut *lock(&seen));
-    let chain = lower_bound(&nodes, &seen);
+    let deps = dependencies(&nodes, &seen);
+    let chain = lower_bound(&nodes, &deps);
     let throttle_s = throttle_floor(&nodes);
-    let lower_bound_s = chain.seconds.max(throttle_s);
+    let staged_s = staged_floor(&nodes, &deps);
+    let lower_bound_s = chain.seconds.max(throttle_s).max(staged_s);
     let all_ready_s = if converged_all {
         sim_s(start, converged)
     } else {
@@ -690,6 +695,7 @@ async fn run_one(
         lower_bound_s: round(lower_bound_s),
         lower_bound_chain_s: round(chain.seconds),
         lower_bound_throttle_s: round(throttle_s),
+        lower_bound_staged_s: round(staged_s),
         ratio_to_lower_bound: ratio,
         ratio_refused: refused,
         harness_lag_p99_s: lag_p99_s,
@@ -1086,17 +1092,61 @@ pub fn provisioning_seconds(kind: Kind) -> f64 {
     strata_armsim::types::spec(&type_name).map_or(0.0, |s| s.put_seconds)
 }
 
-/// The longest chain of provisioning latencies through a cluster's cloud CRs. Besides owners and
-/// references, CAPI orders three things: the control-plane machine is created only once the
-/// cluster's infrastructure (every CR the AzureCluster owns) is Ready; every VM waits for that
-/// infrastructure too (the translator, per the infrastructure-machine contract); and a worker's
-/// VM waits for its bootstrap data, which the kubeadm provider writes once the control plane —
-/// its VM — is up.
-fn lower_bound(nodes: &[Node], seen: &Seen) -> Chain {
-    let key = |n: &Node| (n.kind, n.name.clone());
+/// The longest chain of provisioning latencies through a cluster's cloud CRs (`deps`:
+/// [`dependencies`]).
+fn lower_bound(nodes: &[Node], deps: &Deps) -> Chain {
+    let mut finish: HashMap<(Kind, String), Chain> = HashMap::new();
+    fn visit(
+        k: &(Kind, String),
+        deps: &Deps,
+        finish: &mut HashMap<(Kind, String), Chain>,
+        on_path: &mut HashSet<(Kind, String)>,
+    ) -> Chain {
+        if let Some(f) = finish.get(k) {
+            return *f;
+        }
+        // A cycle cannot converge at all; count it once rather than loop.
+        if !on_path.insert(k.clone()) {
+            return Chain::default();
+        }
+        let start = deps
+            .get(k)
+            .into_iter()
+            .flatten()
+            .map(|d| visit(d, deps, finish, on_path))
+            .fold(Chain::default(), Chain::longer);
+        on_path.remove(k);
+        let f = Chain {
+            seconds: start.seconds + provisioning_seconds(k.0),
+            steps: start.steps + 1,
+        };
+        finish.insert(k.clone(), f);
+        f
+    }
+    let mut on_path = HashSet::new();
+    nodes
+        .iter()
+        .map(|n| visit(&node_key(n), deps, &mut finish, &mut on_path))
+        .fold(Chain::default(), Chain::longer)
+}
+
+/// What each cloud CR waits for before its PUT: its owner and references, and CAPI's order.
+type Deps = HashMap<(Kind, String), Vec<(Kind, String)>>;
+
+fn node_key(n: &Node) -> (Kind, String) {
+    (n.kind, n.name.clone())
+}
+
+/// The dependencies of every CR: besides owners and references, CAPI orders three things: the
+/// control-plane machine is created only once the cluster's infrastructure (every CR the
+/// AzureCluster owns) is Ready; every VM waits for that infrastructure too (the translator, per
+/// the infrastructure-machine contract); and a worker's VM waits for its bootstrap data, which
+/// the kubeadm provider writes once the control plane — its VM — is up.
+fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
+    let key = node_key;
     let by_key: HashMap<(Kind, String), &Node> = nodes.iter().map(|n| (key(n), n)).collect();
     let control_plane = |machine: &str| seen.machines.get(machine).is_some_and(|m| m.1);
-    let mut deps: HashMap<(Kind, String), Vec<(Kind, String)>> = HashMap::new();
+    let mut deps = Deps::new();
     for n in nodes {
         let mut d: Vec<(Kind, String)> = n
             .deps
@@ -1129,39 +1179,7 @@ fn lower_bound(nodes: &[Node], seen: &Seen) -> Chain {
         }
         deps.insert(key(n), d);
     }
-    let mut finish: HashMap<(Kind, String), Chain> = HashMap::new();
-    fn visit(
-        k: &(Kind, String),
-        deps: &HashMap<(Kind, String), Vec<(Kind, String)>>,
-        finish: &mut HashMap<(Kind, String), Chain>,
-        on_path: &mut HashSet<(Kind, String)>,
-    ) -> Chain {
-        if let Some(f) = finish.get(k) {
-            return *f;
-        }
-        // A cycle cannot converge at all; count it once rather than loop.
-        if !on_path.insert(k.clone()) {
-            return Chain::default();
-        }
-        let start = deps
-            .get(k)
-            .into_iter()
-            .flatten()
-            .map(|d| visit(d, deps, finish, on_path))
-            .fold(Chain::default(), Chain::longer);
-        on_path.remove(k);
-        let f = Chain {
-            seconds: start.seconds + provisioning_seconds(k.0),
-            steps: start.steps + 1,
-        };
-        finish.insert(k.clone(), f);
-        f
-    }
-    let mut on_path = HashSet::new();
-    nodes
-        .iter()
-        .map(|n| visit(&key(n), &deps, &mut finish, &mut on_path))
-        .fold(Chain::default(), Chain::longer)
+    deps
 }
 
 /// The longest dependency chain: its provisioning seconds and how many CRs it passes through.
@@ -1203,6 +1221,63 @@ fn throttle_floor_of(kinds: &[Kind]) -> f64 {
         ((n - f64::from(b.burst)) / b.per_second).max(0.0)
     };
     floor(writes, limits.writes).max(floor(reads, limits.reads))
+}
+
+/// The buckets and the chain together: a CR's PUT has to leave time for the provisioning chain
+/// that follows it (its own latency, then its dependents', to the end), so every CR whose chain
+/// is at least `t` long is written by `t` before the run ends — and ARM's write bucket (full at
+/// the start) admits only so many writes by then. The largest `t` + that time over every `t`
+/// bounds the run from below; it is never below the chain (`t` = the chain, one write) nor below
+/// the write floor (`t` = the shortest, every write), and exceeds both when the writes a late
+/// stage waits behind take longer than the burst (100 clusters: 1,200 infrastructure PUTs before
+/// each cluster's 126 s of machines).
+fn staged_floor(nodes: &[Node], deps: &Deps) -> f64 {
+    let mut dependents: Deps = HashMap::new();
+    for (n, ds) in deps {
+        for d in ds {
+            dependents.entry(d.clone()).or_default().push(n.clone());
+        }
+    }
+    fn tail(
+        k: &(Kind, String),
+        dependents: &Deps,
+        done: &mut HashMap<(Kind, String), f64>,
+        on_path: &mut HashSet<(Kind, String)>,
+    ) -> f64 {
+        if let Some(t) = done.get(k) {
+            return *t;
+        }
+        if !on_path.insert(k.clone()) {
+            return 0.0;
+        }
+        let after = dependents
+            .get(k)
+            .into_iter()
+            .flatten()
+            .map(|d| tail(d, dependents, done, on_path))
+            .fold(0.0, f64::max);
+        on_path.remove(k);
+        let t = provisioning_seconds(k.0) + after;
+        done.insert(k.clone(), t);
+        t
+    }
+    let (mut done, mut on_path) = (HashMap::new(), HashSet::new());
+    let mut tails: Vec<f64> = nodes
+        .iter()
+        .map(|n| tail(&node_key(n), &dependents, &mut done, &mut on_path))
+        .collect();
+    staged_floor_of(&mut tails)
+}
+
+/// [`staged_floor`] given every CR's chain from its PUT to the end.
+fn staged_floor_of(tails: &mut [f64]) -> f64 {
+    let writes = strata_operator::throttle::Limits::default().writes;
+    tails.sort_by(|a, b| b.total_cmp(a));
+    tails
+        .iter()
+        .enumerate()
+        .map(|(i, t)| t + ((i + 1) as f64 - f64::from(writes.burst)).max(0.0) / writes.per_second)
+        .fold(0.0, f64::max)
 }
 
 /// For every CR that waited for a dependency (it existed before its last dependency was seen
@@ -1523,6 +1598,61 @@ mod tests {
         let chain: f64 = 135.0;
         assert!(chain.max(throttle_floor_of(&fleet(10))) == chain);
         assert!(chain.max(throttle_floor_of(&fleet(100))) == writes && writes > chain);
+    }
+
+    /// The staged floor: the chain for one cluster; for a fleet, the last stage's chain after
+    /// the writes before it — above the chain and the write floor alike.
+    #[test]
+    fn the_staged_floor_adds_the_last_stages_chain_to_the_writes_before_it() {
+        // Each cluster a chain RG (0 s) → VNet (5) → Subnet (2) → NIC (3) → VM (60).
+        let fleet = |n: usize| -> (Vec<Node>, Deps) {
+            let chain = [
+                Kind::ResourceGroup,
+                Kind::VirtualNetwork,
+                Kind::Subnet,
+                Kind::NetworkInterface,
+                Kind::VirtualMachine,
+            ];
+            let mut nodes = Vec::new();
+            let mut deps = Deps::new();
+            for c in 0..n {
+                for (i, kind) in chain.iter().enumerate() {
+                    let name = format!("c{c}-{i}");
+                    let before: Vec<(Kind, String)> = (i > 0)
+                        .then(|| (chain[i - 1], format!("c{c}-{}", i - 1)))
+                        .into_iter()
+                        .collect();
+                    deps.insert((*kind, name.clone()), before.clone());
+                    nodes.push(Node {
+                        kind: *kind,
+                        name,
+                        id: None,
+                        deps: before,
+                        cluster: format!("c{c}"),
+                        machine: None,
+                    });
+                }
+            }
+            (nodes, deps)
+        };
+        let (one, deps) = fleet(1);
+        assert_eq!(lower_bound(&one, &deps).seconds, 70.0);
+        assert_eq!(staged_floor(&one, &deps), 70.0, "one cluster: the chain");
+        // 100 clusters, 500 writes: the chain is 70 s and the write floor (500 - 200) / 10 =
+        // 30 s; but every VM takes 60 s after its PUT, and the bucket admits the last of the
+        // 500 PUTs at 30 s at the earliest: 30 + 60.
+        let (hundred, deps) = fleet(100);
+        let kinds: Vec<Kind> = hundred.iter().map(|n| n.kind).collect();
+        assert_eq!(throttle_floor_of(&kinds), 30.0);
+        assert_eq!(staged_floor(&hundred, &deps), 90.0);
+        // By hand, from the chains after each PUT: the largest of 70 (RGs and VNets, within the
+        // burst), 65 + 10 (subnets), 63 + 20 (NICs), 60 + 30 (VMs).
+        let mut tails: Vec<f64> = [70.0, 70.0, 65.0, 63.0, 60.0]
+            .into_iter()
+            .flat_map(|t| std::iter::repeat_n(t, 100))
+            .collect();
+        assert_eq!(staged_floor_of(&mut tails), 90.0);
+        assert_eq!(staged_floor_of(&mut []), 0.0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 34] = [
+const KEYS: [&str; 35] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -21,6 +21,7 @@ const KEYS: [&str; 34] = [
     "lower_bound_s",
     "lower_bound_chain_s",
     "lower_bound_throttle_s",
+    "lower_bound_staged_s",
     "ratio_to_lower_bound",
     "ratio_refused",
     "harness_lag_p99_s",
@@ -119,7 +120,9 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
         assert!(f.time_to_all_ready_s >= f.lower_bound_s, "{json:#}");
         assert_eq!(
             f.lower_bound_s,
-            f.lower_bound_chain_s.max(f.lower_bound_throttle_s)
+            f.lower_bound_chain_s
+                .max(f.lower_bound_throttle_s)
+                .max(f.lower_bound_staged_s)
         );
         match f.ratio_to_lower_bound {
             Some(r) => assert!(r >= 1.0 && f.ratio_refused.is_none(), "{json:#}"),
@@ -167,6 +170,7 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
     }
     // One cluster is within ARM's bursts: the chain is the bound.
     assert_eq!(s.lower_bound_throttle_s, 0.0, "{json:#}");
+    assert_eq!(s.lower_bound_staged_s, s.lower_bound_chain_s, "{json:#}");
     assert!(
         s.operator_cpu_s > 0.0 && s.operator_peak_rss_mb > 0.0,
         "{json:#}"

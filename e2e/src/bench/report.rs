@@ -48,12 +48,18 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
                 all.join(", ")
             )
         }),
-        row("lower bound (s): max(chain, ARM buckets)", |f| {
-            format!(
-                "{} = max({}, {})",
-                f.lower_bound_s, f.lower_bound_chain_s, f.lower_bound_throttle_s
-            )
-        }),
+        row(
+            "lower bound (s): max(chain, ARM buckets, chain after the writes)",
+            |f| {
+                format!(
+                    "{} = max({}, {}, {})",
+                    f.lower_bound_s,
+                    f.lower_bound_chain_s,
+                    f.lower_bound_throttle_s,
+                    f.lower_bound_staged_s
+                )
+            },
+        ),
         row("ratio to lower bound (all Ready)", move |f| {
             match (&f.ratio_to_lower_bound, &f.ratio_refused) {
                 (Some(r), _) => at_least(f, *r),
