@@ -65,23 +65,48 @@ where
 /// an apply). `strata.dev/paused` is set apart (`set_paused`), and `strata.dev/created` is the
 /// operator's: counting it made every CR the operator created differ, so that each was applied
 /// again on every reconcile of its owner.
-pub(crate) fn up_to_date(desired: &Value, live: &Value) -> bool {
-    let ours = |v: &Value| -> Vec<String> {
-        v["metadata"]["annotations"]
-            .as_object()
-            .map(|a| {
-                a.keys()
-                    .filter(|k| {
-                        k.starts_with("strata.dev/")
-                            && *k != annotations::PAUSED
-                            && *k != annotations::CREATED
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+///
+/// Compared part by part, without serializing the live CR whole: only its metadata is turned
+/// into JSON (a few hundred bytes once `managedFields` are trimmed); its spec and status are
+/// JSON already. Serializing each live CR on each of its owner's reconciles was most of
+/// `apply_all`'s 10 % of the translator's CPU.
+pub(crate) fn up_to_date(desired: &Value, live: &DynamicObject) -> Result<bool, Error> {
+    let ours = |keys: &mut dyn Iterator<Item = &String>| -> Vec<String> {
+        keys.filter(|k| {
+            k.starts_with("strata.dev/") && *k != annotations::PAUSED && *k != annotations::CREATED
+        })
+        .cloned()
+        .collect()
     };
-    ours(live) == ours(desired) && contained(desired, live)
+    let wanted = desired["metadata"]["annotations"]
+        .as_object()
+        .map(|a| ours(&mut a.keys()))
+        .unwrap_or_default();
+    if ours(&mut live.annotations().keys()) != wanted {
+        return Ok(false);
+    }
+    let Some(desired) = desired.as_object() else {
+        return Ok(false);
+    };
+    for (field, want) in desired {
+        let same = match field.as_str() {
+            "apiVersion" | "kind" => {
+                let types = live.types.as_ref();
+                let have = if field == "kind" {
+                    types.map(|t| &t.kind)
+                } else {
+                    types.map(|t| &t.api_version)
+                };
+                have.is_some_and(|h| want.as_str() == Some(h.as_str()))
+            }
+            "metadata" => contained(want, &serde_json::to_value(&live.metadata)?),
+            _ => live.data.get(field).is_some_and(|l| contained(want, l)),
+        };
+        if !same {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Server-side applies `resources`, controller-owned by `owner`, skipping those whose live
@@ -92,7 +117,7 @@ pub(crate) async fn apply_all(
     ns: &str,
     owner: &OwnerReference,
     resources: &[CloudResource],
-    existing: &[(CloudKind, DynamicObject)],
+    existing: &[(CloudKind, Arc<DynamicObject>)],
     ev: &Events,
 ) -> Result<(), Error> {
     for r in resources {
@@ -103,10 +128,10 @@ pub(crate) async fn apply_all(
         }
         let live = existing
             .iter()
-            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
-            .map(|(_, o)| serde_json::to_value(o))
-            .transpose()?;
-        if live.as_ref().is_some_and(|l| up_to_date(&value, l)) {
+            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name());
+        if let Some((_, live)) = live
+            && up_to_date(&value, live)?
+        {
             continue;
         }
         dyn_api(client, ns, r.cloud_kind())
@@ -135,7 +160,7 @@ pub(crate) async fn list_owned(
     kinds: &[CloudKind],
     cluster: &str,
     owner_uid: &str,
-) -> Result<Vec<(CloudKind, DynamicObject)>, Error> {
+) -> Result<Owned, Error> {
     let lp = ListParams::default().labels(&format!("{}={cluster}", naming::CLUSTER_NAME_LABEL));
     let mut out = Vec::new();
     for &kind in kinds {
@@ -145,7 +170,7 @@ pub(crate) async fn list_owned(
                     .any(|r| r.uid == owner_uid && r.controller == Some(true))
             });
             if mine {
-                out.push((kind, o));
+                out.push((kind, Arc::new(o)));
             }
         }
     }
@@ -156,7 +181,7 @@ pub(crate) async fn list_owned(
 pub(crate) async fn prune(
     client: &Client,
     ns: &str,
-    existing: &[(CloudKind, DynamicObject)],
+    existing: &[(CloudKind, Arc<DynamicObject>)],
     desired: &[CloudResource],
     ev: &Events,
 ) -> Result<usize, Error> {
@@ -195,7 +220,7 @@ pub(crate) async fn prune(
 pub(crate) async fn set_paused(
     client: &Client,
     ns: &str,
-    existing: &[(CloudKind, DynamicObject)],
+    existing: &[(CloudKind, Arc<DynamicObject>)],
     paused: bool,
 ) -> Result<(), Error> {
     for &(kind, ref o) in existing {
@@ -265,6 +290,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -286,7 +312,11 @@ mod tests {
         }));
         live["status"] = json!({"id": "x"});
         live["metadata"]["resourceVersion"] = json!("7");
-        assert!(up_to_date(&desired, &live));
+        assert!(up_to_date(&desired, &object(live)).unwrap());
+    }
+
+    fn object(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]
@@ -294,9 +324,16 @@ mod tests {
         let desired = subnet(json!({}));
         let mut changed = subnet(json!({}));
         changed["spec"]["addressPrefixes"] = json!(["10.2.0.0/16"]);
-        assert!(!up_to_date(&desired, &changed));
+        assert!(!up_to_date(&desired, &object(changed)).unwrap());
         let adopted = subnet(json!({annotations::ADOPT: "true"}));
-        assert!(!up_to_date(&desired, &adopted));
-        assert!(up_to_date(&adopted, &adopted));
+        assert!(!up_to_date(&desired, &object(adopted.clone())).unwrap());
+        assert!(up_to_date(&adopted, &object(adopted.clone())).unwrap());
+        // Labels and owner references are compared as the whole object's were.
+        let mut relabelled = subnet(json!({}));
+        relabelled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(!up_to_date(&relabelled, &object(subnet(json!({})))).unwrap());
+        let mut other_kind = subnet(json!({}));
+        other_kind["kind"] = json!("RouteTable");
+        assert!(!up_to_date(&other_kind, &object(subnet(json!({})))).unwrap());
     }
 }

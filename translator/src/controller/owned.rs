@@ -17,6 +17,9 @@ use super::*;
 /// (kind, namespace, name) of a cloud CR.
 type Key = (CloudKind, String, String);
 
+/// An owner's CRs with their kinds, shared with the cache.
+pub(crate) type Owned = Vec<(CloudKind, Arc<DynamicObject>)>;
+
 /// The owned CRs of one controller's kinds, filed under their controller owner's UID.
 pub(crate) struct OwnedCache {
     /// The kinds this owner kind writes (its watches feed the cache; its prune lists these).
@@ -84,12 +87,7 @@ impl OwnedCache {
 
     /// The CRs in `ns` labelled with `cluster` whose controller owner has `owner_uid`, or `None`
     /// until every kind has been listed once.
-    pub(crate) fn owned(
-        &self,
-        ns: &str,
-        cluster: &str,
-        owner_uid: &str,
-    ) -> Option<Vec<(CloudKind, DynamicObject)>> {
+    pub(crate) fn owned(&self, ns: &str, cluster: &str, owner_uid: &str) -> Option<Owned> {
         let state = self
             .state
             .read()
@@ -110,7 +108,9 @@ impl OwnedCache {
                             .map(String::as_str)
                             == Some(cluster)
                 })
-                .map(|((kind, _, _), o)| (*kind, o.as_ref().clone()))
+                // Lent, not copied: a reconcile reads them, and copying every owned CR on each
+                // of an AzureCluster's many wake-ups was 5 % of the translator's CPU.
+                .map(|((kind, _, _), o)| (*kind, o.clone()))
                 .collect(),
         )
     }
@@ -203,7 +203,7 @@ pub(crate) async fn owned_by<K: Resource>(
     owner: &K,
     ns: &str,
     cluster: &str,
-) -> Result<Vec<(CloudKind, DynamicObject)>, Error> {
+) -> Result<Owned, Error> {
     let uid = owner.meta().uid.clone().unwrap_or_default();
     let cached = owner
         .meta()
@@ -241,7 +241,7 @@ mod tests {
         o
     }
 
-    fn names(owned: Option<Vec<(CloudKind, DynamicObject)>>) -> Vec<String> {
+    fn names(owned: Option<Owned>) -> Vec<String> {
         owned.unwrap().iter().map(|(_, o)| o.name_any()).collect()
     }
 

@@ -266,7 +266,7 @@ pub(crate) async fn reconcile_cluster_inner(
         existing
             .iter()
             .find(|(k, o)| *k == kind && o.name_any() == name)
-            .map(|(_, o)| o)
+            .map(|(_, o)| o.as_ref())
     };
     let list: Vec<Readiness> = translation
         .resources

@@ -199,7 +199,7 @@ pub(crate) async fn reconcile_machine_inner(
             .iter()
             .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
             .map(|(_, o)| o.clone());
-        list.push(readiness(r.kind(), o.as_ref(), r.name()));
+        list.push(readiness(r.kind(), o.as_deref(), r.name()));
         if let Some(o) = o {
             objects.insert(r.kind().to_owned(), o);
         }

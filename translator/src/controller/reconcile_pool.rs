@@ -176,7 +176,7 @@ async fn reconcile_pool_inner(
             .iter()
             .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
             .map(|(_, o)| o.clone());
-        list.push(readiness(r.kind(), o.as_ref(), r.name()));
+        list.push(readiness(r.kind(), o.as_deref(), r.name()));
         if r.cloud_kind() == CloudKind::VirtualMachineScaleSet {
             set = o;
         }
