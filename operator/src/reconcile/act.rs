@@ -189,7 +189,11 @@ pub(super) async fn write<K: AzureResource>(
         .as_ref()
         .and_then(|want| drift::first_difference(want, &answer));
     // Our own PUT's answer: ours whatever its tags say.
-    a.obs.azure = Some(azure_state(&answer, &a.key, false, true, drift));
+    let state = azure_state(&answer, &a.key, false, true, drift);
+    if matches!(step, Step::Create) && matches!(state, decide::Azure::Present { busy: true, .. }) {
+        ctx.pacing.creation_started(&a.key, K::KIND);
+    }
+    a.obs.azure = Some(state);
     a.observed = Some(answer);
     Ok(Outcome::Next)
 }

@@ -4,13 +4,16 @@
 //! a model of Azure Service Operator v2's defaults, in `strata-e2e` — so that both run the same
 //! observe → decide → act → report against the same emulator and differ only in these decisions.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use backon::BackoffBuilder;
 use rand::Rng;
 
 use super::context::Timing;
+use crate::kind::Kind;
 use crate::per_object::PerObject;
 
 /// The decisions about time the loop delegates. `key` is the object's `<namespace>/<Kind>/<name>`.
@@ -31,6 +34,10 @@ pub trait Pacing: Debug + Send + Sync {
     /// When to look at a running operation again, given the `Retry-After` ARM answered the
     /// write with, if any.
     fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration;
+    /// Our PUT started creating `key`, of `kind`, and ARM answered that it runs on.
+    fn creation_started(&self, _key: &str, _kind: Kind) {}
+    /// `key` was seen Ready (after a creation, if one was started); comes before `succeeded`.
+    fn creation_seen_done(&self, _key: &str) {}
     /// Whether ARM requests go through the operator's client-side token buckets
     /// ([`crate::throttle`]); without them the reconciler meets ARM's 429s.
     fn client_throttle(&self) -> bool;
@@ -40,12 +47,17 @@ pub trait Pacing: Debug + Send + Sync {
 
 /// Strata's pacing: waiting CRs are woken by the readiness index, failures back off
 /// exponentially with jitter, a resync compares before it writes, operations are polled at the
-/// poll interval or ARM's `Retry-After` if later, and ARM's rate is kept client-side.
+/// poll interval or ARM's `Retry-After` if later — and a creation no sooner than its kind's
+/// creations were seen to take ([`next_look`]) — and ARM's rate is kept client-side.
 #[derive(Debug)]
 pub struct StrataPacing {
     timing: Timing,
     /// Consecutive failures per object, for the backoff.
     failures: PerObject<u32>,
+    /// Creations running, per object: the kind and when the PUT was answered.
+    creating: PerObject<(Kind, Instant)>,
+    /// How long each kind's recent creations took, from the PUT to being seen done.
+    took: Mutex<HashMap<Kind, Durations>>,
 }
 
 impl StrataPacing {
@@ -53,8 +65,55 @@ impl StrataPacing {
         StrataPacing {
             timing,
             failures: PerObject::default(),
+            creating: PerObject::default(),
+            took: Mutex::default(),
         }
     }
+
+    fn took(&self) -> std::sync::MutexGuard<'_, HashMap<Kind, Durations>> {
+        self.took.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The last [`Durations::KEPT`] creation times of a kind.
+#[derive(Debug, Default)]
+struct Durations(VecDeque<Duration>);
+
+impl Durations {
+    const KEPT: usize = 16;
+
+    fn record(&mut self, d: Duration) {
+        if self.0.len() == Self::KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back(d);
+    }
+
+    /// The shortest: a creation is not looked at later than the quickest recent one took.
+    fn expected(&self) -> Option<Duration> {
+        self.0.iter().min().copied()
+    }
+}
+
+/// When to look at a creation `elapsed` into it, given the soonest ARM allows (`soonest`: its
+/// `Retry-After`, or the poll interval) and how long its kind's creations take (`expected`).
+///
+/// ARM's `Retry-After` says when to ask again, not when the operation ends: a VM that takes
+/// 60 s answered `Retry-After: 10` is GET six times, five of them to read `Creating`, each
+/// spending the subscription's read budget (25 per second, shared by every CR). So a creation
+/// is looked at when half, three quarters and all of the expected time has passed (the first
+/// of those that is not sooner than ARM allows), then at ARM's pace: three GETs instead of six
+/// for that VM, and a kind whose creations get quicker is seen to, since the looks before the
+/// expected end catch it (the expected time is the quickest of the recent ones).
+pub fn next_look(elapsed: Duration, soonest: Duration, expected: Option<Duration>) -> Duration {
+    let Some(expected) = expected else {
+        return soonest;
+    };
+    [expected / 2, expected * 3 / 4, expected]
+        .into_iter()
+        .filter_map(|at| at.checked_sub(elapsed))
+        .find(|wait| *wait >= soonest)
+        .unwrap_or(soonest)
 }
 
 impl Pacing for StrataPacing {
@@ -75,6 +134,21 @@ impl Pacing for StrataPacing {
 
     fn succeeded(&self, key: &str) {
         self.failures.remove(key);
+        // Seen done already when Ready (`creation_seen_done` comes first); otherwise the CR's
+        // finalizer went before the creation was seen to end: nothing to learn.
+        self.creating.remove(key);
+    }
+
+    fn creation_started(&self, key: &str, kind: Kind) {
+        self.creating.set(key, (kind, Instant::now()));
+    }
+
+    fn creation_seen_done(&self, key: &str) {
+        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
+            return;
+        };
+        self.creating.remove(key);
+        self.took().entry(kind).or_default().record(at.elapsed());
     }
 
     fn resync(&self) -> Duration {
@@ -85,10 +159,15 @@ impl Pacing for StrataPacing {
         false
     }
 
-    fn operation_poll(&self, _key: &str, retry_after: Option<Duration>) -> Duration {
-        retry_after.map_or(self.timing.poll_interval, |after| {
+    fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration {
+        let soonest = retry_after.map_or(self.timing.poll_interval, |after| {
             after.max(self.timing.poll_interval)
-        })
+        });
+        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
+            return soonest;
+        };
+        let expected = self.took().get(&kind).and_then(Durations::expected);
+        next_look(at.elapsed(), soonest, expected)
     }
 
     fn client_throttle(&self) -> bool {
@@ -151,6 +230,82 @@ mod tests {
         assert_eq!(
             p.operation_poll("k", Some(Duration::from_secs(20))),
             Duration::from_secs(20)
+        );
+    }
+
+    /// A VM expected to take 60 s, answered `Retry-After: 10`: looked at after 30, 45 and 60 s,
+    /// then every 10 s; nothing learnt yet, or ARM asking for more, and ARM's pace wins.
+    #[test]
+    fn a_creation_is_looked_at_when_its_kind_usually_ends() {
+        let s = Duration::from_secs;
+        let ten = s(10);
+        let vm = Some(s(60));
+        let table = [
+            (s(0), ten, vm, s(30)),
+            (s(30), ten, vm, s(15)),
+            (s(45), ten, vm, s(15)),
+            // Less than ARM's pace to the expected end: ARM's pace.
+            (s(55), ten, vm, ten),
+            (s(60), ten, vm, ten),
+            (s(75), ten, vm, ten),
+            // Nothing learnt about the kind.
+            (s(0), ten, None, ten),
+            // ARM asks for longer than half the expected time: the next mark after that.
+            (s(0), s(40), vm, s(45)),
+            // A quick kind: ARM's pace already waits longer than the expected time.
+            (s(0), s(5), Some(s(3)), s(5)),
+        ];
+        for (elapsed, soonest, expected, want) in table {
+            assert_eq!(
+                next_look(elapsed, soonest, expected),
+                want,
+                "{elapsed:?} into it, soonest {soonest:?}, expected {expected:?}"
+            );
+        }
+    }
+
+    /// What the schedule learns from: the quickest of a kind's recent creations, per kind, and
+    /// only from creations it saw start.
+    #[test]
+    fn the_expected_time_is_the_quickest_recent_creation_of_the_kind() {
+        let mut d = Durations::default();
+        assert_eq!(d.expected(), None);
+        for secs in [70, 60, 65] {
+            d.record(Duration::from_secs(secs));
+        }
+        assert_eq!(d.expected(), Some(Duration::from_secs(60)));
+        // Only the last 16 count: a kind that got slower is seen to.
+        for _ in 0..Durations::KEPT {
+            d.record(Duration::from_secs(120));
+        }
+        assert_eq!(d.expected(), Some(Duration::from_secs(120)));
+
+        let p = StrataPacing::new(Timing {
+            poll_interval: Duration::from_millis(1),
+            ..Timing::default()
+        });
+        let ra = Some(Duration::from_millis(1));
+        // Not seen start: no record.
+        p.creation_seen_done("ns/VirtualMachine/a");
+        assert_eq!(
+            p.operation_poll("ns/VirtualMachine/b", ra),
+            Duration::from_millis(1)
+        );
+        p.creation_started("ns/VirtualMachine/a", Kind::VirtualMachine);
+        std::thread::sleep(Duration::from_millis(200));
+        p.creation_seen_done("ns/VirtualMachine/a");
+        // Another VM's creation, just started: looked at after about half of 200 ms.
+        p.creation_started("ns/VirtualMachine/b", Kind::VirtualMachine);
+        let first = p.operation_poll("ns/VirtualMachine/b", ra);
+        assert!(
+            (Duration::from_millis(50)..=Duration::from_millis(110)).contains(&first),
+            "{first:?}"
+        );
+        // Another kind learnt nothing.
+        p.creation_started("ns/NetworkInterface/c", Kind::NetworkInterface);
+        assert_eq!(
+            p.operation_poll("ns/NetworkInterface/c", ra),
+            Duration::from_millis(1)
         );
     }
 

@@ -221,6 +221,7 @@ pub(super) fn ready<K: AzureResource>(
     let (Some(own), Some(body)) = (&a.id, &a.observed) else {
         return Err(Error::Invariant("Ready before the resource was observed"));
     };
+    ctx.pacing.creation_seen_done(&a.key);
     ctx.succeeded(&a.key);
     let mut outputs = K::outputs(body);
     if let Some(items) = &a.listed {
