@@ -73,6 +73,30 @@ impl StrataPacing {
     fn took(&self) -> std::sync::MutexGuard<'_, HashMap<Kind, Durations>> {
         self.took.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// `creation_seen_done` at `now`.
+    fn seen_done_at(&self, key: &str, now: Instant) {
+        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
+            return;
+        };
+        self.creating.remove(key);
+        self.took()
+            .entry(kind)
+            .or_default()
+            .record(now.saturating_duration_since(at));
+    }
+
+    /// `operation_poll` at `now`.
+    fn poll_at(&self, key: &str, retry_after: Option<Duration>, now: Instant) -> Duration {
+        let soonest = retry_after.map_or(self.timing.poll_interval, |after| {
+            after.max(self.timing.poll_interval)
+        });
+        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
+            return soonest;
+        };
+        let expected = self.took().get(&kind).and_then(Durations::expected);
+        next_look(now.saturating_duration_since(at), soonest, expected)
+    }
 }
 
 /// The last [`Durations::KEPT`] creation times of a kind.
@@ -144,11 +168,7 @@ impl Pacing for StrataPacing {
     }
 
     fn creation_seen_done(&self, key: &str) {
-        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
-            return;
-        };
-        self.creating.remove(key);
-        self.took().entry(kind).or_default().record(at.elapsed());
+        self.seen_done_at(key, Instant::now());
     }
 
     fn resync(&self) -> Duration {
@@ -160,14 +180,7 @@ impl Pacing for StrataPacing {
     }
 
     fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration {
-        let soonest = retry_after.map_or(self.timing.poll_interval, |after| {
-            after.max(self.timing.poll_interval)
-        });
-        let Some((kind, at)) = self.creating.read(key, |c| c.copied()) else {
-            return soonest;
-        };
-        let expected = self.took().get(&kind).and_then(Durations::expected);
-        next_look(at.elapsed(), soonest, expected)
+        self.poll_at(key, retry_after, Instant::now())
     }
 
     fn client_throttle(&self) -> bool {
@@ -201,6 +214,7 @@ fn next_delay(attempts: &PerObject<u32>, key: &str, min: Duration, max: Duration
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -280,33 +294,34 @@ mod tests {
         }
         assert_eq!(d.expected(), Some(Duration::from_secs(120)));
 
-        let p = StrataPacing::new(Timing {
-            poll_interval: Duration::from_millis(1),
-            ..Timing::default()
-        });
-        let ra = Some(Duration::from_millis(1));
-        // Not seen start: no record.
-        p.creation_seen_done("ns/VirtualMachine/a");
-        assert_eq!(
-            p.operation_poll("ns/VirtualMachine/b", ra),
-            Duration::from_millis(1)
-        );
+        let p = strata();
+        let ten = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        // Not seen to start: nothing learnt, ARM's pace.
+        p.seen_done_at("ns/VirtualMachine/a", at(60));
+        assert_eq!(p.poll_at("ns/VirtualMachine/b", Some(ten), at(60)), ten);
+        // A VM seen done 60 s after its PUT.
         p.creation_started("ns/VirtualMachine/a", Kind::VirtualMachine);
-        std::thread::sleep(Duration::from_millis(200));
-        p.creation_seen_done("ns/VirtualMachine/a");
-        // Another VM's creation, just started: looked at after about half of 200 ms.
+        let started = p.creating.read("ns/VirtualMachine/a", |c| c.map(|c| c.1));
+        p.seen_done_at(
+            "ns/VirtualMachine/a",
+            started.unwrap() + Duration::from_secs(60),
+        );
+        // Another VM's creation, 2 s in: looked at 30 s after its start.
         p.creation_started("ns/VirtualMachine/b", Kind::VirtualMachine);
-        let first = p.operation_poll("ns/VirtualMachine/b", ra);
-        assert!(
-            (Duration::from_millis(50)..=Duration::from_millis(110)).contains(&first),
-            "{first:?}"
-        );
-        // Another kind learnt nothing.
-        p.creation_started("ns/NetworkInterface/c", Kind::NetworkInterface);
+        let started = p.creating.read("ns/VirtualMachine/b", |c| c.map(|c| c.1));
+        let now = started.unwrap() + Duration::from_secs(2);
         assert_eq!(
-            p.operation_poll("ns/NetworkInterface/c", ra),
-            Duration::from_millis(1)
+            p.poll_at("ns/VirtualMachine/b", Some(ten), now),
+            Duration::from_secs(28)
         );
+        // A NIC learnt nothing from the VM.
+        p.creation_started("ns/NetworkInterface/c", Kind::NetworkInterface);
+        assert_eq!(p.operation_poll("ns/NetworkInterface/c", Some(ten)), ten);
+        // A finalizer removed before the creation was seen to end: nothing learnt, nothing kept.
+        p.succeeded("ns/VirtualMachine/b");
+        assert!(p.creating.read("ns/VirtualMachine/b", |c| c.is_none()));
     }
 
     #[test]
