@@ -2,13 +2,15 @@
 //! cluster: the common command line ([`cli`]), log set-up, what a reflector keeps of an object
 //! ([`cache`]), which objects a replica owns ([`shard`]), leader election on a
 //! `coordination.k8s.io/v1` Lease ([`leader`]), the `/healthz` `/readyz` and `/metrics`
-//! endpoints ([`http`]) and the controller metrics both export ([`metrics`]).
+//! endpoints ([`http`]), the controller metrics both export ([`metrics`]) and their Events
+//! ([`events`]).
 //!
 //! It lives under `crds/` because the top level of the repository is fixed and the translator
 //! must not depend on the operator (which pulls in the Azure SDK).
 
 pub mod cache;
 pub mod cli;
+pub mod events;
 pub mod http;
 pub mod leader;
 pub mod metrics;

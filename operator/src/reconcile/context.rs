@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::capz::AzureClusterIdentity;
-use tracing::debug;
 
 use super::pacing::{Pacing, StrataPacing, jittered};
 use super::{MANAGER, object_key};
@@ -53,8 +52,9 @@ impl Default for Timing {
 pub struct Context {
     pub kube: kube::Client,
     /// Kubernetes Events on the CRs (`kubectl describe`); kube's recorder folds repeats into a
-    /// series instead of writing one Event per reconcile.
-    pub recorder: kube::runtime::events::Recorder,
+    /// series instead of writing one Event per reconcile (its memory bounded:
+    /// `strata_runtime::events`).
+    pub recorder: strata_runtime::events::Recorder,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub credentials: Arc<Credentials>,
     /// The AzureClusterIdentities (cluster-wide), for the credential check on every use.
@@ -106,7 +106,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Context {
-            recorder: kube::runtime::events::Recorder::new(kube.clone(), reporter),
+            recorder: strata_runtime::events::Recorder::new(kube.clone(), reporter),
             kube,
             metrics,
             credentials,
@@ -201,21 +201,9 @@ impl Context {
         action: &str,
         note: String,
     ) {
-        use kube::runtime::events::{Event, EventType};
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
-            debug!(error = %e, "could not publish an event");
-        }
+        self.recorder
+            .publish(&obj.object_ref(&()), warning, reason, action, note)
+            .await;
     }
 
     /// A CR that waited for a dependency no longer does: its next wait starts from the beginning.

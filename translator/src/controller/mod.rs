@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -39,6 +39,7 @@ use strata_crds::{CloudKind, azure};
 use strata_runtime::Health;
 use strata_runtime::Shard;
 use strata_runtime::Synced;
+use strata_runtime::events::Recorder;
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -108,7 +109,8 @@ pub struct Context {
     pub settings: Settings,
     pub metrics: Arc<ControllerMetrics>,
     /// Kubernetes Events on the AzureClusters and AzureMachines (`kubectl describe`); kube's
-    /// recorder folds repeats of one event into a series.
+    /// recorder folds repeats of one event into a series (its memory bounded:
+    /// `strata_runtime::events`).
     pub recorder: Recorder,
     /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
     /// and the availability sets of a cluster.
@@ -383,20 +385,9 @@ struct Events {
 
 impl Events {
     async fn publish(&self, warning: bool, reason: &str, action: &str, note: String) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &self.on).await {
-            debug!(error = %e, "could not publish an event");
-        }
+        self.recorder
+            .publish(&self.on, warning, reason, action, note)
+            .await;
     }
 
     /// The input cannot be translated as it is: counted by reason, and told on the object.
