@@ -1095,39 +1095,53 @@ pub fn provisioning_seconds(kind: Kind) -> f64 {
 /// The longest chain of provisioning latencies through a cluster's cloud CRs (`deps`:
 /// [`dependencies`]).
 fn lower_bound(nodes: &[Node], deps: &Deps) -> Chain {
-    let mut finish: HashMap<(Kind, String), Chain> = HashMap::new();
-    fn visit(
-        k: &(Kind, String),
-        deps: &Deps,
-        finish: &mut HashMap<(Kind, String), Chain>,
-        on_path: &mut HashSet<(Kind, String)>,
-    ) -> Chain {
-        if let Some(f) = finish.get(k) {
+    let mut longest = Longest::along(deps);
+    nodes
+        .iter()
+        .map(|n| longest.through(&node_key(n)))
+        .fold(Chain::default(), Chain::longer)
+}
+
+/// The longest chain of provisioning latencies through each CR along `edges`, remembered: along
+/// the dependencies, up to and including the CR; along the dependents, from the CR to the end.
+struct Longest<'a> {
+    edges: &'a Deps,
+    known: HashMap<(Kind, String), Chain>,
+    on_path: HashSet<(Kind, String)>,
+}
+
+impl<'a> Longest<'a> {
+    fn along(edges: &'a Deps) -> Longest<'a> {
+        Longest {
+            edges,
+            known: HashMap::new(),
+            on_path: HashSet::new(),
+        }
+    }
+
+    fn through(&mut self, k: &(Kind, String)) -> Chain {
+        if let Some(f) = self.known.get(k) {
             return *f;
         }
         // A cycle cannot converge at all; count it once rather than loop.
-        if !on_path.insert(k.clone()) {
+        if !self.on_path.insert(k.clone()) {
             return Chain::default();
         }
-        let start = deps
+        let edges = self.edges;
+        let next = edges
             .get(k)
             .into_iter()
             .flatten()
-            .map(|d| visit(d, deps, finish, on_path))
+            .map(|d| self.through(d))
             .fold(Chain::default(), Chain::longer);
-        on_path.remove(k);
+        self.on_path.remove(k);
         let f = Chain {
-            seconds: start.seconds + provisioning_seconds(k.0),
-            steps: start.steps + 1,
+            seconds: next.seconds + provisioning_seconds(k.0),
+            steps: next.steps + 1,
         };
-        finish.insert(k.clone(), f);
+        self.known.insert(k.clone(), f);
         f
     }
-    let mut on_path = HashSet::new();
-    nodes
-        .iter()
-        .map(|n| visit(&node_key(n), deps, &mut finish, &mut on_path))
-        .fold(Chain::default(), Chain::longer)
 }
 
 /// What each cloud CR waits for before its PUT: its owner and references, and CAPI's order.
@@ -1238,33 +1252,10 @@ fn staged_floor(nodes: &[Node], deps: &Deps) -> f64 {
             dependents.entry(d.clone()).or_default().push(n.clone());
         }
     }
-    fn tail(
-        k: &(Kind, String),
-        dependents: &Deps,
-        done: &mut HashMap<(Kind, String), f64>,
-        on_path: &mut HashSet<(Kind, String)>,
-    ) -> f64 {
-        if let Some(t) = done.get(k) {
-            return *t;
-        }
-        if !on_path.insert(k.clone()) {
-            return 0.0;
-        }
-        let after = dependents
-            .get(k)
-            .into_iter()
-            .flatten()
-            .map(|d| tail(d, dependents, done, on_path))
-            .fold(0.0, f64::max);
-        on_path.remove(k);
-        let t = provisioning_seconds(k.0) + after;
-        done.insert(k.clone(), t);
-        t
-    }
-    let (mut done, mut on_path) = (HashMap::new(), HashSet::new());
+    let mut longest = Longest::along(&dependents);
     let mut tails: Vec<f64> = nodes
         .iter()
-        .map(|n| tail(&node_key(n), &dependents, &mut done, &mut on_path))
+        .map(|n| longest.through(&node_key(n)).seconds)
         .collect();
     staged_floor_of(&mut tails)
 }
