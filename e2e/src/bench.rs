@@ -1243,8 +1243,8 @@ fn throttle_floor_of(kinds: &[Kind]) -> f64 {
 /// the start) admits only so many writes by then. The largest `t` + that time over every `t`
 /// bounds the run from below; it is never below the chain (`t` = the chain, one write) nor below
 /// the write floor (`t` = the shortest, every write), and exceeds both when the writes a late
-/// stage waits behind take longer than the burst (100 clusters: 1,200 infrastructure PUTs before
-/// each cluster's 126 s of machines).
+/// stage waits behind take longer than the burst (100 clusters: the 1,400 CRs up to the
+/// control-plane VMs take the bucket 120 s, and 120 s of VMs follow each: 240 s).
 fn staged_floor(nodes: &[Node], deps: &Deps) -> f64 {
     let mut dependents: Deps = HashMap::new();
     for (n, ds) in deps {

@@ -11,6 +11,10 @@
 //! an LRU of 4,096 Events; here the recorder is replaced by a fresh one after [`CAPACITY`]
 //! Events, so it never keeps more. A repeat of an Event published before the switch starts a new
 //! Event rather than counting in the old series, as one evicted from client-go's LRU does.
+//!
+//! kube's recorder also walks its whole cache on every publish, to drop what is older than six
+//! minutes; the bound caps that work too. At 1,000 × 3 (one run each) the operator's CPU fell
+//! from 185 to 159 s with it, its peak RSS only from 276.8 to 270.3 MiB.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
