@@ -5,8 +5,8 @@
 //! endpoints ([`http`]), the controller metrics both export ([`metrics`]) and their Events
 //! ([`events`]).
 //!
-//! It lives under `crds/` because the top level of the repository is fixed and the translator
-//! must not depend on the operator (which pulls in the Azure SDK).
+//! A crate of its own because the translator must not depend on the operator (which pulls in the
+//! Azure SDK).
 
 pub mod cache;
 pub mod cli;

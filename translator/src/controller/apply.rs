@@ -71,34 +71,22 @@ where
 /// JSON already. Serializing each live CR on each of its owner's reconciles was most of
 /// `apply_all`'s 10 % of the translator's CPU.
 pub(crate) fn up_to_date(desired: &Value, live: &DynamicObject) -> Result<bool, Error> {
-    let ours = |keys: &mut dyn Iterator<Item = &String>| -> Vec<String> {
-        keys.filter(|k| {
-            k.starts_with("strata.dev/") && *k != annotations::PAUSED && *k != annotations::CREATED
-        })
-        .cloned()
-        .collect()
-    };
     let wanted = desired["metadata"]["annotations"]
         .as_object()
-        .map(|a| ours(&mut a.keys()))
+        .map(|a| our_annotations(a.keys()))
         .unwrap_or_default();
-    if ours(&mut live.annotations().keys()) != wanted {
+    if our_annotations(live.annotations().keys()) != wanted {
         return Ok(false);
     }
     let Some(desired) = desired.as_object() else {
         return Ok(false);
     };
+    let types = live.types.as_ref();
+    let is = |want: &Value, have: Option<&String>| have.is_some_and(|h| want.as_str() == Some(h));
     for (field, want) in desired {
         let same = match field.as_str() {
-            "apiVersion" | "kind" => {
-                let types = live.types.as_ref();
-                let have = if field == "kind" {
-                    types.map(|t| &t.kind)
-                } else {
-                    types.map(|t| &t.api_version)
-                };
-                have.is_some_and(|h| want.as_str() == Some(h.as_str()))
-            }
+            "apiVersion" => is(want, types.map(|t| &t.api_version)),
+            "kind" => is(want, types.map(|t| &t.kind)),
             "metadata" => contained(want, &serde_json::to_value(&live.metadata)?),
             _ => live.data.get(field).is_some_and(|l| contained(want, l)),
         };
@@ -107,6 +95,15 @@ pub(crate) fn up_to_date(desired: &Value, live: &DynamicObject) -> Result<bool, 
         }
     }
     Ok(true)
+}
+
+/// The translator's own annotations among `keys`: the operator's (paused, its created record)
+/// are not the translator's to compare.
+fn our_annotations<'a>(keys: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+    keys.filter(|k| {
+        k.starts_with("strata.dev/") && *k != annotations::PAUSED && *k != annotations::CREATED
+    })
+    .collect()
 }
 
 /// Server-side applies `resources`, controller-owned by `owner`, skipping those whose live

@@ -350,11 +350,7 @@ pub(crate) async fn reconcile_cluster_inner(
         }),
     )
     .await?;
-    Ok(if ready {
-        Action::requeue(Duration::from_secs(600))
-    } else {
-        Action::requeue(Duration::from_secs(30))
-    })
+    Ok(Action::requeue(RESYNC))
 }
 
 /// The API server's address: the public IP's FQDN or address, or, for a private cluster, CAPZ's

@@ -264,9 +264,5 @@ pub(crate) async fn reconcile_machine_inner(
         ctx.metrics.ready_after("AzureMachine", age(azm.as_ref()));
     }
     write_status(client, &*azm, status).await?;
-    Ok(if ready {
-        Action::requeue(Duration::from_secs(600))
-    } else {
-        Action::requeue(Duration::from_secs(30))
-    })
+    Ok(Action::requeue(RESYNC))
 }

@@ -265,7 +265,7 @@ async fn reconcile_pool_inner(
     }
     write_status(client, &*amp, status).await?;
     Ok(if ready {
-        Action::requeue(Duration::from_secs(600))
+        Action::requeue(RESYNC)
     } else {
         // Waiting on the cluster, the bootstrap data or Azure: looked at again soon (the scale
         // set's own changes wake it too).
