@@ -52,7 +52,7 @@ use tokio::task::JoinHandle;
 
 use crate::{KINDS, is_ready, plural, repo_root, standin};
 use lag::Lateness;
-use procs::{ApiServer, Child, Emulator, Usage};
+use procs::{ApiServer, Child, Emulator, MachineCpu, Usage};
 
 /// What went wrong in a benchmark run.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +100,9 @@ pub struct Config {
     pub runs: usize,
     /// The baseline's `MaxConcurrentReconciles` (ASO's default: 1).
     pub aso_concurrency: u16,
+    /// Strata's reconciles at once per kind (the end-to-end tests' [`crate::CONCURRENCY`]
+    /// unless `--concurrency` says otherwise).
+    pub concurrency: u16,
     /// Which operators to run.
     pub sides: Sides,
 }
@@ -144,6 +147,9 @@ impl Side {
 /// Simulated seconds per point of the chart's harness lag (at least 100 real ms).
 const LAG_WINDOW_S: f64 = 5.0;
 
+/// Rows of the report's progress table.
+const PROGRESS_POINTS: usize = 10;
+
 /// Harness lag above this fraction of the durations it distorts withholds the ratio.
 pub const LAG_LIMIT: f64 = 0.05;
 
@@ -160,6 +166,7 @@ impl Config {
             log_dir: repo_root().join("target/strata-bench"),
             runs: 1,
             aso_concurrency: crate::aso::defaults::MAX_CONCURRENT_RECONCILES,
+            concurrency: crate::CONCURRENCY,
             sides: Sides::Both,
         }
     }
@@ -170,9 +177,9 @@ impl Config {
                 "--clusters and --machines must be at least 1".into(),
             ));
         }
-        if self.runs == 0 || self.aso_concurrency == 0 {
+        if self.runs == 0 || self.aso_concurrency == 0 || self.concurrency == 0 {
             return Err(Error::Invalid(
-                "--runs and --aso-concurrency must be at least 1".into(),
+                "--runs, --aso-concurrency and --concurrency must be at least 1".into(),
             ));
         }
         if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
@@ -275,6 +282,18 @@ pub struct Figures {
     /// p95 over the CRs that waited for a dependency: from the last dependency seen Ready to the
     /// CR's next ARM request.
     pub wakeup_gap_p95_s: f64,
+    /// The same per kind of the waiting CR: which step of the chain wakes late.
+    pub wakeup_gap_p95_by_kind_s: BTreeMap<String, f64>,
+    /// The share of the machine's CPU (all cores, every process, from /proc/stat) in use while
+    /// the run converged: near 1, the processes queued for a core and the doubles' share of it
+    /// slowed the operator and translator down — the figures then measure the machine.
+    pub machine_busy_share: f64,
+    /// Where the cloud CRs' time went, simulated seconds, by stage ([`Stages`]).
+    pub stages_s: Stages,
+    /// How many cloud CRs had reached each stage as the run went on (for the report's progress
+    /// table; not in the JSON).
+    #[serde(skip)]
+    pub progress: Vec<Progress>,
     /// Time to Ready per cluster, in cluster order (for the chart; not in the JSON).
     #[serde(skip)]
     pub time_to_ready_s: Vec<f64>,
@@ -489,6 +508,9 @@ async fn run_one(
     if side == Side::Baseline {
         let n = config.aso_concurrency.to_string();
         args.extend(["--baseline", "--aso-concurrency", &n].map(OsString::from));
+    } else {
+        let n = config.concurrency.to_string();
+        args.extend(["--concurrency", &n].map(OsString::from));
     }
     let kubeconfig = Some(api.kubeconfig_path());
     let mut operator = Child::spawn(config, OPERATOR, &ns, args, kubeconfig)?;
@@ -562,6 +584,7 @@ async fn run_one(
         .try_collect()
         .await?;
     let start = applied.iter().min().copied().unwrap_or_else(Utc::now);
+    let machine_start = MachineCpu::now()?;
 
     // Wait until every cluster has all its machines infrastructure-ready, or the timeout; every
     // window, the largest lag of any harness process in it (for the chart).
@@ -589,6 +612,7 @@ async fn run_one(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    let busy_share = MachineCpu::now()?.busy_share_since(machine_start);
     // The lag while the run converged (the steady state that follows is mostly idle).
     let mut lag_p99_real_s = BTreeMap::from([(HARNESS.to_owned(), lateness.take().p99_s)]);
     for (name, addr) in &lag_endpoints {
@@ -673,7 +697,16 @@ async fn run_one(
             .count() as u64
     });
     let throttled_responses = requests.iter().filter(|r| r.status == 429).count() as u64;
+    let moments = moments(&nodes, &deps, &seen, &requests, |t| sim_s(start, t));
     let gaps = wakeup_gaps(&nodes, &seen, &requests, scale);
+    let mut gaps_by_kind: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (kind, gap) in &gaps {
+        gaps_by_kind
+            .entry(kind.as_str().to_owned())
+            .or_default()
+            .push(*gap);
+    }
+    let gaps: Vec<f64> = gaps.into_iter().map(|(_, g)| g).collect();
     let p50 = percentile(&times, 50.0);
     let components: BTreeMap<String, Component> = usage
         .into_iter()
@@ -724,6 +757,13 @@ async fn run_one(
         translator_rss_kib_per_cr: translator.rss_kib_per_cr,
         components,
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
+        wakeup_gap_p95_by_kind_s: gaps_by_kind
+            .into_iter()
+            .map(|(kind, g)| (kind, round(percentile(&g, 95.0))))
+            .collect(),
+        machine_busy_share: (busy_share * 1000.0).round() / 1000.0,
+        stages_s: stages(&moments),
+        progress: progress(&moments, all_ready_s, PROGRESS_POINTS),
         time_to_ready_s: times,
         ready_after_start_s: ready_at
             .iter()
@@ -1157,8 +1197,7 @@ fn node_key(n: &Node) -> (Kind, String) {
 /// the infrastructure-machine contract); and a worker's VM waits for its bootstrap data, which
 /// the kubeadm provider writes once the control plane — its VM — is up.
 fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
-    let key = node_key;
-    let by_key: HashMap<(Kind, String), &Node> = nodes.iter().map(|n| (key(n), n)).collect();
+    let by_key: HashMap<(Kind, String), &Node> = nodes.iter().map(|n| (node_key(n), n)).collect();
     let control_plane = |machine: &str| seen.machines.get(machine).is_some_and(|m| m.1);
     let mut deps = Deps::new();
     for n in nodes {
@@ -1172,7 +1211,7 @@ fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
             nodes
                 .iter()
                 .filter(|o| o.cluster == n.cluster && o.machine.is_none())
-                .map(key)
+                .map(node_key)
         };
         match &n.machine {
             Some(m) if control_plane(m.as_str()) => d.extend(infra()),
@@ -1186,12 +1225,12 @@ fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
                                 && o.kind == Kind::VirtualMachine
                                 && o.machine.as_deref().is_some_and(control_plane)
                         })
-                        .map(key),
+                        .map(node_key),
                 );
             }
             _ => {}
         }
-        deps.insert(key(n), d);
+        deps.insert(node_key(n), d);
     }
     deps
 }
@@ -1231,10 +1270,12 @@ fn throttle_floor_of(kinds: &[Kind]) -> f64 {
         .iter()
         .filter(|k| provisioning_seconds(**k) > 0.0)
         .count() as f64;
-    let floor = |n: f64, b: strata_operator::throttle::Bucket| {
-        ((n - f64::from(b.burst)) / b.per_second).max(0.0)
-    };
-    floor(writes, limits.writes).max(floor(reads, limits.reads))
+    admitted_after(writes, limits.writes).max(admitted_after(reads, limits.reads))
+}
+
+/// Seconds a bucket, full at the start, needs before it has admitted `requests`.
+fn admitted_after(requests: f64, bucket: strata_operator::throttle::Bucket) -> f64 {
+    ((requests - f64::from(bucket.burst)) / bucket.per_second).max(0.0)
 }
 
 /// The buckets and the chain together: a CR's PUT has to leave time for the provisioning chain
@@ -1267,13 +1308,138 @@ fn staged_floor_of(tails: &mut [f64]) -> f64 {
     tails
         .iter()
         .enumerate()
-        .map(|(i, t)| t + ((i + 1) as f64 - f64::from(writes.burst)).max(0.0) / writes.per_second)
+        .map(|(i, t)| t + admitted_after((i + 1) as f64, writes))
         .fold(0.0, f64::max)
+}
+
+/// p50 and p95 over the cloud CRs of each stage of a CR's life, simulated seconds: `waiting`
+/// from its creation until the operator could act on it (its owner, references and CAPI's
+/// orderings Ready: [`dependencies`]), `to_put` from then to its first PUT (the operator's
+/// wake-up, a free reconcile slot, ARM's token buckets, the GET before it), `provisioning` from
+/// that PUT to Ready as the benchmark's watches saw it. A slow stage names the part that holds
+/// a run back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stages {
+    pub waiting: Spread,
+    pub to_put: Spread,
+    pub provisioning: Spread,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Spread {
+        Spread {
+            p50: round(percentile(values, 50.0)),
+            p95: round(percentile(values, 95.0)),
+        }
+    }
+}
+
+/// Cloud CRs that had reached each stage by `at_s` (simulated seconds after the first apply).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub at_s: f64,
+    pub created: usize,
+    /// Their dependencies Ready: the operator could act on them.
+    pub actionable: usize,
+    pub put: usize,
+    pub ready: usize,
+}
+
+/// One CR's moments, simulated seconds after the first apply.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Moments {
+    created: f64,
+    actionable: f64,
+    put: Option<f64>,
+    ready: Option<f64>,
+}
+
+/// Each CR's [`Moments`] (CRs the watches never saw created are left out).
+fn moments(
+    nodes: &[Node],
+    deps: &Deps,
+    seen: &Seen,
+    requests: &[Request],
+    at: impl Fn(DateTime<Utc>) -> f64,
+) -> Vec<Moments> {
+    let mut first_put: HashMap<&str, DateTime<Utc>> = HashMap::new();
+    for r in requests.iter().filter(|r| r.method == "PUT") {
+        let t = first_put.entry(r.path.as_str()).or_insert(r.at);
+        *t = (*t).min(r.at);
+    }
+    let seen_at = |map: &HashMap<(String, String), DateTime<Utc>>, (k, n): &(Kind, String)| {
+        map.get(&(k.as_str().to_owned(), n.clone())).copied()
+    };
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let key = node_key(n);
+            let created = at(seen_at(&seen.created, &key)?);
+            let deps_ready = deps
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .filter_map(|d| seen_at(&seen.ready, d))
+                .map(&at)
+                .fold(created, f64::max);
+            Some(Moments {
+                created,
+                actionable: deps_ready,
+                put: n
+                    .id
+                    .as_deref()
+                    .and_then(|id| first_put.get(id))
+                    .map(|t| at(*t)),
+                ready: seen_at(&seen.ready, &key).map(&at),
+            })
+        })
+        .collect()
+}
+
+fn stages(moments: &[Moments]) -> Stages {
+    let (mut waiting, mut to_put, mut provisioning) = (vec![], vec![], vec![]);
+    for m in moments {
+        waiting.push(m.actionable - m.created);
+        if let Some(put) = m.put {
+            to_put.push((put - m.actionable).max(0.0));
+            if let Some(ready) = m.ready {
+                provisioning.push((ready - put).max(0.0));
+            }
+        }
+    }
+    Stages {
+        waiting: Spread::of(&waiting),
+        to_put: Spread::of(&to_put),
+        provisioning: Spread::of(&provisioning),
+    }
+}
+
+/// [`Progress`] at `points` even steps up to `end_s`.
+fn progress(moments: &[Moments], end_s: f64, points: usize) -> Vec<Progress> {
+    (1..=points)
+        .map(|i| {
+            let at_s = round(end_s * i as f64 / points as f64);
+            let by = |t: Option<f64>| t.is_some_and(|t| t <= at_s);
+            Progress {
+                at_s,
+                created: moments.iter().filter(|m| by(Some(m.created))).count(),
+                actionable: moments.iter().filter(|m| by(Some(m.actionable))).count(),
+                put: moments.iter().filter(|m| by(m.put)).count(),
+                ready: moments.iter().filter(|m| by(m.ready)).count(),
+            }
+        })
+        .collect()
 }
 
 /// For every CR that waited for a dependency (it existed before its last dependency was seen
 /// Ready): simulated seconds from that moment to the CR's next ARM request.
-fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) -> Vec<f64> {
+fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) -> Vec<(Kind, f64)> {
     let mut by_path: HashMap<&str, Vec<DateTime<Utc>>> = HashMap::new();
     for r in requests {
         by_path.entry(r.path.as_str()).or_default().push(r.at);
@@ -1313,7 +1479,7 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
             .min();
         if let Some(next) = next {
             let s = (*next - *dep_ready).num_microseconds().unwrap_or(0) as f64 / 1e6 / scale;
-            gaps.push(s);
+            gaps.push((n.kind, s));
         }
     }
     gaps
@@ -1322,18 +1488,25 @@ fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) ->
 /// The operator's settings for a benchmark run: the e2e settings with every duration of its
 /// clock scaled to the emulator's (sync period 1 h, operation polls every 5 s, backoff 1 s → 5
 /// min, throttled retry 10 s), so that both runs see the same simulated world. The baseline
-/// (`aso_concurrency` given) is paced by the ASO v2 model instead of Strata's own pacing.
+/// ([`Concurrency::Aso`]) is paced by the ASO v2 model instead of Strata's own pacing.
 pub fn operator_settings(
     arm: crate::Arm<'_>,
     token_file: &Path,
     namespace: &str,
     time_scale: f64,
     sync_period_s: f64,
-    aso_concurrency: Option<u16>,
+    concurrency: Concurrency,
     health_addr: Option<std::net::SocketAddr>,
 ) -> strata_operator::Settings {
     let mut settings = crate::operator_settings(arm, token_file, Some(namespace), time_scale);
     settings.service.health_addr = health_addr;
+    let aso_concurrency = match concurrency {
+        Concurrency::Strata(n) => {
+            settings.scope.concurrency = n;
+            None
+        }
+        Concurrency::Aso(n) => Some(n),
+    };
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {
         sync_period: scaled(sync_period_s),
@@ -1350,6 +1523,15 @@ pub fn operator_settings(
         }),
     };
     settings
+}
+
+/// Which operator a benchmark's operator process is, with its reconciles at once per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Strata's own pacing.
+    Strata(u16),
+    /// The ASO v2 model with this `MaxConcurrentReconciles`.
+    Aso(u16),
 }
 
 #[cfg(test)]
@@ -1700,7 +1882,79 @@ mod tests {
             request(3600, "/nic/early"),
         ];
         let gaps = wakeup_gaps(&[node("woken"), node("early")], &seen, &requests, 1.0);
-        assert_eq!(gaps, [2.0]);
+        assert_eq!(gaps, [(Kind::NetworkInterface, 2.0)]);
+    }
+
+    #[test]
+    fn each_crs_time_is_split_into_waiting_to_put_and_provisioning() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000_000 + s, 0).unwrap();
+        let at = |d: DateTime<Utc>| (d - t(0)).num_seconds() as f64;
+        let key = |k: Kind, n: &str| (k.as_str().to_owned(), n.to_owned());
+        let nic = Node {
+            kind: Kind::NetworkInterface,
+            name: "nic".into(),
+            id: Some("/nic".into()),
+            deps: vec![],
+            cluster: "c".into(),
+            machine: None,
+        };
+        let subnet = Node {
+            kind: Kind::Subnet,
+            name: "s".into(),
+            id: Some("/s".into()),
+            ..nic.clone()
+        };
+        // The NIC depends on the subnet (as `dependencies` would say).
+        let deps: Deps = [
+            (node_key(&nic), vec![node_key(&subnet)]),
+            (node_key(&subnet), vec![]),
+        ]
+        .into();
+        let mut seen = Seen::default();
+        seen.created.insert(key(Kind::Subnet, "s"), t(0));
+        seen.created
+            .insert(key(Kind::NetworkInterface, "nic"), t(1));
+        seen.ready.insert(key(Kind::Subnet, "s"), t(10));
+        seen.ready.insert(key(Kind::NetworkInterface, "nic"), t(40));
+        let request = |at: i64, method: &str, path: &str| Request {
+            at: t(at),
+            method: method.into(),
+            path: path.into(),
+            status: 200,
+        };
+        // The subnet's PUT at 2; the NIC's GET at 11 and first PUT at 15 (a second at 30).
+        let requests = [
+            request(2, "PUT", "/s"),
+            request(11, "GET", "/nic"),
+            request(30, "PUT", "/nic"),
+            request(15, "PUT", "/nic"),
+        ];
+        let m = moments(&[subnet.clone(), nic.clone()], &deps, &seen, &requests, at);
+        assert_eq!(
+            m[1],
+            Moments {
+                created: 1.0,
+                actionable: 10.0,
+                put: Some(15.0),
+                ready: Some(40.0),
+            }
+        );
+        let st = stages(&m);
+        // Nearest rank over two CRs: p50 the lower, p95 the higher.
+        assert_eq!((st.waiting.p50, st.waiting.p95), (0.0, 9.0));
+        assert_eq!((st.to_put.p50, st.to_put.p95), (2.0, 5.0));
+        assert_eq!((st.provisioning.p50, st.provisioning.p95), (8.0, 25.0));
+        let p = progress(&m, 40.0, 4);
+        assert_eq!(
+            p.iter().map(|p| p.at_s).collect::<Vec<_>>(),
+            [10.0, 20.0, 30.0, 40.0]
+        );
+        assert_eq!(
+            (p[0].created, p[0].actionable, p[0].put, p[0].ready),
+            (2, 2, 1, 1)
+        );
+        assert_eq!((p[1].put, p[1].ready), (2, 1));
+        assert_eq!(p[3].ready, 2);
     }
 
     #[test]

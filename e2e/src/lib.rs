@@ -74,6 +74,10 @@ impl<'a> Arm<'a> {
     }
 }
 
+/// Reconciles at once per kind in the end-to-end tests, the demo and the benchmark (its
+/// `--concurrency` changes it there).
+pub const CONCURRENCY: u16 = 16;
+
 /// The operator's settings against an emulator at `arm_url` (its `https` URL, whose certificate
 /// is `ca_pem`) on the clock `time_scale`, with the global workload-identity credential of
 /// `token_file`. The one place the e2e tests and the demo build `strata_operator::Settings`.
@@ -112,7 +116,7 @@ pub fn operator_settings(
         },
         scope: Scope {
             namespace: namespace.map(str::to_owned),
-            concurrency: 16,
+            concurrency: CONCURRENCY,
             selector: None,
             shard: Default::default(),
         },

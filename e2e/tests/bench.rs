@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 35] = [
+const KEYS: [&str; 38] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -47,6 +47,9 @@ const KEYS: [&str; 35] = [
     "translator_rss_kib_per_cr",
     "components",
     "wakeup_gap_p95_s",
+    "wakeup_gap_p95_by_kind_s",
+    "machine_busy_share",
+    "stages_s",
 ];
 
 /// What runs the API server: the in-memory one in a child process unless a real one is asked for
@@ -129,6 +132,23 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
             None => assert!(f.ratio_refused.is_some(), "{json:#}"),
         }
         assert!(f.harness_lag_p99_s >= 0.0 && f.runs == 1, "{json:#}");
+        // The operator, translator and doubles did work while it converged.
+        assert!(
+            f.machine_busy_share > 0.0 && f.machine_busy_share <= 1.0,
+            "{json:#}"
+        );
+        // Per kind of the CRs that waited for a dependency (a Subnet for its network, a VM
+        // for its NIC: every run has some).
+        let by_kind = &f.wakeup_gap_p95_by_kind_s;
+        assert!(
+            !by_kind.is_empty()
+                && by_kind.keys().all(|k| {
+                    strata_operator::kind::Kind::ALL
+                        .iter()
+                        .any(|known| known.as_str() == k)
+                }),
+            "{json:#}"
+        );
         // Every process measured apart: the children with CPU time of their own.
         let mut measured = vec!["operator", "translator", "emulator"];
         let mut lagging = vec!["harness", "emulator"];

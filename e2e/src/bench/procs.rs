@@ -236,6 +236,49 @@ impl Usage {
     }
 }
 
+/// The whole machine's CPU time so far (/proc/stat's first line), in USER_HZ ticks: what every
+/// process of the run, product and doubles alike, competes for.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct MachineCpu {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineCpu {
+    pub(super) fn now() -> Result<MachineCpu, Error> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        Self::parse(&stat).ok_or_else(|| Error::Invalid("/proc/stat has no cpu line".into()))
+    }
+
+    /// `cpu  user nice system idle iowait irq softirq steal …`: idle and iowait are the
+    /// machine's free time; the guest columns are counted in user already.
+    fn parse(stat: &str) -> Option<MachineCpu> {
+        let ticks: Vec<u64> = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))?
+            .split_whitespace()
+            .take(8)
+            .map(|v| v.parse().ok())
+            .collect::<Option<_>>()?;
+        let total: u64 = ticks.iter().sum();
+        let free = ticks.get(3)? + ticks.get(4)?;
+        Some(MachineCpu {
+            busy: total - free,
+            total,
+        })
+    }
+
+    /// The share of the machine's CPU (all cores) in use between `start` and this reading.
+    pub(super) fn busy_share_since(self, start: MachineCpu) -> f64 {
+        let total = self.total.saturating_sub(start.total);
+        if total == 0 {
+            return 0.0;
+        }
+        // Precision: tick counts stay far below 2^53.
+        self.busy.saturating_sub(start.busy) as f64 / total as f64
+    }
+}
+
 /// The API server of a benchmark: the in-memory API test server in a child process, or the one
 /// `TestEnv` gives when `KUBEBUILDER_ASSETS` or `USE_EXISTING_CLUSTER` asks for a real one
 /// (kube-apiserver is its own process already; it has no lag endpoint).
@@ -345,5 +388,26 @@ impl Emulator {
             ca_file,
             lag: announced.lag,
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machines_busy_share_leaves_out_idle_and_iowait() {
+        let at = |user: u64, idle: u64, iowait: u64| {
+            MachineCpu::parse(&format!(
+                "cpu  {user} 0 10 {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
+            ))
+            .unwrap()
+        };
+        let start = at(100, 1000, 0);
+        // 300 ticks of work, 100 idle and 100 waiting for the disk: three fifths busy.
+        assert_eq!(at(400, 1100, 100).busy_share_since(start), 0.6);
+        assert_eq!(start.busy_share_since(start), 0.0);
+        assert_eq!(MachineCpu::parse("intr 1 2 3"), None);
     }
 }

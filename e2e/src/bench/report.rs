@@ -95,7 +95,31 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
         row("throttled responses (429)", |f| {
             f.throttled_responses.to_string()
         }),
-        row("wake-up gap p95 (s)", |f| f.wakeup_gap_p95_s.to_string()),
+        row("wake-up gap p95 (s; by kind)", |f| {
+            format!(
+                "{} ({})",
+                f.wakeup_gap_p95_s,
+                listed(&f.wakeup_gap_p95_by_kind_s)
+            )
+        }),
+        row(
+            "cloud CR stages p50 / p95 (s): waiting for dependencies, to first PUT, provisioning",
+            |f| {
+                let st = &f.stages_s;
+                format!(
+                    "{} / {}, {} / {}, {} / {}",
+                    st.waiting.p50,
+                    st.waiting.p95,
+                    st.to_put.p50,
+                    st.to_put.p95,
+                    st.provisioning.p50,
+                    st.provisioning.p95
+                )
+            },
+        ),
+        row("machine CPU busy while converging (all cores)", |f| {
+            format!("{:.1} %", f.machine_busy_share * 100.0)
+        }),
         row("cloud CRs", |f| f.cloud_crs.to_string()),
     ];
     // Every process any side measured, in the order of the chain of work.
@@ -129,6 +153,26 @@ pub fn markdown(report: &Report, time_scale: f64) -> String {
     for (what, show) in rows {
         let cells: Vec<String> = sides.iter().map(|(_, f)| show(f)).collect();
         out.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
+    }
+    for (title, f) in &sides {
+        out.push_str(&progress_table(title, f));
+    }
+    out
+}
+
+/// How many cloud CRs had been created, could be acted on, had been PUT and were Ready as the
+/// run went on: where the count that lags behind the one before it is the stage that holds the
+/// run back.
+fn progress_table(title: &str, f: &Figures) -> String {
+    let mut out = format!(
+        "\n{title}: cloud CRs by stage (of {}) as the run went on\n\n| simulated s | created | dependencies Ready | PUT | Ready |\n| --- | --- | --- | --- | --- |\n",
+        f.cloud_crs
+    );
+    for p in &f.progress {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            p.at_s, p.created, p.actionable, p.put, p.ready
+        ));
     }
     out
 }

@@ -50,6 +50,9 @@ struct Args {
     /// The baseline's MaxConcurrentReconciles (ASO's default: 1).
     #[arg(long, default_value_t = 1)]
     aso_concurrency: u16,
+    /// Strata's reconciles at once per kind (the operator's `--concurrency`).
+    #[arg(long, default_value_t = strata_e2e::CONCURRENCY)]
+    concurrency: u16,
     /// The operators to run: Strata, the baseline, or both alternating.
     #[arg(long, value_enum, default_value_t = bench::Sides::Both)]
     sides: bench::Sides,
@@ -79,6 +82,9 @@ enum Command {
         /// The baseline's MaxConcurrentReconciles.
         #[arg(long, default_value_t = 1)]
         aso_concurrency: u16,
+        /// Strata's reconciles at once per kind.
+        #[arg(long, default_value_t = strata_e2e::CONCURRENCY)]
+        concurrency: u16,
         /// Serve /healthz and /readyz here (the benchmark starts its clock once ready).
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
@@ -145,6 +151,7 @@ fn main() -> ExitCode {
             ref token_file,
             baseline,
             aso_concurrency,
+            concurrency,
             health_addr,
         }) => as_child(&runtime, async move {
             let ca_pem = std::fs::read_to_string(ca_file)
@@ -159,7 +166,11 @@ fn main() -> ExitCode {
                 namespace,
                 time_scale,
                 sync_period_s,
-                baseline.then_some(aso_concurrency),
+                if baseline {
+                    bench::Concurrency::Aso(aso_concurrency)
+                } else {
+                    bench::Concurrency::Strata(concurrency)
+                },
                 health_addr,
             );
             let client = kube::Client::try_default()
@@ -248,6 +259,7 @@ async fn bench(args: &Args) -> anyhow::Result<()> {
     config.timeout_s = args.timeout;
     config.runs = args.runs;
     config.aso_concurrency = args.aso_concurrency;
+    config.concurrency = args.concurrency;
     config.sides = args.sides;
     let report = bench::run(&config).await?;
     print!("{}", bench::markdown(&report, args.time_scale));
