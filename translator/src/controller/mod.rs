@@ -54,12 +54,12 @@ use reconcile_machine::*;
 use reconcile_pool::*;
 use watches::*;
 
-/// When an AzureCluster or AzureMachine is looked at again with nothing changed, Ready or not:
-/// a safety net only. Every input of their reconciles is watched (the owned CRs, the Cluster,
-/// the Machines, bootstrap Secrets, identities, zones), so an owner that waits for its CRs to
-/// be Ready is woken by the change it waits for. Looking again every 30 s while not Ready, as
-/// the translator did, cost a reconcile (a few GETs and a walk of the owner's CRs) per owner
-/// every 30 s for as long as it converged: at 1,000 x 3, 4,000 owners for the whole run.
+/// When an AzureCluster or AzureMachine (Ready or not) or a Ready AzureMachinePool is looked at
+/// again with nothing changed: a safety net only. Every input of their reconciles is watched (the
+/// owned CRs, the Cluster, the Machines, bootstrap Secrets, identities, zones), so an owner that
+/// waits for its CRs to be Ready is woken by the change it waits for. The translator used to look
+/// again every 30 s while an owner was not Ready: a reconcile (a few GETs and a walk of its CRs)
+/// per owner every 30 s, for nothing a watch would not bring (docs/performance.md, cut 13).
 const RESYNC: Duration = Duration::from_secs(600);
 
 /// Controller settings.
