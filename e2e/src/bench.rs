@@ -1325,6 +1325,7 @@ pub struct Stages {
     pub provisioning: Spread,
 }
 
+/// A stage's p50 and p95 over the cloud CRs, simulated seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub p50: f64,
