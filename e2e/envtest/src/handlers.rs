@@ -1003,7 +1003,12 @@ fn list(req: &Request) -> Result<Response, ApiError> {
             }
             None => Box::new(map.iter()),
         },
-        None => store.list_after(&req.rt.key(), after),
+        // A label-selected list reads only the objects with the label it requires (the
+        // store's label index); the selector is still matched below.
+        None => match filter.labels.equality() {
+            Some((label, value)) => store.list_labelled_after(&req.rt.key(), label, value, after),
+            None => store.list_after(&req.rt.key(), after),
+        },
     };
     // Objects are kept in (namespace, name) order: a namespace's objects are one run of keys.
     let objects = objects
@@ -1016,7 +1021,9 @@ fn list(req: &Request) -> Result<Response, ApiError> {
     // (etcd counts keys, it cannot evaluate selectors); the last page carries no count.
     let unfiltered = filter.labels.is_empty() && filter.fields.is_empty();
     let mut remaining: u64 = 0;
+    let mut scanned = 0usize;
     for obj in objects {
+        scanned += 1;
         if !unfiltered && !filter.matches(obj) {
             continue;
         }
@@ -1040,6 +1047,14 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         items.push(obj.clone());
     }
     drop(store);
+    tracing::debug!(
+        resource = req.rt.plural,
+        selector = req.query.get("labelSelector").map_or("", String::as_str),
+        scanned,
+        returned = items.len(),
+        by = manager(&HashMap::new(), &req.headers),
+        "list"
+    );
     if table::wants_table(req.accept()) {
         let items: Vec<Value> = items
             .iter()

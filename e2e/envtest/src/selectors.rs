@@ -1,5 +1,7 @@
 //! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`) and field selectors.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -91,25 +93,36 @@ impl Selector {
         self.requirements.is_empty()
     }
 
-    /// Match against a lookup of key → value.
-    pub fn matches_with(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
+    /// A `key=value` the selector requires, if any: the objects that match carry that label.
+    pub fn equality(&self) -> Option<(&str, &str)> {
+        self.requirements.iter().find_map(|r| match r {
+            Requirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            _ => None,
+        })
+    }
+
+    /// Match against a lookup of key → value. The lookup borrows what it finds: a list runs this
+    /// for every object it reads, and copying each value (with `Value::pointer`'s allocations
+    /// per path segment) was a tenth of the API test server's CPU at 1,000 clusters.
+    fn matches_with<'v>(&self, lookup: impl Fn(&str) -> Option<Cow<'v, str>>) -> bool {
+        let is_in = |x: Cow<'v, str>, vs: &[String]| vs.iter().any(|v| *v == *x);
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => lookup(k).as_deref() == Some(v.as_str()),
             Requirement::NotEquals(k, v) => lookup(k).as_deref() != Some(v.as_str()),
-            Requirement::In(k, vs) => lookup(k).is_some_and(|x| vs.contains(&x)),
-            Requirement::NotIn(k, vs) => lookup(k).is_none_or(|x| !vs.contains(&x)),
+            Requirement::In(k, vs) => lookup(k).is_some_and(|x| is_in(x, vs)),
+            Requirement::NotIn(k, vs) => lookup(k).is_none_or(|x| !is_in(x, vs)),
             Requirement::Exists(k) => lookup(k).is_some(),
             Requirement::NotExists(k) => lookup(k).is_none(),
         })
     }
 
     pub fn matches_labels(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
+        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
         self.matches_with(|k| {
             labels
                 .and_then(|l| l.get(k))
                 .and_then(Value::as_str)
-                .map(str::to_string)
+                .map(Cow::Borrowed)
         })
     }
 
@@ -121,8 +134,8 @@ impl Selector {
                 cur = cur.get(part)?;
             }
             Some(match cur {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+                Value::String(s) => Cow::Borrowed(s.as_str()),
+                other => Cow::Owned(other.to_string()),
             })
         }) || self.requirements.is_empty()
     }

@@ -920,6 +920,122 @@ async fn label_and_field_selectors_on_list_and_watch() {
     }
 }
 
+// Identical on a real server. The API test server answers `key=value` lists from a label index
+// (store.rs): the answer must be the scan's, in every namespace, page by page, after a label
+// changes or goes, and after a deletion.
+#[tokio::test]
+async fn a_list_selected_by_a_label_value_follows_every_write() {
+    let (env, ns) = env_ns().await;
+    let other = format!("{ns}-b");
+    let body: Namespace = serde_json::from_value(json!({"metadata": {"name": other}})).unwrap();
+    Api::<Namespace>::all(env.client())
+        .create(&PostParams::default(), &body)
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let labelled = |name: &str, labels: Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+    };
+    for (n, app) in [
+        ("e", "web"),
+        ("a", "web"),
+        ("c", "db"),
+        ("d", "web"),
+        ("b", "web"),
+    ] {
+        api.create(
+            &PostParams::default(),
+            &labelled(n, json!({"app": app, "tier": "1"})),
+        )
+        .await
+        .unwrap();
+    }
+    Api::<ConfigMap>::namespaced(env.client(), &other)
+        .create(
+            &PostParams::default(),
+            &labelled("a", json!({"app": "web"})),
+        )
+        .await
+        .unwrap();
+    let names = |l: kube::core::ObjectList<ConfigMap>| {
+        l.items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let web = || ListParams::default().labels("app=web");
+    assert_eq!(names(api.list(&web()).await.unwrap()), ["a", "b", "d", "e"]);
+    // Every requirement still holds, not only the one the index answers.
+    assert_eq!(
+        names(api.list(&web().labels("tier!=1")).await.unwrap()),
+        Vec::<String>::new()
+    );
+    // Page by page: two, then the rest.
+    let first = api.list(&web().limit(2)).await.unwrap();
+    let cont = first.metadata.continue_.clone().unwrap();
+    assert_eq!(names(first), ["a", "b"]);
+    assert_eq!(
+        names(
+            api.list(&web().limit(2).continue_token(&cont))
+                .await
+                .unwrap()
+        ),
+        ["d", "e"]
+    );
+    // A changed value leaves the selection, a new one joins it, a deleted object is gone.
+    api.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": null}}})),
+    )
+    .await
+    .unwrap();
+    api.delete("e", &Default::default()).await.unwrap();
+    assert_eq!(names(api.list(&web()).await.unwrap()), ["a", "c"]);
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("app=db"))
+                .await
+                .unwrap()
+        ),
+        ["b"]
+    );
+    // All namespaces: both `a`s.
+    let all: Api<ConfigMap> = Api::all(env.client());
+    let mut everywhere: Vec<_> = all
+        .list(&web())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c.metadata.namespace.unwrap(),
+                c.metadata.name.unwrap()
+            )
+        })
+        .collect();
+    everywhere.sort();
+    let mut expected = [format!("{ns}/a"), format!("{ns}/c"), format!("{other}/a")];
+    expected.sort();
+    assert_eq!(everywhere, expected);
+}
+
 // Identical on a real server.
 #[tokio::test]
 async fn server_side_apply_managers_conflicts_and_list_maps() {
