@@ -249,7 +249,7 @@ pub async fn run_observed(
                     .filter(|a| {
                         a.spec.identity_ref.as_ref().is_some_and(|r| {
                             r.name.as_deref() == Some(id_name.as_str())
-                                && r.namespace.clone().or_else(|| a.namespace()).as_deref()
+                                && r.namespace.as_deref().or(a.metadata.namespace.as_deref())
                                     == Some(id_ns.as_str())
                         })
                     })
@@ -301,8 +301,8 @@ pub async fn run_observed(
                     .state()
                     .into_iter()
                     .filter(|m| {
-                        m.namespace().as_deref() == Some(&ns)
-                            && m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
+                        m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
+                            && m.metadata.namespace.as_deref() == Some(&ns)
                     })
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
@@ -332,7 +332,8 @@ pub async fn run_observed(
                     .state()
                     .into_iter()
                     .filter(|m| {
-                        m.namespace().as_deref() == Some(&ns) && m.spec.cluster_name == cluster
+                        m.spec.cluster_name == cluster
+                            && m.metadata.namespace.as_deref() == Some(&ns)
                     })
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))

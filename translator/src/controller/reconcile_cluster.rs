@@ -49,9 +49,12 @@ pub(crate) async fn machines_of(
     }
     let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = Vec::new();
+    // Every Machine of the store is looked at (3,000 at 1,000 clusters, for each cluster's
+    // reconcile): compare in place, without `namespace()`, whose copy of each Machine's
+    // namespace was a tenth of the translator's CPU there (perf).
     for m in ctx.machines.state() {
-        if m.namespace().as_deref() != Some(ns)
-            || m.spec.cluster_name != cluster
+        if m.spec.cluster_name != cluster
+            || m.metadata.namespace.as_deref() != Some(ns)
             || m.metadata.deletion_timestamp.is_some()
         {
             continue;

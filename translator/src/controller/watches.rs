@@ -158,10 +158,15 @@ pub(crate) fn azure_cluster_of(
     store
         .state()
         .into_iter()
+        // Compared in place (no copy per AzureCluster: this runs on every event it maps).
         .find(|a| {
-            a.namespace().as_deref() == Some(namespace)
-                && (cluster_label(a.as_ref()).as_deref() == Some(cluster)
-                    || a.name_any() == cluster)
+            a.metadata.namespace.as_deref() == Some(namespace)
+                && (a
+                    .labels()
+                    .get(naming::CLUSTER_NAME_LABEL)
+                    .map(String::as_str)
+                    == Some(cluster)
+                    || a.metadata.name.as_deref() == Some(cluster))
         })
         .map(|a| ObjectRef::from_obj(a.as_ref()))
 }
