@@ -749,6 +749,23 @@ async fn nics_get_the_next_free_private_address() {
     let d = sim.delete(&net("g", "networkInterfaces/a"), NET).await;
     sim.wait(&d).await;
     assert_eq!(ip(&sim.nic("g", "c").await), "10.0.1.4");
+    // A NIC in another resource group on the same subnet holds its address there too.
+    sim.group("elsewhere").await;
+    let far = sim
+        .create(
+            &net("elsewhere", "networkInterfaces/far"),
+            NET,
+            json!({ "location": "westeurope", "properties": { "ipConfigurations": [
+                { "name": "ip", "properties": { "subnet": { "id": sim.subnet_id("g") } } } ] } }),
+        )
+        .await;
+    assert_eq!(ip(&far), "10.0.1.6");
+    let r = sim.put(&net("g", "networkInterfaces/d"), NET, json!({
+        "location": "westeurope",
+        "properties": { "ipConfigurations": [ { "name": "ip", "properties": {
+            "subnet": { "id": sim.subnet_id("g") }, "privateIPAllocationMethod": "Static", "privateIPAddress": "10.0.1.6" } } ] }
+    })).await;
+    assert_eq!(r.code(), "PrivateIPAddressInUse");
 }
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 //! Private addresses in subnets, shared by NIC IP configurations and internal load balancer
 //! frontends: a dynamic address is the next free one of the subnet (Azure keeps the first four
 //! and the last address of every subnet), a static one is checked. The addresses in use are read
-//! from the store, so deleting the holder frees its address. A configuration with
-//! `privateIPAddressVersion: IPv6` gets its address from the subnet's IPv6 prefix (a dual-stack
-//! subnet has one of each).
+//! from the store (through its index of references), so deleting the holder frees its address.
+//! A configuration with `privateIPAddressVersion: IPv6` gets its address from the subnet's IPv6
+//! prefix (a dual-stack subnet has one of each).
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -35,10 +35,12 @@ fn items<'v>(body: &'v Value, pointer: &str) -> &'v [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// Addresses held in a subnet by every holder but `self_key`.
+/// Addresses held in a subnet by every holder but `self_key`: the holders are found through the
+/// store's back-references to the subnet, in whichever resource group they are.
 fn used_in_subnet(store: &Store, subnet_key: &str, self_key: &str) -> HashSet<IpAddr> {
     store
-        .all()
+        .referring(subnet_key)
+        .into_iter()
         .filter(|r| r.id.key() != self_key)
         .flat_map(|r| {
             HOLDERS
