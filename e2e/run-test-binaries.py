@@ -14,10 +14,14 @@ A binary's output is printed when it ends: in full when it failed, else its resu
 status is 1 when any binary failed. Each binary runs in its own process group, killed whole when
 the runner is interrupted, so the etcd and kube-apiserver a test started do not outlive it.
 
+A binary that runs longer than `--limit` seconds is killed and reported as failed, with its output
+so far (libtest names a test running for over 60 s in it): a hung test then fails the run with its
+name instead of holding `make test` until CI's own deadline cuts it off with no word of which one.
+
 Usage:
   run-test-binaries.py BUILD_JSON --pass NAME[:PKG,PKG...] [--env NAME:VAR=VALUE ...]
                        [--jobs N] [--first SUBSTRING,...] [--serial SUBSTRING,... ...]
-                       [--times FILE]
+                       [--times FILE] [--limit SECONDS]
 """
 
 import argparse
@@ -60,8 +64,9 @@ class Runner:
     job excludes: jobs of one `--serial` group never overlap, and the worker that cannot start a
     grouped job goes on to the next one rather than waiting idle for the group."""
 
-    def __init__(self, queue, jobs, groups):
+    def __init__(self, queue, jobs, groups, limit):
         self.queue = list(queue)
+        self.limit = limit
         self.jobs = jobs
         self.groups = groups
         self.busy = set()  # indexes of the groups with a running job
@@ -114,7 +119,13 @@ class Runner:
             )
             with self.lock:
                 self.pgids.add(proc.pid)
-            code = proc.wait()
+            timed_out = False
+            try:
+                code = proc.wait(timeout=self.limit)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                code = proc.wait()
             with self.lock:
                 self.pgids.discard(proc.pid)
             # Whatever the binary left running (a test killed mid-way leaves its etcd) goes too.
@@ -125,6 +136,9 @@ class Runner:
             took = time.monotonic() - start
             log.seek(0)
             text = log.read().decode("utf-8", "replace")
+        if timed_out:
+            text += f"\nrun-test-binaries: killed after {self.limit:.0f} s (--limit)\n"
+            code = code or -signal.SIGKILL
         result = [l for l in text.splitlines() if l.startswith("test result:")]
         # "ok. 36 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 84.68s"
         summary = (
@@ -178,6 +192,8 @@ def main():
                     help="a group: binaries whose label contains one of these (comma-separated) "
                          "never run at the same time; repeat for more groups")
     ap.add_argument("--times", help="a JSON file of each binary's last duration: read to order, written after")
+    ap.add_argument("--limit", type=float, default=1200.0,
+                    help="seconds a binary may run before it is killed and counted failed")
     args = ap.parse_args()
 
     bins = executables(args.build_json)
@@ -212,7 +228,7 @@ def main():
 
     jobs.sort(key=order)
     groups = [[s for s in g.split(",") if s] for g in args.serial]
-    runner = Runner(jobs, args.jobs, [g for g in groups if g])
+    runner = Runner(jobs, args.jobs, [g for g in groups if g], args.limit)
 
     def stop(signum, _frame):
         runner.kill_all()
