@@ -1515,3 +1515,65 @@ async fn a_reconcile_that_changes_nothing_writes_no_status() {
         "a reconcile that changed nothing wrote the status: {written:?}"
     );
 }
+
+/// The cluster's availability sets follow what its translation reads of its Machines and
+/// AzureMachines, whichever of the two comes first: the AzureCluster is woken by the
+/// AzureMachine's arrival (not only by Machine events), and by a Machine's zone, not by its
+/// status.
+#[tokio::test]
+async fn availability_sets_follow_machines_and_azure_machines_in_any_order() {
+    let env = start("tr-avset").await;
+    let machine = "strata-demo-control-plane-abc12";
+    let (azure_machine, rest): (Vec<_>, Vec<_>) = docs(&capi_machines("strata-demo"), &env.ns)
+        .into_iter()
+        .partition(|d| d["kind"] == "AzureMachine" && d["metadata"]["name"] == machine);
+    let yaml = |docs: &[serde_json::Value]| {
+        docs.iter()
+            .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+            .collect::<String>()
+    };
+    create_all(
+        &env,
+        &format!("{}\n{}", sample("default-cluster.yaml"), yaml(&rest)),
+    )
+    .await;
+    let avsets = || async {
+        cloud_crs(&env)
+            .await
+            .into_keys()
+            .filter(|(kind, _)| kind == "AvailabilitySet")
+            .map(|(_, name)| name)
+            .collect::<Vec<_>>()
+    };
+    // The cluster translated with the Machine but without its AzureMachine: no set yet.
+    eventually("the cluster's CRs", || async {
+        cloud_crs(&env)
+            .await
+            .keys()
+            .any(|(kind, _)| kind == "VirtualNetwork")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(avsets().await, Vec::<String>::new());
+
+    create_all(&env, &yaml(&azure_machine)).await;
+    let set = eventually("the control plane's availability set", || async {
+        avsets().await.pop()
+    })
+    .await;
+    assert!(set.contains("control-plane-as"), "{set}");
+
+    // A zone for the machine: no availability set any more (CAPZ puts zoned machines in none).
+    Api::<Machine>::namespaced(env.client.clone(), &env.ns)
+        .patch(
+            machine,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"failureDomain": "1"}})),
+        )
+        .await
+        .unwrap();
+    eventually("the availability set pruned", || async {
+        avsets().await.is_empty().then_some(())
+    })
+    .await;
+}

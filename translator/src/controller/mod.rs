@@ -16,6 +16,7 @@ mod owned;
 mod reconcile_cluster;
 mod reconcile_machine;
 mod reconcile_pool;
+mod relevant;
 mod watches;
 
 use std::collections::BTreeMap;
@@ -125,6 +126,10 @@ pub struct Context {
     pub machines: Store<Machine>,
     /// Set once the Machine watch has listed (many reconciles wait on it at once).
     pub machines_synced: Synced,
+    /// Every AzureMachine (the AzureMachine controller's own cache), for the availability sets
+    /// of a cluster, and when that watch has listed.
+    pub azure_machines: Store<AzureMachine>,
+    pub azure_machines_synced: Synced,
     /// The cloud CRs each AzureCluster, AzureMachine and AzureMachinePool owns, from the
     /// watches that wake them (one cache per owner kind: each is fed by its own watches).
     pub(crate) cluster_crs: Arc<OwnedCache>,
@@ -167,7 +172,16 @@ pub async fn run_observed(
     let ns = ns.as_deref();
     let wc = watcher::Config::default();
 
-    let (machines, writer) = reflector::store::<Machine>();
+    // One watch of Machines feeds the cache and wakes both controllers (each through its own
+    // subscription to the cache's updates); one of AzureMachines, the AzureMachine
+    // controller's, also wakes the AzureClusters.
+    let (machines, writer) = reflector::store_shared::<Machine>(SHARED_BUFFER);
+    let machines_for_clusters = subscribe(&writer);
+    let machines_for_azure_machines = subscribe(&writer);
+    let (azure_machines, azure_machines_writer) =
+        reflector::store_shared::<AzureMachine>(SHARED_BUFFER);
+    let azure_machines_for_clusters = subscribe(&azure_machines_writer);
+    let azure_machines_synced = Synced::default();
     let machines_synced = Synced::default();
     let marks = machines_synced.clone();
     let machine_reflector = reflector(
@@ -188,6 +202,8 @@ pub async fn run_observed(
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
         machines_synced: machines_synced.clone(),
+        azure_machines: azure_machines.clone(),
+        azure_machines_synced: azure_machines_synced.clone(),
         cluster_crs: Arc::new(OwnedCache::new(CLUSTER_KINDS)),
         machine_crs: Arc::new(OwnedCache::new(MACHINE_KINDS)),
         pool_crs: Arc::new(OwnedCache::new(POOL_KINDS)),
@@ -224,17 +240,44 @@ pub async fn run_observed(
                     .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
             }),
         )
-        .watches(
-            api::<Machine>(&client, ns),
-            wc.clone(),
-            queue.counted(move |m: Machine| {
-                azure_cluster_of(
-                    &store,
-                    &m.namespace().unwrap_or_default(),
-                    &m.spec.cluster_name,
-                )
-            }),
-        )
+        // Only the changes its translation reads (`relevant`): not a Machine's status.
+        .watches_shared_stream(machines_for_clusters, {
+            let store = store.clone();
+            let relevant = relevant::Relevant::new(relevant::machine_digest);
+            queue.counted(move |m: Arc<Machine>| {
+                relevant
+                    .changed(&m)
+                    .then(|| {
+                        azure_cluster_of(
+                            &store,
+                            m.metadata.namespace.as_deref().unwrap_or_default(),
+                            &m.spec.cluster_name,
+                        )
+                    })
+                    .flatten()
+            })
+        })
+        .watches_shared_stream(azure_machines_for_clusters, {
+            let store = store.clone();
+            let machines = machines.clone();
+            let relevant = relevant::Relevant::new(relevant::azure_machine_digest);
+            queue.counted(move |azm: Arc<AzureMachine>| {
+                if !relevant.changed(&azm) {
+                    return None;
+                }
+                let ns = azm.metadata.namespace.as_deref().unwrap_or_default();
+                let cluster = cluster_label(azm.as_ref()).or_else(|| {
+                    // CAPI labels infrastructure machines with their cluster; else the
+                    // Machine that owns it says.
+                    azm.owner_references()
+                        .iter()
+                        .find(|o| o.kind == "Machine")
+                        .and_then(|o| machines.get(&ObjectRef::new(&o.name).within(ns)))
+                        .map(|m| m.spec.cluster_name.clone())
+                })?;
+                azure_cluster_of(&store, ns, &cluster)
+            })
+        })
         // Identities may live in any namespace; a change (allowedNamespaces, client) wakes the
         // AzureClusters that name it.
         .watches(
@@ -269,9 +312,9 @@ pub async fn run_observed(
 
     // AzureMachine controller.
     let queue = Queue::new::<AzureMachine>(&metrics);
-    let azure_machines_synced = Synced::default();
     let ms = queue
-        .controller(
+        .controller_on(
+            azure_machines_writer,
             api::<AzureMachine>(&client, ns),
             &wc,
             &azure_machines_synced,
@@ -311,10 +354,9 @@ pub async fn run_observed(
                 woken
             }),
         )
-        .watches(
-            api::<Machine>(&client, ns),
-            wc.clone(),
-            queue.counted(|m: Machine| {
+        .watches_shared_stream(
+            machines_for_azure_machines,
+            queue.counted(|m: Arc<Machine>| {
                 (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
                     .then(|| m.spec.infrastructure_ref.name.clone())
                     .flatten()

@@ -31,7 +31,9 @@ pub(crate) async fn cluster_for(
         }))
 }
 
-/// Machines of a cluster with their AzureMachines (for availability sets).
+/// Machines of a cluster with their AzureMachines (for availability sets), from the caches of
+/// both: the AzureCluster is woken by the changes of either that its translation reads
+/// (`relevant`), once the cache holds them.
 /// How long a reconcile waits for the Machine cache's first list before it is retried.
 pub(crate) const MACHINE_CACHE_SYNC: Duration = Duration::from_secs(10);
 
@@ -40,16 +42,17 @@ pub(crate) async fn machines_of(
     ns: &str,
     cluster: &str,
 ) -> Result<Vec<(Machine, AzureMachine)>, Error> {
-    // Right after a (re)start the Machine reflector may not have listed yet. Translating from a
-    // partial store would leave out those machines' resources, and prune would then delete them
-    // (the chaos test caught an availability set deleted while its VMs still used it): wait for
-    // the first list, and retry later rather than translate without it.
-    if !ctx.machines_synced.wait(MACHINE_CACHE_SYNC).await {
+    // Right after a (re)start the caches may not have listed yet. Translating from a partial
+    // cache would leave out those machines' resources, and prune would then delete them (the
+    // chaos test caught an availability set deleted while its VMs still used it): wait for the
+    // first lists, and retry later rather than translate without them.
+    if !ctx.machines_synced.wait(MACHINE_CACHE_SYNC).await
+        || !ctx.azure_machines_synced.wait(MACHINE_CACHE_SYNC).await
+    {
         return Err(Error::NotSynced);
     }
-    let azms: Api<AzureMachine> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = Vec::new();
-    // Every Machine of the store is looked at (3,000 at 1,000 clusters, for each cluster's
+    // Every Machine of the cache is looked at (3,000 at 1,000 clusters, for each cluster's
     // reconcile): compare in place, without `namespace()`, whose copy of each Machine's
     // namespace was a tenth of the translator's CPU there (perf).
     for m in ctx.machines.state() {
@@ -60,10 +63,10 @@ pub(crate) async fn machines_of(
             continue;
         }
         if let Some(name) = &m.spec.infrastructure_ref.name
-            && let Some(azm) = azms.get_opt(name).await?
+            && let Some(azm) = ctx.azure_machines.get(&ObjectRef::new(name).within(ns))
             && azm.metadata.deletion_timestamp.is_none()
         {
-            out.push((m.as_ref().clone(), azm));
+            out.push((m.as_ref().clone(), azm.as_ref().clone()));
         }
     }
     Ok(out)

@@ -66,7 +66,28 @@ impl Queue {
             + Sync
             + 'static,
     {
-        let (reader, writer) = reflector::store();
+        self.controller_on(reflector::store().1, api, wc, synced)
+    }
+
+    /// The same, its cache kept by `writer` (a shared store's, whose subscribers other
+    /// controllers watch).
+    pub(crate) fn controller_on<K>(
+        &self,
+        writer: reflector::store::Writer<K>,
+        api: Api<K>,
+        wc: &watcher::Config,
+        synced: &Synced,
+    ) -> Controller<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let reader = writer.as_reader();
         let queue = self.clone();
         let marks = synced.clone();
         let events = reflector(
@@ -95,6 +116,28 @@ impl Queue {
             refs
         }
     }
+}
+
+/// How many updates of a shared cache wait for its slowest subscriber before the watch that
+/// feeds it waits (each subscriber is a controller's trigger stream, polled all the time).
+pub(crate) const SHARED_BUFFER: usize = 256;
+
+/// A subscription to the updates of a shared cache: every object it applies, once the cache
+/// holds it (no deletions: a Machine or AzureMachine shows its deletion first as a
+/// `deletionTimestamp`, see `relevant`).
+#[expect(
+    clippy::expect_used,
+    reason = "a Writer made by store_shared always has a dispatcher: a true invariant"
+)]
+pub(crate) fn subscribe<K>(
+    writer: &reflector::store::Writer<K>,
+) -> kube::runtime::reflector::ReflectHandle<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    writer
+        .subscribe()
+        .expect("a store made by store_shared always has subscriptions")
 }
 
 /// The `kind` label of `K`'s metrics (the translator's two kinds are static types).

@@ -1,0 +1,161 @@
+//! Which watch events of Machines and AzureMachines wake an AzureCluster: only those that change
+//! what its translation reads of them (the availability sets of its machines: which machines
+//! exist, their zone and node group). A Machine's status moves a dozen times while it
+//! provisions; each of those used to run the cluster's whole reconcile (a walk of every
+//! Machine, the translation, the apply): at 1,000 clusters the translator's largest cost.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use strata_crds::capi::Machine;
+use strata_crds::capz::AzureMachine;
+
+use crate::naming;
+
+/// What the AzureCluster's translation reads of a Machine (`machine::availability_set_name`
+/// and `machines_of`): its cluster, its AzureMachine, its zone and its node-group labels.
+pub(crate) fn machine_digest(m: &Machine) -> u64 {
+    let mut h = DefaultHasher::new();
+    m.spec.cluster_name.hash(&mut h);
+    m.spec.infrastructure_ref.name.hash(&mut h);
+    m.spec.failure_domain.hash(&mut h);
+    let labels = m.metadata.labels.as_ref();
+    for key in [
+        naming::CONTROL_PLANE_LABEL,
+        naming::DEPLOYMENT_NAME_LABEL,
+        naming::SET_NAME_LABEL,
+    ] {
+        labels
+            .map(|l| (l.contains_key(key), l.get(key)))
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
+/// What it reads of an AzureMachine: its zone.
+pub(crate) fn azure_machine_digest(m: &AzureMachine) -> u64 {
+    let mut h = DefaultHasher::new();
+    m.spec.machine.failure_domain.hash(&mut h);
+    h.finish()
+}
+
+/// The digest each live object had when it last woke its owner. An object that starts
+/// deleting wakes it once more (the translation drops it) and leaves the map, so the map holds
+/// only live objects; the store-shared watch streams it is fed from carry no delete events,
+/// and every Machine and AzureMachine a cluster translates carries a finalizer (CAPI's, the
+/// translator's), so its deletion shows first as a `deletionTimestamp`.
+pub(crate) struct Relevant<K: Resource<DynamicType = ()>> {
+    digest: fn(&K) -> u64,
+    seen: Mutex<HashMap<ObjectRef<K>, u64>>,
+}
+
+impl<K: Resource<DynamicType = ()>> Relevant<K> {
+    pub(crate) fn new(digest: fn(&K) -> u64) -> Self {
+        Self {
+            digest,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Whether this event of `obj` changes what the owner reads: the first sight of a live
+    /// object, a change of its digest, or the start of its deletion.
+    pub(crate) fn changed(&self, obj: &K) -> bool {
+        let key = ObjectRef::from_obj(obj);
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if obj.meta().deletion_timestamp.is_some() {
+            // Known live until now: the owner drops it. Unknown: it was deleting before this
+            // process saw it, and the owner's first reconcile left it out already.
+            return seen.remove(&key).is_some();
+        }
+        let digest = (self.digest)(obj);
+        match seen.entry(key) {
+            Entry::Occupied(e) if *e.get() == digest => false,
+            Entry::Occupied(mut e) => {
+                e.insert(digest);
+                true
+            }
+            Entry::Vacant(e) => {
+                e.insert(digest);
+                true
+            }
+        }
+    }
+
+    /// How many objects it remembers (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.lock().map(|s| s.len()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    fn machine(name: &str, status_phase: &str) -> Machine {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "ns", "labels": {
+                "cluster.x-k8s.io/cluster-name": "c1",
+                "cluster.x-k8s.io/deployment-name": "md-0",
+            }},
+            "spec": {"clusterName": "c1", "bootstrap": {},
+                     "infrastructureRef": {"kind": "AzureMachine", "name": name}},
+            "status": {"phase": status_phase},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_machine_wakes_its_cluster_only_when_what_the_cluster_reads_changes() {
+        let r = Relevant::new(machine_digest);
+        let mut m = machine("m1", "Pending");
+        assert!(r.changed(&m), "first sight");
+        assert!(!r.changed(&m), "the same again (a relist)");
+        m.status.as_mut().unwrap().phase = Some("Running".into());
+        m.spec.provider_id = Some("azure:///x".into());
+        m.spec.bootstrap.data_secret_name = Some("m1-bootstrap".into());
+        assert!(!r.changed(&m), "status, providerID, bootstrap: not read");
+        m.spec.failure_domain = Some("2".into());
+        assert!(r.changed(&m), "the zone decides the availability set");
+        m.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(naming::CONTROL_PLANE_LABEL.into(), String::new());
+        assert!(r.changed(&m), "a control-plane label, even empty, moves it");
+        assert!(r.changed(&machine("m2", "Pending")), "another machine");
+        assert_eq!(r.len(), 2);
+
+        m.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        assert!(r.changed(&m), "its deletion starts: the cluster drops it");
+        assert!(!r.changed(&m), "later updates while it goes wake nothing");
+        assert_eq!(r.len(), 1, "only live machines are remembered");
+    }
+
+    #[test]
+    fn an_azure_machine_wakes_its_cluster_when_it_appears_or_changes_zone() {
+        let r = Relevant::new(azure_machine_digest);
+        let mut azm: AzureMachine = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine",
+            "metadata": {"name": "m1", "namespace": "ns"},
+            "spec": {"vmSize": "Standard_D2s_v3", "osDisk": {"osType": "Linux"}},
+        }))
+        .unwrap();
+        assert!(r.changed(&azm));
+        azm.spec.machine.provider_id = Some("azure:///x".into());
+        assert!(!r.changed(&azm));
+        azm.spec.machine.failure_domain = Some("1".into());
+        assert!(r.changed(&azm));
+    }
+}
