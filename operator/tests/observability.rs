@@ -244,7 +244,12 @@ async fn readyz_waits_for_the_watches_and_healthz_does_not() {
     let out = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
-        .args(["apply", "-f", crds.to_str().unwrap()])
+        .args([
+            "--request-timeout=60s",
+            "apply",
+            "-f",
+            crds.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(

@@ -21,6 +21,8 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
     let out = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        // A request that hangs fails after a minute instead of holding the test.
+        .arg("--request-timeout=60s")
         .args(args)
         .output()
         .expect("kubectl (make tools installs it)");
@@ -92,6 +94,7 @@ async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
             let out = std::process::Command::new("kubectl")
                 .arg("--kubeconfig")
                 .arg(&admin)
+                .arg("--request-timeout=60s")
                 .args([
                     "auth",
                     "can-i",

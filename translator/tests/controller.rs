@@ -1040,6 +1040,8 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) {
     let out = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        // A request that hangs fails after a minute instead of holding the test.
+        .arg("--request-timeout=60s")
         .args(args)
         .output()
         .expect("kubectl (make tools installs it)");

@@ -35,6 +35,12 @@ const ETCD_START_TIMEOUT: Duration = Duration::from_secs(30);
 const APISERVER_START_TIMEOUT: Duration = Duration::from_secs(90);
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(200);
+/// etcd exits within milliseconds when its port is taken; it takes longer than this to answer
+/// its first health check on its own.
+const ETCD_BIND_SETTLE: Duration = Duration::from_millis(300);
+/// Boots that lost a port to another process (picked free, taken before the bind) are retried
+/// on fresh ports this many times in all.
+const BOOT_ATTEMPTS: usize = 3;
 const STDERR_TAIL_LINES: usize = 20;
 
 /// The two binaries of a `KUBEBUILDER_ASSETS` directory.
@@ -452,7 +458,16 @@ impl Etcd {
         loop {
             process.check_running()?;
             let last = match etcd_healthy(flags.client_port).await {
-                Ok(true) => break,
+                Ok(true) => {
+                    // The port was free when picked, but another test's etcd may have taken it
+                    // since and be the one answering: ours then exits at once on "address
+                    // already in use" (the boot is retried on fresh ports). Healthy counts once
+                    // ours has outlived that moment.
+                    let settled = start + ETCD_BIND_SETTLE;
+                    tokio::time::sleep_until(settled).await;
+                    process.check_running()?;
+                    break;
+                }
                 Ok(false) => "GET /health: not healthy".to_string(),
                 Err(e) => format!("GET /health: {e}"),
             };
@@ -597,9 +612,30 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// [`ControlPlane::boot_once`], again on fresh ports when a process lost its port: ports are
+    /// picked free and released before the process binds them, and with several test binaries
+    /// starting control planes at once another one can take a port in between.
+    async fn boot(
+        bins: &Binaries,
+        crds: &[Value],
+        namespaces: &[String],
+        seed: Option<&Path>,
+    ) -> Result<Self, TestEnvError> {
+        let mut attempt = 1;
+        loop {
+            match Self::boot_once(bins, crds, namespaces, seed).await {
+                Err(e) if attempt < BOOT_ATTEMPTS && e.lost_its_port() => {
+                    tracing::warn!(attempt, error = %e, "a port was taken before the bind; booting again on fresh ports");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// Start both processes in a new temporary directory, etcd on a copy of `seed` when given
     /// (whose CRDs and namespaces are then already there) or else on an empty data directory.
-    async fn boot(
+    async fn boot_once(
         bins: &Binaries,
         crds: &[Value],
         namespaces: &[String],

@@ -54,6 +54,14 @@ pub enum TestEnvError {
     },
 }
 
+impl TestEnvError {
+    /// etcd or kube-apiserver exited because its port was taken (both say so in Go's words).
+    pub fn lost_its_port(&self) -> bool {
+        matches!(self, TestEnvError::Exited { output_tail, .. }
+            if output_tail.contains("address already in use"))
+    }
+}
+
 /// Read every CustomResourceDefinition from the YAML files (multi-document) in a directory.
 pub fn read_crds(dir: &Path) -> Result<Vec<Value>, TestEnvError> {
     let mut out = Vec::new();

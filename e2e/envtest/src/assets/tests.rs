@@ -498,3 +498,30 @@ async fn failing_apiserver_is_reported_and_everything_is_cleaned_up() {
         "etcd killed"
     );
 }
+
+/// A boot is retried on fresh ports only when a process lost its port, in the words etcd and
+/// kube-apiserver use for it.
+#[test]
+fn only_a_lost_port_makes_a_boot_retry() {
+    let exited = |tail: &str| TestEnvError::Exited {
+        what: "etcd".into(),
+        status: "exit status: 1".into(),
+        output_tail: tail.into(),
+    };
+    assert!(
+        exited("etcdmain: listen tcp 127.0.0.1:23791: bind: address already in use")
+            .lost_its_port()
+    );
+    assert!(
+        exited("failed to listen on 127.0.0.1:6443: listen tcp 127.0.0.1:6443: bind: address already in use")
+            .lost_its_port()
+    );
+    assert!(!exited("etcdmain: cannot access data directory: permission denied").lost_its_port());
+    let not_ready = TestEnvError::NotReady {
+        what: "etcd".into(),
+        seconds: 30,
+        last: "address already in use".into(),
+        output_tail: String::new(),
+    };
+    assert!(!not_ready.lost_its_port(), "only an exit is a lost port");
+}
