@@ -279,6 +279,9 @@ pub struct Figures {
     /// server's and the harness's are counted from the run's start (they outlive a run), the
     /// others' over their whole life.
     pub components: BTreeMap<String, Component>,
+    /// The reconciles the `operator` and the `translator` ran by kind, until the end of the
+    /// steady state: with their CPU, what a reconcile costs and how often a CR is looked at.
+    pub reconciles: BTreeMap<String, BTreeMap<String, u64>>,
     /// p95 over the CRs that waited for a dependency: from the last dependency seen Ready to the
     /// CR's next ARM request.
     pub wakeup_gap_p95_s: f64,
@@ -489,7 +492,10 @@ async fn run_one(
     let token_file = config.log_dir.join(format!("{ns}.token"));
     std::fs::write(&token_file, "a-projected-service-account-token")?;
     let health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let operator_metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let mut args: Vec<OsString> = vec![
+        "--metrics-addr".into(),
+        operator_metrics.to_string().into(),
         "--arm-url".into(),
         sim.https_url.clone().into(),
         "--ca-file".into(),
@@ -518,9 +524,15 @@ async fn run_one(
     let ready = format!("http://{health}/readyz");
     operator.wait_ready(&ready).await?;
     let translator_health = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let args = ["--namespace".to_owned(), ns.clone()]
-        .into_iter()
-        .chain(["--health-addr".to_owned(), translator_health.to_string()]);
+    let translator_metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let args = [
+        "--namespace".to_owned(),
+        ns.clone(),
+        "--health-addr".to_owned(),
+        translator_health.to_string(),
+        "--metrics-addr".to_owned(),
+        translator_metrics.to_string(),
+    ];
     let mut translator = Child::spawn(config, TRANSLATOR, &ns, args, kubeconfig)?;
     let ready = format!("http://{translator_health}/readyz");
     translator.wait_ready(&ready).await?;
@@ -632,6 +644,21 @@ async fn run_one(
         tracing::warn!(run = label, "not converged after the timeout");
         None
     };
+    let reconciles = BTreeMap::from([
+        (
+            OPERATOR.to_owned(),
+            procs::scrape_reconciles(&http, operator_metrics, "strata_operator").await?,
+        ),
+        (
+            TRANSLATOR.to_owned(),
+            procs::scrape_reconciles(
+                &http,
+                translator_metrics,
+                strata_translator::controller::METRICS_PREFIX,
+            )
+            .await?,
+        ),
+    ]);
     let mut usage = BTreeMap::from([
         (OPERATOR, operator.usage()?),
         (TRANSLATOR, translator.usage()?),
@@ -756,6 +783,7 @@ async fn run_one(
         translator_cpu_ms_per_cr: translator.cpu_ms_per_cr,
         translator_rss_kib_per_cr: translator.rss_kib_per_cr,
         components,
+        reconciles,
         wakeup_gap_p95_s: round(percentile(&gaps, 95.0)),
         wakeup_gap_p95_by_kind_s: gaps_by_kind
             .into_iter()

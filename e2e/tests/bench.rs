@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use strata_e2e::bench::{Config, run};
 
-const KEYS: [&str; 38] = [
+const KEYS: [&str; 39] = [
     "clusters",
     "machines",
     "clusters_ready",
@@ -46,6 +46,7 @@ const KEYS: [&str; 38] = [
     "translator_cpu_ms_per_cr",
     "translator_rss_kib_per_cr",
     "components",
+    "reconciles",
     "wakeup_gap_p95_s",
     "wakeup_gap_p95_by_kind_s",
     "machine_busy_share",
@@ -171,6 +172,17 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
             "the children and the harness: {json:#}"
         );
         assert_eq!(f.operator_cpu_s, f.components["operator"].cpu_s);
+        // Each reconciled what it owns at least once: the translator its cluster and machine,
+        // the operator every cloud kind the run made.
+        let reconciled = |who: &str, kind: &str| f.reconciles[who].get(kind).copied().unwrap_or(0);
+        assert!(
+            reconciled("translator", "AzureCluster") >= 1
+                && reconciled("translator", "AzureMachine") >= 1,
+            "{json:#}"
+        );
+        for kind in ["ResourceGroup", "VirtualNetwork", "VirtualMachine"] {
+            assert!(reconciled("operator", kind) >= 1, "{kind}: {json:#}");
+        }
         let by_process = &f.harness_lag_p99_by_process_s;
         assert_eq!(
             by_process

@@ -5,6 +5,7 @@
 //! ends; and should the benchmark die without dropping it (`kill -9`), the child sees its stdin
 //! close and exits ([`parent_gone`]).
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -391,10 +392,65 @@ impl Emulator {
     }
 }
 
+/// The reconciles a process ran, by kind (every result summed), from its Prometheus text:
+/// the `<prefix>_reconcile_total{kind="…",result="…"} n` series of `ControllerMetrics`.
+pub(super) fn reconciles_by_kind(metrics: &str, prefix: &str) -> BTreeMap<String, u64> {
+    let series = format!("{prefix}_reconcile_total{{");
+    let mut out = BTreeMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with(&series)) {
+        let kind = line
+            .split_once("kind=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(kind, _)| kind);
+        let count = line
+            .rsplit_once(' ')
+            .and_then(|(_, n)| n.parse::<f64>().ok());
+        if let (Some(kind), Some(count)) = (kind, count) {
+            *out.entry(kind.to_owned()).or_default() += count as u64;
+        }
+    }
+    out
+}
+
+/// [`reconciles_by_kind`] of the process serving its metrics at `addr`.
+pub(super) async fn scrape_reconciles(
+    http: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    prefix: &str,
+) -> Result<BTreeMap<String, u64>, Error> {
+    let text = http
+        .get(format!("http://{addr}/metrics"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| Error::Invalid(format!("scraping {addr}/metrics: {e}")))?
+        .text()
+        .await
+        .map_err(|e| Error::Invalid(format!("reading {addr}/metrics: {e}")))?;
+    Ok(reconciles_by_kind(&text, prefix))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconciles_are_summed_over_results_by_kind() {
+        let text = "# HELP strata_x_reconcile_total Reconciles.\n\
+            # TYPE strata_x_reconcile_total counter\n\
+            strata_x_reconcile_total{kind=\"AzureCluster\",result=\"ok\"} 120\n\
+            strata_x_reconcile_total{kind=\"AzureCluster\",result=\"kube\"} 3\n\
+            strata_x_reconcile_total{kind=\"AzureMachine\",result=\"ok\"} 40\n\
+            strata_x_errors_total{kind=\"AzureCluster\",reason=\"kube\"} 3\n\
+            strata_y_reconcile_total{kind=\"Other\",result=\"ok\"} 9\n";
+        assert_eq!(
+            reconciles_by_kind(text, "strata_x"),
+            BTreeMap::from([("AzureCluster".into(), 123), ("AzureMachine".into(), 40)])
+        );
+        assert!(reconciles_by_kind("", "strata_x").is_empty());
+    }
 
     #[test]
     fn the_machines_busy_share_leaves_out_idle_and_iowait() {

@@ -88,6 +88,9 @@ enum Command {
         /// Serve /healthz and /readyz here (the benchmark starts its clock once ready).
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
+        /// Serve /metrics here (the benchmark counts the reconciles).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Runs the translator for one benchmark run (started by strata-bench itself).
     #[command(hide = true)]
@@ -97,6 +100,9 @@ enum Command {
         /// Serve /readyz here (the benchmark applies nothing before the watches have listed).
         #[arg(long)]
         health_addr: Option<std::net::SocketAddr>,
+        /// Serve /metrics here (the benchmark counts the reconciles).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Serves the in-memory API test server with the CRDs installed (started by strata-bench
     /// itself, once for the benchmark).
@@ -153,6 +159,7 @@ fn main() -> ExitCode {
             aso_concurrency,
             concurrency,
             health_addr,
+            metrics_addr,
         }) => as_child(&runtime, async move {
             let ca_pem = std::fs::read_to_string(ca_file)
                 .with_context(|| format!("reading {}", ca_file.display()))?;
@@ -160,7 +167,7 @@ fn main() -> ExitCode {
                 url: arm_url,
                 ca_pem: &ca_pem,
             };
-            let settings = bench::operator_settings(
+            let mut settings = bench::operator_settings(
                 arm,
                 token_file,
                 namespace,
@@ -173,6 +180,8 @@ fn main() -> ExitCode {
                 },
                 health_addr,
             );
+            // The benchmark scrapes the reconcile counts.
+            settings.service.metrics_addr = metrics_addr;
             let client = kube::Client::try_default()
                 .await
                 .context("a Kubernetes client from KUBECONFIG")?;
@@ -183,6 +192,7 @@ fn main() -> ExitCode {
         Some(Command::Translator {
             ref namespace,
             health_addr,
+            metrics_addr,
         }) => as_child(&runtime, async move {
             use strata_translator::controller;
             let client = kube::Client::try_default()
@@ -198,7 +208,7 @@ fn main() -> ExitCode {
             ));
             let service = strata_runtime::Service {
                 election: None,
-                metrics_addr: None,
+                metrics_addr,
                 health_addr,
             };
             let (c, m) = (client.clone(), metrics.clone());

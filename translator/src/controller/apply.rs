@@ -237,15 +237,6 @@ pub(crate) async fn set_paused(
     Ok(())
 }
 
-pub(crate) async fn get_dyn(
-    client: &Client,
-    ns: &str,
-    kind: CloudKind,
-    name: &str,
-) -> Result<Option<DynamicObject>, Error> {
-    Ok(dyn_api(client, ns, kind).get_opt(name).await?)
-}
-
 pub(crate) async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,

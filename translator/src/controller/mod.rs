@@ -12,6 +12,7 @@
 //! `reconcile_cluster` and `reconcile_machine`; what status says is the pure `crate::status`.
 
 mod apply;
+mod caches;
 mod owned;
 mod reconcile_cluster;
 mod reconcile_machine;
@@ -49,6 +50,7 @@ use crate::model::{ClusterModel, Policy};
 use crate::status::*;
 use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 use apply::*;
+pub use caches::Cache;
 use owned::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
@@ -96,9 +98,9 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("serialization: {0}")]
     Json(#[from] serde_json::Error),
-    /// The Machine reflector has not listed yet (after a start or restart); retried.
-    #[error("the Machine cache has not synced yet")]
-    NotSynced,
+    /// A cache has not listed yet (after a start or restart); retried.
+    #[error("the {0} cache has not listed yet")]
+    NotSynced(String),
 }
 
 impl Error {
@@ -107,7 +109,7 @@ impl Error {
         match self {
             Error::Kube(_) => "kube",
             Error::Json(_) => "json",
-            Error::NotSynced => "not_synced",
+            Error::NotSynced(_) => "not_synced",
         }
     }
 }
@@ -121,15 +123,17 @@ pub struct Context {
     /// recorder folds repeats of one event into a series (its memory bounded:
     /// `strata_runtime::events`).
     pub recorder: Recorder,
-    /// Every Machine, for the AzureMachine ↔ Machine and bootstrap Secret ↔ Machine mappings
-    /// and the availability sets of a cluster.
-    pub machines: Store<Machine>,
-    /// Set once the Machine watch has listed (many reconciles wait on it at once).
-    pub machines_synced: Synced,
-    /// Every AzureMachine (the AzureMachine controller's own cache), for the availability sets
-    /// of a cluster, and when that watch has listed.
-    pub azure_machines: Store<AzureMachine>,
-    pub azure_machines_synced: Synced,
+    /// The watched objects reconciles read (`caches`). Every Machine, for the AzureMachine ↔
+    /// Machine and bootstrap Secret ↔ Machine mappings and the availability sets of a cluster;
+    /// every AzureMachine (the AzureMachine controller's own cache), for the availability sets.
+    pub machines: Cache<Machine>,
+    pub azure_machines: Cache<AzureMachine>,
+    /// The Clusters, AzureClusters (the AzureCluster controller's own cache), identities (all
+    /// namespaces) and the locations' zones.
+    pub clusters: Cache<Cluster>,
+    pub azure_clusters: Cache<AzureCluster>,
+    pub identities: Cache<AzureClusterIdentity>,
+    pub location_zones: Cache<azure::LocationZones>,
     /// The cloud CRs each AzureCluster, AzureMachine and AzureMachinePool owns, from the
     /// watches that wake them (one cache per owner kind: each is fed by its own watches).
     pub(crate) cluster_crs: Arc<OwnedCache>,
@@ -172,25 +176,49 @@ pub async fn run_observed(
     let ns = ns.as_deref();
     let wc = watcher::Config::default();
 
-    // One watch of Machines feeds the cache and wakes both controllers (each through its own
-    // subscription to the cache's updates); one of AzureMachines, the AzureMachine
-    // controller's, also wakes the AzureClusters.
-    let (machines, writer) = reflector::store_shared::<Machine>(SHARED_BUFFER);
-    let machines_for_clusters = subscribe(&writer);
-    let machines_for_azure_machines = subscribe(&writer);
-    let (azure_machines, azure_machines_writer) =
-        reflector::store_shared::<AzureMachine>(SHARED_BUFFER);
+    // Each kind a reconcile reads is watched once, into a shared cache (`caches`): the
+    // controllers that depend on it are woken through their own subscription to its updates.
+    // Every subscription made here is consumed below (an unread one would stall its watch).
+    let (machines, machines_writer) = caches::shared::<Machine>();
+    let machines_for_clusters = subscribe(&machines_writer);
+    let machines_for_azure_machines = subscribe(&machines_writer);
+    let (azure_machines, azure_machines_writer) = caches::shared::<AzureMachine>();
     let azure_machines_for_clusters = subscribe(&azure_machines_writer);
-    let azure_machines_synced = Synced::default();
-    let machines_synced = Synced::default();
-    let marks = machines_synced.clone();
-    let machine_reflector = reflector(
-        writer,
-        watcher(api::<Machine>(&client, ns), wc.clone()).modify(strata_runtime::cache::trim),
-    )
-    .inspect(move |e| marks.observe(e))
-    .applied_objects()
-    .for_each(|_| futures::future::ready(()));
+    let (clusters, clusters_writer) = caches::shared::<Cluster>();
+    let clusters_for_azure_clusters = subscribe(&clusters_writer);
+    let (azure_clusters, azure_clusters_writer) = caches::shared::<AzureCluster>();
+    let azure_clusters_for_machines = subscribe(&azure_clusters_writer);
+    let (identities, identities_writer) = caches::shared::<AzureClusterIdentity>();
+    let identities_for_clusters = subscribe(&identities_writer);
+    let (location_zones, zones_writer) = caches::shared::<azure::LocationZones>();
+    let zones_for_clusters = subscribe(&zones_writer);
+    let kept = futures::future::join4(
+        caches::keep(
+            &machines,
+            machines_writer,
+            api::<Machine>(&client, ns),
+            wc.clone(),
+        ),
+        caches::keep(
+            &clusters,
+            clusters_writer,
+            api::<Cluster>(&client, ns),
+            wc.clone(),
+        ),
+        // Identities may live in any namespace.
+        caches::keep(
+            &identities,
+            identities_writer,
+            Api::<AzureClusterIdentity>::all(client.clone()),
+            wc.clone(),
+        ),
+        caches::keep(
+            &location_zones,
+            zones_writer,
+            api::<azure::LocationZones>(&client, ns),
+            label_config(),
+        ),
+    );
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: std::env::var("POD_NAME").ok(),
@@ -201,9 +229,11 @@ pub async fn run_observed(
         metrics: metrics.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
-        machines_synced: machines_synced.clone(),
         azure_machines: azure_machines.clone(),
-        azure_machines_synced: azure_machines_synced.clone(),
+        clusters: clusters.clone(),
+        azure_clusters: azure_clusters.clone(),
+        identities: identities.clone(),
+        location_zones: location_zones.clone(),
         cluster_crs: Arc::new(OwnedCache::new(CLUSTER_KINDS)),
         machine_crs: Arc::new(OwnedCache::new(MACHINE_KINDS)),
         pool_crs: Arc::new(OwnedCache::new(POOL_KINDS)),
@@ -213,25 +243,27 @@ pub async fn run_observed(
 
     // AzureCluster controller.
     let queue = Queue::new::<AzureCluster>(&metrics);
-    let clusters_synced = Synced::default();
-    let clusters = queue
-        .controller(api::<AzureCluster>(&client, ns), &wc, &clusters_synced)
+    let controller = queue
+        .controller_on(
+            azure_clusters_writer,
+            api::<AzureCluster>(&client, ns),
+            &wc,
+            &azure_clusters.synced,
+        )
         .with_config(controller_config.clone());
-    let store = clusters.store();
-    let cluster_store = store.clone();
+    let store = azure_clusters.store.clone();
     let by_identity = store.clone();
-    let clusters = watch_owned(clusters, &queue, &client, ns, &ctx.cluster_crs)
+    let machines_store = machines.store.clone();
+    let controller = watch_owned(controller, &queue, &client, ns, &ctx.cluster_crs)
         // The location's zones: their status (written by the operator) becomes the failure
         // domains.
-        .watches(
-            api::<azure::LocationZones>(&client, ns),
-            label_config(),
-            queue.counted(owners::<AzureCluster, azure::LocationZones>),
+        .watches_shared_stream(
+            zones_for_clusters,
+            queue.counted(|z: Arc<azure::LocationZones>| owners::<AzureCluster, _>(z.as_ref())),
         )
-        .watches(
-            api::<Cluster>(&client, ns),
-            wc.clone(),
-            queue.counted(|c: Cluster| {
+        .watches_shared_stream(
+            clusters_for_azure_clusters,
+            queue.counted(|c: Arc<Cluster>| {
                 c.spec
                     .infrastructure_ref
                     .as_ref()
@@ -259,7 +291,6 @@ pub async fn run_observed(
         })
         .watches_shared_stream(azure_machines_for_clusters, {
             let store = store.clone();
-            let machines = machines.clone();
             let relevant = relevant::Relevant::new(relevant::azure_machine_digest);
             queue.counted(move |azm: Arc<AzureMachine>| {
                 if !relevant.changed(&azm) {
@@ -272,18 +303,17 @@ pub async fn run_observed(
                     azm.owner_references()
                         .iter()
                         .find(|o| o.kind == "Machine")
-                        .and_then(|o| machines.get(&ObjectRef::new(&o.name).within(ns)))
+                        .and_then(|o| machines_store.get(&ObjectRef::new(&o.name).within(ns)))
                         .map(|m| m.spec.cluster_name.clone())
                 })?;
                 azure_cluster_of(&store, ns, &cluster)
             })
         })
-        // Identities may live in any namespace; a change (allowedNamespaces, client) wakes the
-        // AzureClusters that name it.
-        .watches(
-            Api::<AzureClusterIdentity>::all(client.clone()),
-            wc.clone(),
-            queue.counted(move |id: AzureClusterIdentity| {
+        // A change of an identity (allowedNamespaces, client) wakes the AzureClusters that
+        // name it.
+        .watches_shared_stream(
+            identities_for_clusters,
+            queue.counted(move |id: Arc<AzureClusterIdentity>| {
                 let id_ns = id.namespace().unwrap_or_default();
                 let id_name = id.name_any();
                 by_identity
@@ -317,18 +347,11 @@ pub async fn run_observed(
             azure_machines_writer,
             api::<AzureMachine>(&client, ns),
             &wc,
-            &azure_machines_synced,
+            &azure_machines.synced,
         )
         .with_config(controller_config);
-    let machine_store = ms.store();
-    watch_health(
-        &health,
-        &metrics,
-        (&cluster_store, &machine_store),
-        [clusters_synced, azure_machines_synced, machines_synced],
-    );
-    let by_machine = machines.clone();
-    let machines_for_cluster = machines.clone();
+    let by_machine = machines.store.clone();
+    let machines_for_cluster = machines.store.clone();
     let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
         // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
         // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
@@ -350,7 +373,7 @@ pub async fn run_observed(
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
                     .collect();
-                woken.extend(owners::<AzureMachine, Secret>(s));
+                woken.extend(owners::<AzureMachine, Secret>(&s));
                 woken
             }),
         )
@@ -363,13 +386,12 @@ pub async fn run_observed(
                     .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
             }),
         )
-        .watches(
-            api::<AzureCluster>(&client, ns),
-            wc.clone(),
-            queue.counted(move |azc: AzureCluster| {
+        .watches_shared_stream(
+            azure_clusters_for_machines,
+            queue.counted(move |azc: Arc<AzureCluster>| {
                 // Cluster infrastructure becoming ready lets VMs be made.
                 let ns = azc.namespace().unwrap_or_default();
-                let cluster = cluster_label(&azc).unwrap_or_else(|| azc.name_any());
+                let cluster = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
                 machines_for_cluster
                     .state()
                     .into_iter()
@@ -421,9 +443,10 @@ pub async fn run_observed(
             }
         });
 
+    watch_health(&health, &metrics, &ctx);
     tokio::select! {
-        _ = machine_reflector => {}
-        _ = futures::future::join3(clusters, ms, pools) => {}
+        _ = kept => {}
+        _ = futures::future::join3(controller, ms, pools) => {}
     }
 }
 
@@ -503,18 +526,24 @@ where
     result
 }
 
-/// Tells `health` once every watch has listed, and has `metrics` count AzureClusters and
-/// AzureMachines by readiness at each scrape.
-fn watch_health(
-    health: &Health,
-    metrics: &ControllerMetrics,
-    (clusters, azure_machines): (&Store<AzureCluster>, &Store<AzureMachine>),
-    synced: [Synced; 3],
-) {
+/// Tells `health` once every cache's watch has listed, and has `metrics` count AzureClusters
+/// and AzureMachines by readiness at each scrape.
+fn watch_health(health: &Health, metrics: &ControllerMetrics, ctx: &Context) {
     // From the watches' own first lists, not `Store::wait_until_ready`: a second waiter on a
     // store can starve (strata_runtime::synced).
+    let synced = [
+        ctx.machines.synced.clone(),
+        ctx.azure_machines.synced.clone(),
+        ctx.clusters.synced.clone(),
+        ctx.azure_clusters.synced.clone(),
+        ctx.identities.synced.clone(),
+        ctx.location_zones.synced.clone(),
+    ];
     health.set_synced_check(move || synced.iter().all(Synced::is_synced));
-    let (clusters, azure_machines) = (clusters.clone(), azure_machines.clone());
+    let (clusters, azure_machines) = (
+        ctx.azure_clusters.store.clone(),
+        ctx.azure_machines.store.clone(),
+    );
     let state = |ready: bool| if ready { "True" } else { "False" };
     metrics.set_object_counter(move || {
         let mut counts = ObjectCounts::new();

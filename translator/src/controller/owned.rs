@@ -10,6 +10,7 @@
 //! which decide that nothing is left before dropping a finalizer, list from the API server.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::RwLock;
 
 use super::*;
@@ -31,8 +32,9 @@ pub(crate) struct OwnedCache {
 struct State {
     /// Controller owner UID → the CRs it owns.
     by_owner: HashMap<String, BTreeMap<Key, Arc<DynamicObject>>>,
-    /// Where each CR is filed (its owner UID), to move or drop it on the next event.
-    filed: HashMap<Key, String>,
+    /// Where each CR is filed (its owner UID), to move or drop it on the next event, and the
+    /// [`digest`] it had.
+    filed: HashMap<Key, (String, u64)>,
     /// A kind's (re)list in progress: what it has returned so far (it replaces the kind's CRs
     /// when it ends, as a reflector's store does).
     relisting: HashMap<CloudKind, Vec<DynamicObject>>,
@@ -54,17 +56,26 @@ impl OwnedCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes in one event of `kind`'s watch.
-    pub(crate) fn observe(&self, kind: CloudKind, event: &watcher::Event<DynamicObject>) {
+    /// Takes in one event of `kind`'s watch; returns the CR whose owner it should wake: one
+    /// that changed in what its owner reads ([`digest`]), was deleted, or was (re)listed.
+    pub(crate) fn observe<'e>(
+        &self,
+        kind: CloudKind,
+        event: &'e watcher::Event<DynamicObject>,
+    ) -> Option<&'e DynamicObject> {
         let mut state = self.write();
         match event {
-            watcher::Event::Apply(o) => state.file(kind, o.clone()),
-            watcher::Event::Delete(o) => state.unfile(&key_of(kind, o)),
+            watcher::Event::Apply(o) => return state.file(kind, o.clone()).then_some(o),
+            watcher::Event::Delete(o) => {
+                state.unfile(&key_of(kind, o));
+                return Some(o);
+            }
             watcher::Event::Init => {
                 state.relisting.insert(kind, Vec::new());
             }
             watcher::Event::InitApply(o) => {
                 state.relisting.entry(kind).or_default().push(o.clone());
+                return Some(o);
             }
             watcher::Event::InitDone => {
                 let listed = state.relisting.remove(&kind).unwrap_or_default();
@@ -83,6 +94,7 @@ impl OwnedCache {
                 state.synced.insert(kind);
             }
         }
+        None
     }
 
     /// The CRs in `ns` labelled with `cluster` whose controller owner has `owner_uid`, or `None`
@@ -117,34 +129,70 @@ impl OwnedCache {
 }
 
 impl State {
-    fn file(&mut self, kind: CloudKind, o: DynamicObject) {
+    /// Files `o` under its controller owner; whether it differs, in what its owner reads, from
+    /// the copy filed before (a CR not filed before always does).
+    fn file(&mut self, kind: CloudKind, o: DynamicObject) -> bool {
         let key = key_of(kind, &o);
-        self.unfile(&key);
+        let before = self.unfile(&key);
         let Some(owner) = o
             .owner_references()
             .iter()
             .find(|r| r.controller == Some(true))
             .map(|r| r.uid.clone())
         else {
-            return;
+            return true;
         };
+        let digest = digest(&o);
         self.by_owner
             .entry(owner.clone())
             .or_default()
             .insert(key.clone(), Arc::new(o));
-        self.filed.insert(key, owner);
+        let changed = before.as_ref() != Some(&(owner.clone(), digest));
+        self.filed.insert(key, (owner, digest));
+        changed
     }
 
-    fn unfile(&mut self, key: &Key) {
-        if let Some(owner) = self.filed.remove(key)
-            && let Some(owned) = self.by_owner.get_mut(&owner)
+    /// Drops the CR at `key`; where it was filed and its digest.
+    fn unfile(&mut self, key: &Key) -> Option<(String, u64)> {
+        let filed = self.filed.remove(key);
+        if let Some((owner, _)) = &filed
+            && let Some(owned) = self.by_owner.get_mut(owner)
         {
             owned.remove(key);
             if owned.is_empty() {
-                self.by_owner.remove(&owner);
+                self.by_owner.remove(owner);
             }
         }
+        filed
     }
+}
+
+/// What the owner of a CR reads of it: everything but its finalizers, the operator's
+/// `strata.dev/created` record and the API server's bookkeeping (resourceVersion,
+/// managedFields). The operator's finalizer and its created record each came as a watch event
+/// that ran the owner's whole reconcile for nothing: two of the half-dozen updates a CR sees
+/// on its way to Ready.
+pub(crate) fn digest(o: &DynamicObject) -> u64 {
+    let mut meta = o.metadata.clone();
+    meta.finalizers = None;
+    meta.resource_version = None;
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(annotations::CREATED);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
+    let mut h = DefaultHasher::new();
+    // Serializing cannot fail for these types (string keys); an empty string would only make
+    // every event look changed, as before this filter.
+    serde_json::to_string(&meta)
+        .unwrap_or_default()
+        .hash(&mut h);
+    serde_json::to_string(&o.data)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
 }
 
 fn key_of(kind: CloudKind, o: &DynamicObject) -> Key {
@@ -152,8 +200,8 @@ fn key_of(kind: CloudKind, o: &DynamicObject) -> Key {
 }
 
 /// Watches the CRs of `cache`'s kinds (labelled with their cluster), keeps `cache` filled, and
-/// wakes their owners of kind `K` on every change, as kube-runtime's `Controller::owns` would
-/// (with the wake-ups counted in the queue gauge).
+/// wakes their owners of kind `K` on every change they read ([`digest`]), as kube-runtime's
+/// `Controller::owns` would on every change (with the wake-ups counted in the queue gauge).
 pub(crate) fn watch_owned<K>(
     mut c: Controller<K>,
     queue: &Queue,
@@ -177,17 +225,23 @@ where
             None => Api::all_with(client.clone(), &resource),
         };
         let filed = cache.clone();
-        let wake = queue.counted(owners::<K, DynamicObject>);
+        let wake = queue.counted(|refs: Vec<ObjectRef<K>>| refs);
         let owners = watcher(api, label_config())
             .default_backoff()
             .modify(strata_runtime::cache::trim)
-            .inspect(move |event| match event {
-                Ok(event) => filed.observe(kind, event),
-                Err(e) => warn!(error = %e, kind = kind.as_str(), "watch error (owned CRs)"),
-            })
-            .touched_objects()
-            .filter_map(|o| futures::future::ready(o.ok()))
-            .flat_map(move |o| futures::stream::iter(wake(o)));
+            .flat_map(move |event| {
+                let woken = match &event {
+                    Ok(event) => filed
+                        .observe(kind, event)
+                        .map(|o| wake(owners::<K, _>(o)))
+                        .unwrap_or_default(),
+                    Err(e) => {
+                        warn!(error = %e, kind = kind.as_str(), "watch error (owned CRs)");
+                        Vec::new()
+                    }
+                };
+                futures::stream::iter(woken)
+            });
         c = c.reconcile_on(owners);
     }
     c
@@ -290,6 +344,39 @@ mod tests {
             names(cache.owned("ns", "c1", "nobody")),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn an_owner_is_woken_only_by_what_it_reads_of_its_crs() {
+        let cache = OwnedCache::new(KINDS);
+        let kind = CloudKind::ResourceGroup;
+        let woke = |o: &DynamicObject| {
+            cache
+                .observe(kind, &watcher::Event::Apply(o.clone()))
+                .is_some()
+        };
+        let mut rg = cr(kind, "rg", "c", Some("u1"));
+        assert!(woke(&rg), "first sight");
+        assert!(!woke(&rg), "the same again");
+        rg.metadata.finalizers = Some(vec!["azure.strata.dev/finalizer".into()]);
+        rg.metadata.resource_version = Some("2".into());
+        assert!(!woke(&rg), "the operator's finalizer");
+        rg.metadata.annotations = Some([(annotations::CREATED.to_owned(), "/x".to_owned())].into());
+        assert!(!woke(&rg), "the operator's created record");
+        rg.data = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert!(woke(&rg), "its readiness");
+        rg.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(annotations::PAUSED.into(), "true".into());
+        assert!(woke(&rg), "any other annotation (paused)");
+        let other_owner = cr(kind, "rg", "c", Some("u2"));
+        assert!(woke(&other_owner), "handed to another owner");
+        let deleted = watcher::Event::Delete(other_owner.clone());
+        assert!(cache.observe(kind, &deleted).is_some(), "deleted");
+        let relisted = watcher::Event::InitApply(other_owner);
+        assert!(cache.observe(kind, &relisted).is_some(), "relisted");
     }
 
     #[test]

@@ -2,60 +2,48 @@
 
 use super::*;
 
-/// The Cluster an AzureCluster belongs to: its CAPI owner, else a Cluster whose infrastructureRef
-/// names it.
+/// The Cluster an AzureCluster belongs to: its CAPI owner, else a Cluster whose
+/// infrastructureRef names it.
 pub(crate) async fn cluster_for(
-    client: &Client,
+    ctx: &Context,
     azc: &AzureCluster,
-) -> Result<Option<Cluster>, Error> {
-    let ns = azc.namespace().unwrap_or_default();
-    let api: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+) -> Result<Option<Arc<Cluster>>, Error> {
+    let ns = azc.metadata.namespace.as_deref().unwrap_or_default();
+    let clusters = ctx.clusters.listed().await?;
     if let Some(owner) = azc
         .owner_references()
         .iter()
         .find(|r| r.kind == "Cluster" && r.api_version.starts_with(capi::GROUP))
-        && let Some(c) = api.get_opt(&owner.name).await?
+        && let Some(c) = clusters.get(&ObjectRef::new(&owner.name).within(ns))
     {
         return Ok(Some(c));
     }
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .find(|c| {
-            c.spec.infrastructure_ref.as_ref().is_some_and(|r| {
+    Ok(clusters.find(|c| {
+        c.metadata.namespace.as_deref() == Some(ns)
+            && c.spec.infrastructure_ref.as_ref().is_some_and(|r| {
                 r.kind.as_deref() == Some("AzureCluster")
-                    && r.name.as_deref() == Some(&azc.name_any())
+                    && r.name.as_deref() == azc.metadata.name.as_deref()
             })
-        }))
+    }))
 }
 
 /// Machines of a cluster with their AzureMachines (for availability sets), from the caches of
 /// both: the AzureCluster is woken by the changes of either that its translation reads
 /// (`relevant`), once the cache holds them.
-/// How long a reconcile waits for the Machine cache's first list before it is retried.
-pub(crate) const MACHINE_CACHE_SYNC: Duration = Duration::from_secs(10);
-
 pub(crate) async fn machines_of(
     ctx: &Context,
     ns: &str,
     cluster: &str,
 ) -> Result<Vec<(Machine, AzureMachine)>, Error> {
-    // Right after a (re)start the caches may not have listed yet. Translating from a partial
-    // cache would leave out those machines' resources, and prune would then delete them (the
-    // chaos test caught an availability set deleted while its VMs still used it): wait for the
-    // first lists, and retry later rather than translate without them.
-    if !ctx.machines_synced.wait(MACHINE_CACHE_SYNC).await
-        || !ctx.azure_machines_synced.wait(MACHINE_CACHE_SYNC).await
-    {
-        return Err(Error::NotSynced);
-    }
+    // Both caches complete (`Cache::listed`): a machine left out would have its availability
+    // set pruned.
+    let machines = ctx.machines.listed().await?;
+    let azure_machines = ctx.azure_machines.listed().await?;
     let mut out = Vec::new();
     // Every Machine of the cache is looked at (3,000 at 1,000 clusters, for each cluster's
     // reconcile): compare in place, without `namespace()`, whose copy of each Machine's
     // namespace was a tenth of the translator's CPU there (perf).
-    for m in ctx.machines.state() {
+    for m in machines.state() {
         if m.spec.cluster_name != cluster
             || m.metadata.namespace.as_deref() != Some(ns)
             || m.metadata.deletion_timestamp.is_some()
@@ -63,7 +51,7 @@ pub(crate) async fn machines_of(
             continue;
         }
         if let Some(name) = &m.spec.infrastructure_ref.name
-            && let Some(azm) = ctx.azure_machines.get(&ObjectRef::new(name).within(ns))
+            && let Some(azm) = azure_machines.get(&ObjectRef::new(name).within(ns))
             && azm.metadata.deletion_timestamp.is_none()
         {
             out.push((m.as_ref().clone(), azm.as_ref().clone()));
@@ -72,33 +60,29 @@ pub(crate) async fn machines_of(
     Ok(out)
 }
 
-/// The identity decision for `azc` ([`identity::check`]) on what the API server holds: the
-/// identity its `identityRef` names and, only when that identity selects namespaces by label,
-/// the labels of the AzureCluster's namespace.
+/// The identity decision for `azc` ([`identity::check`]): the identity its `identityRef` names
+/// (from the cache) and, only when that identity selects namespaces by label, the labels of the
+/// AzureCluster's namespace (a GET: namespaces are not watched).
 pub(crate) async fn check_identity(
-    client: &Client,
+    ctx: &Context,
     azc: &AzureCluster,
 ) -> Result<Result<IdentityRef, Refusal>, Error> {
     let ns = azc.namespace().unwrap_or_default();
     let identity = match IdentityRef::of(azc) {
-        Some(r) => {
-            Api::<AzureClusterIdentity>::namespaced(client.clone(), &r.namespace)
-                .get_opt(&r.name)
-                .await?
-        }
+        Some(r) => ctx.identities.get(&r.namespace, &r.name).await?,
         None => None,
     };
     let mut labels = BTreeMap::new();
     if let Some(id) = &identity
         && id.needs_labels(&ns)
     {
-        labels = Api::<Namespace>::all(client.clone())
+        labels = Api::<Namespace>::all(ctx.client.clone())
             .get_opt(&ns)
             .await?
             .and_then(|n| n.metadata.labels)
             .unwrap_or_default();
     }
-    Ok(identity::check(azc, identity.as_ref(), &labels))
+    Ok(identity::check(azc, identity.as_deref(), &labels))
 }
 
 /// Empties the credential Secret an earlier translator wrote for a cluster
@@ -190,7 +174,7 @@ pub(crate) async fn reconcile_cluster_inner(
     if azc.annotations().contains_key(annotations::MANAGED_BY) {
         return Ok(Action::await_change());
     }
-    let Some(cluster) = cluster_for(client, &azc).await? else {
+    let Some(cluster) = cluster_for(&ctx, &azc).await? else {
         if azc.metadata.deletion_timestamp.is_some() {
             // The Cluster went first: still delete what this AzureCluster owns.
             let name = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
@@ -240,7 +224,7 @@ pub(crate) async fn reconcile_cluster_inner(
     // The identity first: a refused cluster gets no CRs written, and none pruned either (the
     // CRs it has keep the identity they were written with; the operator, which checks every use,
     // refuses those too if that identity no longer admits the namespace).
-    if let Err(refusal) = check_identity(client, &azc).await? {
+    if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
         write_status(client, &*azc, json!({"ready": false, "conditions": [capi_condition(
             &previous_conditions(&azc), false, Some(reason), Some(refusal.to_string()), Some("Error"))]})).await?;
@@ -281,14 +265,14 @@ pub(crate) async fn reconcile_cluster_inner(
         .collect();
     let mut notes = ClusterModel::new(&cluster, &azc, &mut Vec::new()).ok();
     let endpoint = match notes.take() {
-        Some(model) => control_plane_endpoint(client, &ns, &model).await?,
+        Some(model) => control_plane_endpoint(&model, find),
         None => None,
     };
     // The failure domains: the flag's zones, or the location's as ARM lists them (CAPZ reads
     // them before the cluster is ready: so does this, through the operator).
     let zones = match &ctx.settings.zones {
         Some(zones) => Some(zones.clone()),
-        None => location_zones(client, &ns, &owner, &cluster_name, &azc, &translation).await?,
+        None => location_zones(&ctx, &ns, &owner, &cluster_name, &azc, &translation).await?,
     };
     let ready = list.iter().all(|r| r.ready) && endpoint.is_some() && zones.is_some();
     if let Some((host, port)) = &endpoint
@@ -359,56 +343,46 @@ pub(crate) async fn reconcile_cluster_inner(
     Ok(Action::requeue(RESYNC))
 }
 
-/// The API server's address: the public IP's FQDN or address, or, for a private cluster, CAPZ's
-/// `apiserver.<private DNS zone>` (the A record points it at the internal frontend's IP).
-pub(crate) async fn control_plane_endpoint(
-    client: &Client,
-    ns: &str,
+/// The API server's address: the public IP's FQDN or address (its CR found by `find`, among
+/// the AzureCluster's own), or, for a private cluster, CAPZ's `apiserver.<private DNS zone>`
+/// (the A record points it at the internal frontend's IP).
+pub(crate) fn control_plane_endpoint<'a>(
     model: &ClusterModel,
-) -> Result<Option<(String, i32)>, Error> {
-    let Some(lb) = &model.api_server_lb else {
-        return Ok(None);
-    };
-    let Some(frontend) = lb.frontends.first() else {
-        return Ok(None);
-    };
+    find: impl Fn(CloudKind, &str) -> Option<&'a DynamicObject>,
+) -> Option<(String, i32)> {
+    let lb = model.api_server_lb.as_ref()?;
+    let frontend = lb.frontends.first()?;
     if let Some((ip, _)) = &frontend.public_ip {
-        let pip = get_dyn(
-            client,
-            ns,
+        let pip = find(
             CloudKind::PublicIPAddress,
             &naming::cr_name(&model.name, ip),
-        )
-        .await?;
-        let host = pip.and_then(|p| {
-            p.data["status"]["fqdn"]
-                .as_str()
-                .or(p.data["status"]["ipAddress"].as_str())
-                .map(str::to_owned)
-        });
-        return Ok(host.map(|h| (h, model.api_server_port)));
+        )?;
+        let host = pip.data["status"]["fqdn"]
+            .as_str()
+            .or(pip.data["status"]["ipAddress"].as_str())?;
+        return Some((host.to_owned(), model.api_server_port));
     }
     if let Some(host) = &model.private_api_server_host {
-        return Ok(Some((host.clone(), model.api_server_port)));
+        return Some((host.clone(), model.api_server_port));
     }
-    Ok(frontend
+    frontend
         .private_ip
         .clone()
-        .map(|ip| (ip, model.api_server_port)))
+        .map(|ip| (ip, model.api_server_port))
 }
 
 /// The cluster's `LocationZones` (made when missing, with the credential annotations of its
 /// cloud CRs, owned by the AzureCluster) and the zones its status lists; `None` until
 /// strata-operator has read them from ARM.
 async fn location_zones(
-    client: &Client,
+    ctx: &Context,
     ns: &str,
     owner: &OwnerReference,
     cluster_name: &str,
     azc: &AzureCluster,
     translation: &crate::Translation,
 ) -> Result<Option<Vec<String>>, Error> {
-    let api: Api<azure::LocationZones> = Api::namespaced(client.clone(), ns);
+    let api: Api<azure::LocationZones> = Api::namespaced(ctx.client.clone(), ns);
     let name = naming::location_zones(cluster_name);
     // The credential is the cluster's: the annotations every cloud CR of it carries.
     let credential: BTreeMap<String, String> = translation
@@ -423,7 +397,9 @@ async fn location_zones(
         .collect();
     let location = azc.spec.location.to_ascii_lowercase();
     // Written only when missing or different: a reconcile that changes nothing writes nothing.
-    let live = api.get_opt(&name).await?;
+    // Read from the cache: one that trails the API server by an event applies again, and the
+    // apply answers with the live object.
+    let live = ctx.location_zones.get(ns, &name).await?;
     if let Some(live) = live.filter(|l| {
         l.spec.location == location
             && credential
@@ -432,8 +408,9 @@ async fn location_zones(
     }) {
         return Ok(live
             .status
+            .as_ref()
             .filter(|s| s.observed_at.is_some())
-            .map(|s| s.zones));
+            .map(|s| s.zones.clone()));
     }
     let body = json!({
         "apiVersion": "azure.strata.dev/v1alpha1",

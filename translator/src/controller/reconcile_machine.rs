@@ -3,28 +3,26 @@
 
 use super::*;
 
+/// The Machine of an AzureMachine (from the cache): its owner, else the one whose
+/// infrastructureRef names it.
 pub(crate) async fn machine_for(
     ctx: &Context,
     azm: &AzureMachine,
-) -> Result<Option<Machine>, Error> {
-    let ns = azm.namespace().unwrap_or_default();
-    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+) -> Result<Option<Arc<Machine>>, Error> {
+    let ns = azm.metadata.namespace.as_deref().unwrap_or_default();
+    let machines = ctx.machines.listed().await?;
     if let Some(owner) = azm
         .owner_references()
         .iter()
         .find(|r| r.kind == "Machine" && r.api_version.starts_with(capi::GROUP))
     {
-        return Ok(api.get_opt(&owner.name).await?);
+        return Ok(machines.get(&ObjectRef::new(&owner.name).within(ns)));
     }
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .find(|m| {
-            m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine")
-                && m.spec.infrastructure_ref.name.as_deref() == Some(&azm.name_any())
-        }))
+    Ok(machines.find(|m| {
+        m.metadata.namespace.as_deref() == Some(ns)
+            && m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine")
+            && m.spec.infrastructure_ref.name.as_deref() == azm.metadata.name.as_deref()
+    }))
 }
 
 pub(crate) fn previous_machine_conditions(azm: &AzureMachine) -> Vec<capi::Condition> {
@@ -63,8 +61,7 @@ pub(crate) async fn reconcile_machine_inner(
     };
     let cluster_name = machine.spec.cluster_name.clone();
     let existing = owned_by(client, &ctx.machine_crs, azm.as_ref(), &ns, &cluster_name).await?;
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
-    let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
+    let Some(cluster) = ctx.clusters.get(&ns, &cluster_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let azc_name = cluster
@@ -73,8 +70,7 @@ pub(crate) async fn reconcile_machine_inner(
         .as_ref()
         .and_then(|r| r.name.clone())
         .unwrap_or_else(|| cluster_name.clone());
-    let azcs: Api<AzureCluster> = Api::namespaced(client.clone(), &ns);
-    let Some(azc) = azcs.get_opt(&azc_name).await? else {
+    let Some(azc) = ctx.azure_clusters.get(&ns, &azc_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let paused = Policy::of(&cluster, &azc).paused
@@ -101,7 +97,7 @@ pub(crate) async fn reconcile_machine_inner(
     // A machine's CRs name its cluster's identity: the same check, the same refusal, so that no
     // NIC or VM is written for a cluster whose identity this namespace may not use (including a
     // cluster managed by someone else, whose AzureCluster the translator never writes to).
-    if let Err(refusal) = check_identity(client, &azc).await? {
+    if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
         write_status(
             client,

@@ -68,10 +68,7 @@ async fn reconcile_pool_inner(
     };
     let cluster_name = pool.spec.cluster_name.clone();
     let existing = owned_by(client, &ctx.pool_crs, amp.as_ref(), &ns, &cluster_name).await?;
-    let Some(cluster) = Api::<Cluster>::namespaced(client.clone(), &ns)
-        .get_opt(&cluster_name)
-        .await?
-    else {
+    let Some(cluster) = ctx.clusters.get(&ns, &cluster_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let azc_name = cluster
@@ -80,10 +77,7 @@ async fn reconcile_pool_inner(
         .as_ref()
         .and_then(|r| r.name.clone())
         .unwrap_or_else(|| cluster_name.clone());
-    let Some(azc) = Api::<AzureCluster>::namespaced(client.clone(), &ns)
-        .get_opt(&azc_name)
-        .await?
-    else {
+    let Some(azc) = ctx.azure_clusters.get(&ns, &azc_name).await? else {
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     if Policy::of(&cluster, &azc).paused || amp.annotations().contains_key(annotations::CAPI_PAUSED)
@@ -105,7 +99,7 @@ async fn reconcile_pool_inner(
         json!({ "ready": false, "conditions": [capi_condition(
             &prev, false, Some(reason), Some(message), Some("Error"))] })
     };
-    if let Err(refusal) = check_identity(client, &azc).await? {
+    if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
         write_status(client, &*amp, refuse(reason, refusal.to_string())).await?;
         ev.refused(&ctx.metrics, reason, refusal.to_string()).await;

@@ -92,7 +92,9 @@ impl Queue {
         let marks = synced.clone();
         let events = reflector(
             writer,
-            watcher(api, wc.clone()).modify(strata_runtime::cache::trim),
+            watcher(api, wc.clone())
+                .default_backoff()
+                .modify(strata_runtime::cache::trim),
         )
         .inspect(move |e| marks.observe(e))
         .applied_objects()
@@ -154,7 +156,7 @@ pub(crate) fn queue_key(namespace: Option<&str>, name: &str) -> String {
 
 /// What kube-runtime's `Controller::owns` wakes: the owners of kind `K` in the child's
 /// ownerReferences (here as a mapper, so that the queue can count them).
-pub(crate) fn owners<K, C>(child: C) -> Vec<ObjectRef<K>>
+pub(crate) fn owners<K, C>(child: &C) -> Vec<ObjectRef<K>>
 where
     K: Resource<DynamicType = ()>,
     C: Resource,
