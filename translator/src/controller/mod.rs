@@ -386,10 +386,14 @@ pub async fn run_observed(
                     .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
             }),
         )
-        .watches_shared_stream(
-            azure_clusters_for_machines,
+        // Only the changes its reconcile reads (`relevant`): infrastructure becoming ready
+        // lets VMs be made; the AzureCluster's conditions do not concern its machines.
+        .watches_shared_stream(azure_clusters_for_machines, {
+            let relevant = relevant::Relevant::new(relevant::azure_cluster_digest);
             queue.counted(move |azc: Arc<AzureCluster>| {
-                // Cluster infrastructure becoming ready lets VMs be made.
+                if !relevant.changed(&azc) {
+                    return Vec::new();
+                }
                 let ns = azc.namespace().unwrap_or_default();
                 let cluster = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
                 machines_for_cluster
@@ -402,8 +406,8 @@ pub async fn run_observed(
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
                     .collect::<Vec<_>>()
-            }),
-        )
+            })
+        })
         .shutdown_on_signal()
         .run(reconcile_machine, error_policy, ctx.clone())
         .for_each({
