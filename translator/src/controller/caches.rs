@@ -72,13 +72,7 @@ pub(crate) async fn keep<K>(
     api: Api<K>,
     wc: watcher::Config,
 ) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let marks = cache.synced.clone();
     reflector(

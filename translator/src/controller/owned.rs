@@ -210,13 +210,7 @@ pub(crate) fn watch_owned<K>(
     cache: &Arc<OwnedCache>,
 ) -> Controller<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     for &kind in cache.kinds {
         let resource = kind.api_resource();

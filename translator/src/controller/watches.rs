@@ -58,13 +58,7 @@ impl Queue {
         synced: &Synced,
     ) -> Controller<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
     {
         self.controller_on(reflector::store().1, api, wc, synced)
     }
@@ -79,13 +73,7 @@ impl Queue {
         synced: &Synced,
     ) -> Controller<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
     {
         let reader = writer.as_reader();
         let queue = self.clone();
@@ -118,6 +106,30 @@ impl Queue {
             refs
         }
     }
+}
+
+/// What a watched kind must be: a static type (its `Resource` needs no runtime type), whose
+/// objects are decoded, logged, kept in a cache and passed between tasks.
+pub(crate) trait Watched:
+    Resource<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// How many updates of a shared cache wait for its slowest subscriber before the watch that
