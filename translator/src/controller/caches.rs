@@ -64,23 +64,39 @@ where
     (cache, writer)
 }
 
-/// The watch that keeps `cache` (through `writer`) up to date; it ends with the watch.
-/// Retries back off, as kube-runtime's controllers' own watches do.
+/// The watch that keeps `cache` (through `writer`) up to date, and its `groups` if it has
+/// some; it ends with the watch. Retries back off, as kube-runtime's controllers' own watches
+/// do.
 pub(crate) async fn keep<K>(
     cache: &Cache<K>,
     writer: reflector::store::Writer<K>,
     api: Api<K>,
     wc: watcher::Config,
+    groups: Option<Arc<Groups<K>>>,
 ) where
     K: Watched,
 {
     let marks = cache.synced.clone();
+    let store = cache.store.clone();
+    // Each event reaches the groups before and after the store (`Groups`: never a member less
+    // than the store has).
+    let before = groups.clone();
     reflector(
         writer,
         watcher(api, wc)
             .default_backoff()
-            .modify(strata_runtime::cache::trim),
+            .modify(strata_runtime::cache::trim)
+            .inspect_ok(move |e| {
+                if let Some(g) = &before {
+                    g.before(e);
+                }
+            }),
     )
+    .inspect_ok(move |e| {
+        if let Some(g) = &groups {
+            g.after(e, &store);
+        }
+    })
     .inspect(move |e| marks.observe(e))
     .for_each(|_| futures::future::ready(()))
     .await;

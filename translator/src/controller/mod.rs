@@ -13,6 +13,7 @@
 
 mod apply;
 mod caches;
+mod groups;
 mod owned;
 mod reconcile_cluster;
 mod reconcile_machine;
@@ -51,6 +52,7 @@ use crate::status::*;
 use crate::{CloudResource, FIELD_MANAGER, FINALIZER, annotations, cluster, machine, naming};
 use apply::*;
 pub use caches::Cache;
+use groups::Groups;
 use owned::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
@@ -127,6 +129,8 @@ pub struct Context {
     /// Machine and bootstrap Secret ↔ Machine mappings and the availability sets of a cluster;
     /// every AzureMachine (the AzureMachine controller's own cache), for the availability sets.
     pub machines: Cache<Machine>,
+    /// The Machines of each cluster, read through `machines` (`groups`).
+    pub(crate) machines_by_cluster: Arc<Groups<Machine>>,
     pub azure_machines: Cache<AzureMachine>,
     /// The Clusters, AzureClusters (the AzureCluster controller's own cache), identities (all
     /// namespaces) and the locations' zones.
@@ -180,6 +184,7 @@ pub async fn run_observed(
     // controllers that depend on it are woken through their own subscription to its updates.
     // Every subscription made here is consumed below (an unread one would stall its watch).
     let (machines, machines_writer) = caches::shared::<Machine>();
+    let machines_by_cluster = Arc::new(Groups::new(groups::machine_cluster));
     let machines_for_clusters = subscribe(&machines_writer);
     let machines_for_azure_machines = subscribe(&machines_writer);
     let (azure_machines, azure_machines_writer) = caches::shared::<AzureMachine>();
@@ -198,12 +203,14 @@ pub async fn run_observed(
             machines_writer,
             api::<Machine>(&client, ns),
             wc.clone(),
+            Some(machines_by_cluster.clone()),
         ),
         caches::keep(
             &clusters,
             clusters_writer,
             api::<Cluster>(&client, ns),
             wc.clone(),
+            None,
         ),
         // Identities may live in any namespace.
         caches::keep(
@@ -211,12 +218,14 @@ pub async fn run_observed(
             identities_writer,
             Api::<AzureClusterIdentity>::all(client.clone()),
             wc.clone(),
+            None,
         ),
         caches::keep(
             &location_zones,
             zones_writer,
             api::<azure::LocationZones>(&client, ns),
             label_config(),
+            None,
         ),
     );
     let reporter = Reporter {
@@ -229,6 +238,7 @@ pub async fn run_observed(
         metrics: metrics.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         machines: machines.clone(),
+        machines_by_cluster: machines_by_cluster.clone(),
         azure_machines: azure_machines.clone(),
         clusters: clusters.clone(),
         azure_clusters: azure_clusters.clone(),
@@ -352,6 +362,7 @@ pub async fn run_observed(
         .with_config(controller_config);
     let by_machine = machines.store.clone();
     let machines_for_cluster = machines.store.clone();
+    let by_cluster = machines_by_cluster.clone();
     let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
         // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
         // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
@@ -396,13 +407,9 @@ pub async fn run_observed(
                 }
                 let ns = azc.namespace().unwrap_or_default();
                 let cluster = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
-                machines_for_cluster
-                    .state()
+                by_cluster
+                    .members(&machines_for_cluster, &ns, &cluster)
                     .into_iter()
-                    .filter(|m| {
-                        m.spec.cluster_name == cluster
-                            && m.metadata.namespace.as_deref() == Some(&ns)
-                    })
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
                     .collect::<Vec<_>>()

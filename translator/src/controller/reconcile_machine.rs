@@ -191,10 +191,7 @@ pub(crate) async fn reconcile_machine_inner(
     let mut list = Vec::new();
     let mut objects = BTreeMap::new();
     for r in &translation.resources {
-        let o = existing
-            .iter()
-            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
-            .map(|(_, o)| o.clone());
+        let o = live_cr(&existing, r.cloud_kind(), r.name()).cloned();
         list.push(readiness(r.kind(), o.as_deref(), r.name()));
         if let Some(o) = o {
             objects.insert(r.kind().to_owned(), o);

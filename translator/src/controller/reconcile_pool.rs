@@ -166,10 +166,7 @@ async fn reconcile_pool_inner(
     let mut list = Vec::new();
     let mut set = None;
     for r in &resources {
-        let o = existing
-            .iter()
-            .find(|(k, o)| *k == r.cloud_kind() && o.name_any() == r.name())
-            .map(|(_, o)| o.clone());
+        let o = live_cr(&existing, r.cloud_kind(), r.name()).cloned();
         list.push(readiness(r.kind(), o.as_deref(), r.name()));
         if r.cloud_kind() == CloudKind::VirtualMachineScaleSet {
             set = o;
