@@ -2,6 +2,7 @@
 //! read; and the owners' finalizer.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::object::HasStatus;
 
 use super::*;
 
@@ -41,15 +42,18 @@ pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
 /// every status change of every CR it owns, and each one sent a patch the API server parsed,
 /// validated and found unchanged). A status that changed since `obj` was read is written anyway:
 /// the cached one differs from what is wanted, or the change's watch event wakes it again.
+/// Only the status is serialized to compare (the whole object was 3 % of the translator's CPU).
 pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: Value) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + HasStatus
         + Clone
         + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
+    K::Status: serde::Serialize,
 {
-    if contained(&status, &serde_json::to_value(obj)?["status"]) {
+    if status_holds(obj, &status)? {
         return Ok(());
     }
     let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
@@ -60,6 +64,15 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// Whether `obj`'s status holds all of `status` already (only the status is serialized).
+fn status_holds<K>(obj: &K, status: &Value) -> Result<bool, Error>
+where
+    K: HasStatus,
+    K::Status: serde::Serialize,
+{
+    Ok(contained(status, &serde_json::to_value(obj.status())?))
 }
 
 /// Whether the live CR needs no apply for `desired`: it holds every desired field, and the same
@@ -350,6 +363,35 @@ mod tests {
         live["status"] = json!({"id": "x"});
         live["metadata"]["resourceVersion"] = json!("7");
         assert!(up_to_date(&desired, &object(live)).unwrap());
+    }
+
+    #[test]
+    fn a_status_already_held_is_not_written_again() {
+        let azc = |status: Value| -> AzureCluster {
+            serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+                "metadata": {"name": "c", "namespace": "ns"},
+                "spec": {"location": "westeurope"},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let ready = azc(
+            json!({"ready": true, "conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "2026-11-29T00:00:00Z"}]}),
+        );
+        assert!(status_holds(&ready, &json!({"ready": true})).unwrap());
+        assert!(
+            status_holds(
+                &ready,
+                &json!({"conditions": [{"type": "Ready", "status": "True"}]})
+            )
+            .unwrap()
+        );
+        assert!(!status_holds(&ready, &json!({"ready": false})).unwrap());
+        let mut fresh = ready.clone();
+        fresh.status = None;
+        assert!(!status_holds(&fresh, &json!({"ready": false})).unwrap());
     }
 
     fn object(v: Value) -> DynamicObject {
