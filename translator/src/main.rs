@@ -54,6 +54,12 @@ struct RunCmd {
     zones: Option<Vec<String>>,
 }
 
+/// mimalloc rather than glibc's malloc: at 18,000 CRs the operator's peak RSS was 206 MiB
+/// with it, 270.5 MiB without, and both binaries used a sixth less CPU (docs/performance.md,
+/// cut 22).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli: Cli = TRANSLATOR_ADDRS.parse();
     match cli.command {

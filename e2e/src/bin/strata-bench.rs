@@ -132,6 +132,11 @@ enum Command {
     },
 }
 
+/// The allocator of the product's binaries (operator/src/main.rs), so that the operator and
+/// translator this binary runs are measured as they run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
