@@ -61,8 +61,7 @@ struct Args {
 }
 
 /// mimalloc rather than glibc's malloc: at 18,000 CRs the operator's peak RSS was 206 MiB
-/// with it, 270.5 MiB without, and both binaries used a sixth less CPU (docs/performance.md,
-/// cut 22).
+/// with it, 270.5 MiB without, and its CPU a sixth less (docs/performance.md, cut 22).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
