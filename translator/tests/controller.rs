@@ -333,9 +333,21 @@ fn capi_paused(value: Option<&str>) -> Patch<serde_json::Value> {
 #[tokio::test]
 async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
     let env = start("tr-paused").await;
-    create_all(&env, &sample("default-cluster.yaml")).await;
-    let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
-    eventually("cluster CRs", || async {
+    create_all(
+        &env,
+        &format!(
+            "{}\n{}",
+            sample("default-cluster.yaml"),
+            capi_machines("strata-demo")
+        ),
+    )
+    .await;
+    let mut expected = rendered(&sample("default-cluster.yaml"), &env.ns);
+    // The machines' CRs are paused with the Cluster too (their VMs wait for the infrastructure).
+    for m in ["strata-demo-control-plane-abc12", "strata-demo-md-0-xyz98"] {
+        expected.push(("NetworkInterface".to_owned(), format!("{m}-nic")));
+    }
+    eventually("cluster and machine CRs", || async {
         let crs = cloud_crs(&env).await;
         expected.iter().all(|k| crs.contains_key(k)).then_some(())
     })
@@ -545,7 +557,8 @@ async fn observe_import_and_capz_migration_annotate_the_crs() {
 /// namespace: the reason and a message naming the identity and the namespace on the
 /// AzureCluster, a Warning Event, and no cloud CR written. A machine of a refused cluster is
 /// refused alike (no NIC). Allowing the namespace (a watched identity change) lets that cluster
-/// through, and only that one.
+/// and its machines through at once (not at the refusal's retry a minute later), and only that
+/// cluster.
 #[tokio::test]
 async fn every_identity_refusal_says_why_and_writes_no_cr() {
     let env = start("tr-refusals").await;
@@ -605,6 +618,7 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
         .await;
     }
     create_all(&env, &capi_machines("c-missing")).await;
+    create_all(&env, &capi_machines("c-sel")).await;
     for (cluster, _, reason, words) in &cases {
         let ready = ready_with_reason(&env, cluster, reason).await;
         assert_eq!(ready.status, "False");
@@ -623,19 +637,23 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
         })
         .await;
     }
-    let azm = "c-missing-md-0-xyz98";
-    eventually("the machine of a refused cluster refused", || async {
-        Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns)
-            .get(azm)
-            .await
-            .unwrap()
-            .status?
-            .conditions
-            .iter()
-            .any(|c| c.reason.as_deref() == Some("IdentityRefMissing"))
-            .then_some(())
-    })
-    .await;
+    for (azm, reason) in [
+        ("c-missing-md-0-xyz98", "IdentityRefMissing"),
+        ("c-sel-md-0-xyz98", "IdentityNotAllowed"),
+    ] {
+        eventually("the machine of a refused cluster refused", || async {
+            Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns)
+                .get(azm)
+                .await
+                .unwrap()
+                .status?
+                .conditions
+                .iter()
+                .any(|c| c.reason.as_deref() == Some(reason))
+                .then_some(())
+        })
+        .await;
+    }
     // Every refusal above was written by a reconcile that wrote nothing else.
     let crs = cloud_crs(&env).await;
     assert!(crs.is_empty(), "{:?}", crs.keys().collect::<Vec<_>>());
@@ -649,11 +667,16 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
         )
         .await
         .unwrap();
-    let expected = rendered(
+    let mut expected = rendered(
         &cluster_with_identity("c-sel", Some((admin, "by-selector"))),
         &env.ns,
     );
-    let crs = eventually("c-sel's CRs", || async {
+    // Its machines' NICs (their VMs wait for the infrastructure, which nobody makes ready here).
+    for m in ["c-sel-control-plane-abc12", "c-sel-md-0-xyz98"] {
+        expected.push(("NetworkInterface".to_owned(), format!("{m}-nic")));
+    }
+    // Within `eventually`'s 20 s: the machines' own retry after a refusal is a minute away.
+    let crs = eventually("c-sel's CRs and its machines'", || async {
         let crs = cloud_crs(&env).await;
         expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
     })

@@ -191,10 +191,14 @@ pub async fn run_observed(
     let azure_machines_for_clusters = subscribe(&azure_machines_writer);
     let (clusters, clusters_writer) = caches::shared::<Cluster>();
     let clusters_for_azure_clusters = subscribe(&clusters_writer);
+    let clusters_for_machines = subscribe(&clusters_writer);
+    let clusters_for_pools = subscribe(&clusters_writer);
     let (azure_clusters, azure_clusters_writer) = caches::shared::<AzureCluster>();
     let azure_clusters_for_machines = subscribe(&azure_clusters_writer);
     let (identities, identities_writer) = caches::shared::<AzureClusterIdentity>();
     let identities_for_clusters = subscribe(&identities_writer);
+    let identities_for_machines = subscribe(&identities_writer);
+    let identities_for_pools = subscribe(&identities_writer);
     let (location_zones, zones_writer) = caches::shared::<azure::LocationZones>();
     let zones_for_clusters = subscribe(&zones_writer);
     let kept = futures::future::join4(
@@ -324,18 +328,8 @@ pub async fn run_observed(
         .watches_shared_stream(
             identities_for_clusters,
             queue.counted(move |id: Arc<AzureClusterIdentity>| {
-                let id_ns = id.namespace().unwrap_or_default();
-                let id_name = id.name_any();
-                by_identity
-                    .state()
-                    .into_iter()
-                    .filter(|a| {
-                        a.spec.identity_ref.as_ref().is_some_and(|r| {
-                            r.name.as_deref() == Some(id_name.as_str())
-                                && r.namespace.as_deref().or(a.metadata.namespace.as_deref())
-                                    == Some(id_ns.as_str())
-                        })
-                    })
+                naming_identity(&by_identity, &id)
+                    .iter()
                     .map(|a| ObjectRef::from_obj(a.as_ref()))
                     .collect::<Vec<_>>()
             }),
@@ -361,8 +355,6 @@ pub async fn run_observed(
         )
         .with_config(controller_config);
     let by_machine = machines.store.clone();
-    let machines_for_cluster = machines.store.clone();
-    let by_cluster = machines_by_cluster.clone();
     let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
         // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
         // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
@@ -401,17 +393,39 @@ pub async fn run_observed(
         // lets VMs be made; the AzureCluster's conditions do not concern its machines.
         .watches_shared_stream(azure_clusters_for_machines, {
             let relevant = relevant::Relevant::new(relevant::azure_cluster_digest);
+            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
             queue.counted(move |azc: Arc<AzureCluster>| {
                 if !relevant.changed(&azc) {
                     return Vec::new();
                 }
-                let ns = azc.namespace().unwrap_or_default();
-                let cluster = cluster_label(azc.as_ref()).unwrap_or_else(|| azc.name_any());
-                by_cluster
-                    .members(&machines_for_cluster, &ns, &cluster)
-                    .into_iter()
-                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
-                    .map(|n| ObjectRef::new(&n).within(&ns))
+                let (ns, cluster) = cluster_of(&azc);
+                azure_machines_in(&by_cluster, &machines, &ns, &cluster)
+            })
+        })
+        // The Cluster's spec and pause (`relevant`: not CAPI's status of it).
+        .watches_shared_stream(clusters_for_machines, {
+            let relevant = relevant::Relevant::new(relevant::cluster_digest);
+            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
+            queue.counted(move |c: Arc<Cluster>| {
+                if !relevant.changed(&c) {
+                    return Vec::new();
+                }
+                let ns = c.namespace().unwrap_or_default();
+                azure_machines_in(&by_cluster, &machines, &ns, &c.name_any())
+            })
+        })
+        // The identity its cluster names: a machine refused for want of it (or of its
+        // permission) is translated as soon as it allows, not at the next minute's retry.
+        .watches_shared_stream(identities_for_machines, {
+            let azure_clusters = azure_clusters.store.clone();
+            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
+            queue.counted(move |id: Arc<AzureClusterIdentity>| {
+                naming_identity(&azure_clusters, &id)
+                    .iter()
+                    .flat_map(|azc| {
+                        let (ns, cluster) = cluster_of(azc);
+                        azure_machines_in(&by_cluster, &machines, &ns, &cluster)
+                    })
                     .collect::<Vec<_>>()
             })
         })
@@ -432,6 +446,7 @@ pub async fn run_observed(
     let pools = queue
         .controller(api::<AzureMachinePool>(&client, ns), &wc, &pools_synced)
         .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+    let pools_store = pools.store();
     let pools = watch_owned(pools, &queue, &client, ns, &ctx.pool_crs)
         .watches(
             api::<MachinePool>(&client, ns),
@@ -444,6 +459,29 @@ pub async fn run_observed(
                     .map(|n| ObjectRef::new(&n).within(&p.namespace().unwrap_or_default()))
             }),
         )
+        // Its Cluster and identity, as for the AzureMachines.
+        .watches_shared_stream(clusters_for_pools, {
+            let relevant = relevant::Relevant::new(relevant::cluster_digest);
+            let pools = pools_store.clone();
+            queue.counted(move |c: Arc<Cluster>| {
+                if !relevant.changed(&c) {
+                    return Vec::new();
+                }
+                pools_in(&pools, &c.namespace().unwrap_or_default(), &c.name_any())
+            })
+        })
+        .watches_shared_stream(identities_for_pools, {
+            let azure_clusters = azure_clusters.store.clone();
+            queue.counted(move |id: Arc<AzureClusterIdentity>| {
+                naming_identity(&azure_clusters, &id)
+                    .iter()
+                    .flat_map(|azc| {
+                        let (ns, cluster) = cluster_of(azc);
+                        pools_in(&pools_store, &ns, &cluster)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
         .shutdown_on_signal()
         .run(reconcile_pool, error_policy, ctx.clone())
         .for_each({

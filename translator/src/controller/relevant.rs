@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use strata_crds::capi::Machine;
+use strata_crds::capi::{Cluster, Machine};
 use strata_crds::capz::{AzureCluster, AzureMachine};
 
 use crate::naming;
@@ -58,6 +58,21 @@ pub(crate) fn azure_cluster_digest(azc: &AzureCluster) -> u64 {
     azc.metadata.annotations.hash(&mut h);
     azc.metadata.uid.hash(&mut h);
     azc.status.as_ref().is_some_and(|s| s.ready).hash(&mut h);
+    h.finish()
+}
+
+/// What a machine's or a pool's reconcile reads of its CAPI Cluster (`ClusterModel::new`, the
+/// pause policy): its spec, labels, annotations and UID; not its status, which CAPI rewrites
+/// as the cluster comes up.
+pub(crate) fn cluster_digest(c: &Cluster) -> u64 {
+    let mut h = DefaultHasher::new();
+    // As for the AzureCluster: serializing a CRD's spec cannot fail.
+    serde_json::to_string(&c.spec)
+        .unwrap_or_default()
+        .hash(&mut h);
+    c.metadata.labels.hash(&mut h);
+    c.metadata.annotations.hash(&mut h);
+    c.metadata.uid.hash(&mut h);
     h.finish()
 }
 
@@ -188,6 +203,27 @@ mod tests {
         assert!(r.changed(&azc), "the spec is translated");
         azc.metadata.annotations = Some([("cluster.x-k8s.io/paused".into(), String::new())].into());
         assert!(r.changed(&azc), "paused");
+    }
+
+    #[test]
+    fn a_cluster_wakes_its_machines_when_its_spec_or_pause_changes_not_its_status() {
+        let r = Relevant::new(cluster_digest);
+        let mut c: Cluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1"},
+            "spec": {"infrastructureRef": {"kind": "AzureCluster", "name": "c1"}},
+        }))
+        .unwrap();
+        assert!(r.changed(&c), "first sight");
+        c.status =
+            serde_json::from_value(json!({"phase": "Provisioned", "infrastructureReady": true}))
+                .unwrap();
+        c.metadata.resource_version = Some("8".into());
+        assert!(!r.changed(&c), "CAPI's status: not read by a machine");
+        c.spec.paused = Some(true);
+        assert!(r.changed(&c), "spec.paused pauses its machines' CRs");
+        c.metadata.annotations = Some([("cluster.x-k8s.io/paused".into(), String::new())].into());
+        assert!(r.changed(&c), "so does CAPI's annotation");
     }
 
     #[test]

@@ -228,6 +228,68 @@ pub(crate) fn azure_cluster_of(
         .map(|a| ObjectRef::from_obj(a.as_ref()))
 }
 
+/// The AzureClusters that name `id` as their identity (in their own namespace unless the
+/// reference names another).
+pub(crate) fn naming_identity(
+    store: &Store<AzureCluster>,
+    id: &AzureClusterIdentity,
+) -> Vec<Arc<AzureCluster>> {
+    let id_ns = id.metadata.namespace.as_deref();
+    let id_name = id.metadata.name.as_deref();
+    store
+        .state()
+        .into_iter()
+        .filter(|a| {
+            a.spec.identity_ref.as_ref().is_some_and(|r| {
+                r.name.as_deref() == id_name
+                    && r.namespace.as_deref().or(a.metadata.namespace.as_deref()) == id_ns
+            })
+        })
+        .collect()
+}
+
+/// The namespace and CAPI cluster name of an AzureCluster: its cluster label, else its own
+/// name (as `azure_cluster_of` finds it).
+pub(crate) fn cluster_of(azc: &AzureCluster) -> (String, String) {
+    (
+        azc.namespace().unwrap_or_default(),
+        cluster_label(azc).unwrap_or_else(|| azc.name_any()),
+    )
+}
+
+/// The AzureMachines of the cluster `namespace/cluster`: those its Machines name.
+pub(crate) fn azure_machines_in(
+    by_cluster: &Groups<Machine>,
+    machines: &Store<Machine>,
+    namespace: &str,
+    cluster: &str,
+) -> Vec<ObjectRef<AzureMachine>> {
+    by_cluster
+        .members(machines, namespace, cluster)
+        .into_iter()
+        .filter_map(|m| m.spec.infrastructure_ref.name.clone())
+        .map(|n| ObjectRef::new(&n).within(namespace))
+        .collect()
+}
+
+/// The AzureMachinePools of the cluster `namespace/cluster`, by the cluster label CAPI's
+/// MachinePool controller puts on them.
+pub(crate) fn pools_in(
+    pools: &Store<AzureMachinePool>,
+    namespace: &str,
+    cluster: &str,
+) -> Vec<ObjectRef<AzureMachinePool>> {
+    pools
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && cluster_label(p.as_ref()).as_deref() == Some(cluster)
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
 pub(crate) fn error_policy<K>(_obj: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
     let delay = retry_delay(error);
     match error {

@@ -51,6 +51,12 @@ pub async fn start_with(
     ns: &str,
     spawn: impl FnOnce(&strata_envtest::TestEnv, Client, &str) -> tokio::task::JoinHandle<()>,
 ) -> Env {
+    // The translator's log, shown with a failing test's output (`RUST_LOG` chooses; errors
+    // only by default).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let env = strata_envtest::TestEnv::builder()
         .crd_dir(repo().join("crds/generated"))
         .garbage_collection(false)
