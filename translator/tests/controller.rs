@@ -619,6 +619,7 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
     }
     create_all(&env, &capi_machines("c-missing")).await;
     create_all(&env, &capi_machines("c-sel")).await;
+    create_all(&env, &capi_machine_pool("c-sel", 1)).await;
     for (cluster, _, reason, words) in &cases {
         let ready = ready_with_reason(&env, cluster, reason).await;
         assert_eq!(ready.status, "False");
@@ -654,6 +655,21 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
         })
         .await;
     }
+    let pool_reason = || async {
+        Api::<strata_crds::capz::AzureMachinePool>::namespaced(env.client.clone(), &env.ns)
+            .get("c-sel-mp-0")
+            .await
+            .unwrap()
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?
+            .reason
+    };
+    eventually("the machine pool of a refused cluster refused", || async {
+        (pool_reason().await.as_deref() == Some("IdentityNotAllowed")).then_some(())
+    })
+    .await;
     // Every refusal above was written by a reconcile that wrote nothing else.
     let crs = cloud_crs(&env).await;
     assert!(crs.is_empty(), "{:?}", crs.keys().collect::<Vec<_>>());
@@ -679,6 +695,11 @@ async fn every_identity_refusal_says_why_and_writes_no_cr() {
     let crs = eventually("c-sel's CRs and its machines'", || async {
         let crs = cloud_crs(&env).await;
         expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
+    })
+    .await;
+    // The pool's scale set waits for the infrastructure, which nobody makes ready here.
+    eventually("c-sel's machine pool past its refusal", || async {
+        (pool_reason().await.as_deref() == Some("WaitingForClusterInfrastructure")).then_some(())
     })
     .await;
     for ((kind, name), o) in &crs {
@@ -1481,6 +1502,25 @@ async fn a_reconcile_that_changes_nothing_writes_no_status() {
     );
     create_all(&env, &input).await;
     converge(&env, "the cluster", Duration::from_secs(90)).await;
+    // `converge` returns once the AzureMachines read Ready; reconciles woken by the last CR
+    // changes may still be running, and one that read its AzureMachine before the watch brought
+    // the last status back writes it once more (a no-op on the server). The touches start once
+    // the translator has written nothing for a second.
+    let mut writes = usize::MAX;
+    for _ in 0..40 {
+        let now = env
+            .server
+            .request_log()
+            .expect("a request log")
+            .iter()
+            .filter(|r| r.verb != "get" && r.verb != "list" && r.verb != "watch")
+            .count();
+        if now == writes {
+            break;
+        }
+        writes = now;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     let name = "strata-demo-md-0-xyz98";
     let copy = strata_translator::naming::custom_data_secret(name);
     let azms = Api::<AzureMachine>::namespaced(env.client.clone(), &env.ns);

@@ -195,6 +195,7 @@ pub async fn run_observed(
     let clusters_for_pools = subscribe(&clusters_writer);
     let (azure_clusters, azure_clusters_writer) = caches::shared::<AzureCluster>();
     let azure_clusters_for_machines = subscribe(&azure_clusters_writer);
+    let azure_clusters_for_pools = subscribe(&azure_clusters_writer);
     let (identities, identities_writer) = caches::shared::<AzureClusterIdentity>();
     let identities_for_clusters = subscribe(&identities_writer);
     let identities_for_machines = subscribe(&identities_writer);
@@ -439,8 +440,9 @@ pub async fn run_observed(
             }
         });
 
-    // AzureMachinePool controller: woken by its MachinePool and its scale set; it looks again
-    // every few seconds while it waits for the cluster, the bootstrap data or Azure.
+    // AzureMachinePool controller: woken by its MachinePool, its scale set, and its cluster's
+    // AzureCluster, Cluster and identity; it looks again every few seconds while it waits for
+    // the bootstrap data or Azure.
     let queue = Queue::new::<AzureMachinePool>(&metrics);
     let pools_synced = Synced::default();
     let pools = queue
@@ -459,7 +461,18 @@ pub async fn run_observed(
                     .map(|n| ObjectRef::new(&n).within(&p.namespace().unwrap_or_default()))
             }),
         )
-        // Its Cluster and identity, as for the AzureMachines.
+        // Its AzureCluster, Cluster and identity, as for the AzureMachines.
+        .watches_shared_stream(azure_clusters_for_pools, {
+            let relevant = relevant::Relevant::new(relevant::azure_cluster_digest);
+            let pools = pools_store.clone();
+            queue.counted(move |azc: Arc<AzureCluster>| {
+                if !relevant.changed(&azc) {
+                    return Vec::new();
+                }
+                let (ns, cluster) = cluster_of(&azc);
+                pools_in(&pools, &ns, &cluster)
+            })
+        })
         .watches_shared_stream(clusters_for_pools, {
             let relevant = relevant::Relevant::new(relevant::cluster_digest);
             let pools = pools_store.clone();
