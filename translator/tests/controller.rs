@@ -333,15 +333,7 @@ fn capi_paused(value: Option<&str>) -> Patch<serde_json::Value> {
 #[tokio::test]
 async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
     let env = start("tr-paused").await;
-    create_all(
-        &env,
-        &format!(
-            "{}\n{}",
-            sample("default-cluster.yaml"),
-            capi_machines("strata-demo")
-        ),
-    )
-    .await;
+    create_all(&env, &cluster_input("strata-demo")).await;
     let mut expected = rendered(&sample("default-cluster.yaml"), &env.ns);
     // The machines' CRs are paused with the Cluster too (their VMs wait for the infrastructure).
     for m in ["strata-demo-control-plane-abc12", "strata-demo-md-0-xyz98"] {

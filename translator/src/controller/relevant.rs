@@ -1,6 +1,7 @@
 //! Which watch events of Machines and AzureMachines wake an AzureCluster, and of AzureClusters
-//! its AzureMachines: only those that change what the woken reconcile reads of them (the availability sets of its machines: which machines
-//! exist, their zone and node group). A Machine's status moves a dozen times while it
+//! and Clusters the cluster's AzureMachines and AzureMachinePools: only those that change what
+//! the woken reconcile reads of them (for an AzureCluster, the availability sets of its
+//! machines: which machines exist, their zone and node group). A Machine's status moves a dozen times while it
 //! provisions; each of those used to run the cluster's whole reconcile (a walk of every
 //! Machine, the translation, the apply): at 1,000 clusters the translator's largest cost.
 
@@ -9,6 +10,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use strata_crds::capi::{Cluster, Machine};
@@ -50,13 +52,7 @@ pub(crate) fn azure_machine_digest(m: &AzureMachine) -> u64 {
 /// cluster's three AzureMachines: 33 reconciles per AzureMachine).
 pub(crate) fn azure_cluster_digest(azc: &AzureCluster) -> u64 {
     let mut h = DefaultHasher::new();
-    // Serializing a CRD's spec cannot fail; an empty string would only wake more often.
-    serde_json::to_string(&azc.spec)
-        .unwrap_or_default()
-        .hash(&mut h);
-    azc.metadata.labels.hash(&mut h);
-    azc.metadata.annotations.hash(&mut h);
-    azc.metadata.uid.hash(&mut h);
+    hash_spec_and_meta(&azc.spec, &azc.metadata, &mut h);
     azc.status.as_ref().is_some_and(|s| s.ready).hash(&mut h);
     h.finish()
 }
@@ -66,14 +62,17 @@ pub(crate) fn azure_cluster_digest(azc: &AzureCluster) -> u64 {
 /// as the cluster comes up.
 pub(crate) fn cluster_digest(c: &Cluster) -> u64 {
     let mut h = DefaultHasher::new();
-    // As for the AzureCluster: serializing a CRD's spec cannot fail.
-    serde_json::to_string(&c.spec)
-        .unwrap_or_default()
-        .hash(&mut h);
-    c.metadata.labels.hash(&mut h);
-    c.metadata.annotations.hash(&mut h);
-    c.metadata.uid.hash(&mut h);
+    hash_spec_and_meta(&c.spec, &c.metadata, &mut h);
     h.finish()
+}
+
+/// An object's spec, labels, annotations and UID, into `h`.
+fn hash_spec_and_meta(spec: &impl serde::Serialize, meta: &ObjectMeta, h: &mut DefaultHasher) {
+    // Serializing a CRD's spec cannot fail; an empty string would only wake more often.
+    serde_json::to_string(spec).unwrap_or_default().hash(h);
+    meta.labels.hash(h);
+    meta.annotations.hash(h);
+    meta.uid.hash(h);
 }
 
 /// The digest each live object had when it last woke its owner. An object that starts
