@@ -57,6 +57,7 @@ use owned::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
 use reconcile_pool::*;
+use relevant::only_changes;
 use watches::*;
 
 /// When an AzureCluster or AzureMachine (Ready or not) or a Ready AzureMachinePool is looked at
@@ -290,39 +291,35 @@ pub async fn run_observed(
         // Only the changes its translation reads (`relevant`): not a Machine's status.
         .watches_shared_stream(machines_for_clusters, {
             let store = store.clone();
-            let relevant = relevant::Relevant::new(relevant::machine_digest);
-            queue.counted(move |m: Arc<Machine>| {
-                relevant
-                    .changed(&m)
-                    .then(|| {
-                        azure_cluster_of(
-                            &store,
-                            m.metadata.namespace.as_deref().unwrap_or_default(),
-                            &m.spec.cluster_name,
-                        )
-                    })
-                    .flatten()
-            })
+            queue.counted(only_changes(
+                relevant::machine_digest,
+                move |m: &Machine| {
+                    azure_cluster_of(
+                        &store,
+                        m.metadata.namespace.as_deref().unwrap_or_default(),
+                        &m.spec.cluster_name,
+                    )
+                },
+            ))
         })
         .watches_shared_stream(azure_machines_for_clusters, {
             let store = store.clone();
-            let relevant = relevant::Relevant::new(relevant::azure_machine_digest);
-            queue.counted(move |azm: Arc<AzureMachine>| {
-                if !relevant.changed(&azm) {
-                    return None;
-                }
-                let ns = azm.metadata.namespace.as_deref().unwrap_or_default();
-                let cluster = cluster_label(azm.as_ref()).or_else(|| {
-                    // CAPI labels infrastructure machines with their cluster; else the
-                    // Machine that owns it says.
-                    azm.owner_references()
-                        .iter()
-                        .find(|o| o.kind == "Machine")
-                        .and_then(|o| machines_store.get(&ObjectRef::new(&o.name).within(ns)))
-                        .map(|m| m.spec.cluster_name.clone())
-                })?;
-                azure_cluster_of(&store, ns, &cluster)
-            })
+            queue.counted(only_changes(
+                relevant::azure_machine_digest,
+                move |azm: &AzureMachine| {
+                    let ns = azm.metadata.namespace.as_deref().unwrap_or_default();
+                    let cluster = cluster_label(azm).or_else(|| {
+                        // CAPI labels infrastructure machines with their cluster; else the
+                        // Machine that owns it says.
+                        azm.owner_references()
+                            .iter()
+                            .find(|o| o.kind == "Machine")
+                            .and_then(|o| machines_store.get(&ObjectRef::new(&o.name).within(ns)))
+                            .map(|m| m.spec.cluster_name.clone())
+                    })?;
+                    azure_cluster_of(&store, ns, &cluster)
+                },
+            ))
         })
         // A change of an identity (allowedNamespaces, client) wakes the AzureClusters that
         // name it.
@@ -393,27 +390,25 @@ pub async fn run_observed(
         // Only the changes its reconcile reads (`relevant`): infrastructure becoming ready
         // lets VMs be made; the AzureCluster's conditions do not concern its machines.
         .watches_shared_stream(azure_clusters_for_machines, {
-            let relevant = relevant::Relevant::new(relevant::azure_cluster_digest);
             let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
-            queue.counted(move |azc: Arc<AzureCluster>| {
-                if !relevant.changed(&azc) {
-                    return Vec::new();
-                }
-                let (ns, cluster) = cluster_of(&azc);
-                azure_machines_in(&by_cluster, &machines, &ns, &cluster)
-            })
+            queue.counted(only_changes(
+                relevant::azure_cluster_digest,
+                move |azc: &AzureCluster| {
+                    let (ns, cluster) = cluster_of(azc);
+                    azure_machines_in(&by_cluster, &machines, &ns, &cluster)
+                },
+            ))
         })
         // The Cluster's spec and pause (`relevant`: not CAPI's status of it).
         .watches_shared_stream(clusters_for_machines, {
-            let relevant = relevant::Relevant::new(relevant::cluster_digest);
             let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
-            queue.counted(move |c: Arc<Cluster>| {
-                if !relevant.changed(&c) {
-                    return Vec::new();
-                }
-                let ns = c.namespace().unwrap_or_default();
-                azure_machines_in(&by_cluster, &machines, &ns, &c.name_any())
-            })
+            queue.counted(only_changes(
+                relevant::cluster_digest,
+                move |c: &Cluster| {
+                    let ns = c.namespace().unwrap_or_default();
+                    azure_machines_in(&by_cluster, &machines, &ns, &c.name_any())
+                },
+            ))
         })
         // The identity its cluster names: a machine refused for want of it (or of its
         // permission) is translated as soon as it allows, not at the next minute's retry.
@@ -463,25 +458,23 @@ pub async fn run_observed(
         )
         // Its AzureCluster, Cluster and identity, as for the AzureMachines.
         .watches_shared_stream(azure_clusters_for_pools, {
-            let relevant = relevant::Relevant::new(relevant::azure_cluster_digest);
             let pools = pools_store.clone();
-            queue.counted(move |azc: Arc<AzureCluster>| {
-                if !relevant.changed(&azc) {
-                    return Vec::new();
-                }
-                let (ns, cluster) = cluster_of(&azc);
-                pools_in(&pools, &ns, &cluster)
-            })
+            queue.counted(only_changes(
+                relevant::azure_cluster_digest,
+                move |azc: &AzureCluster| {
+                    let (ns, cluster) = cluster_of(azc);
+                    pools_in(&pools, &ns, &cluster)
+                },
+            ))
         })
         .watches_shared_stream(clusters_for_pools, {
-            let relevant = relevant::Relevant::new(relevant::cluster_digest);
             let pools = pools_store.clone();
-            queue.counted(move |c: Arc<Cluster>| {
-                if !relevant.changed(&c) {
-                    return Vec::new();
-                }
-                pools_in(&pools, &c.namespace().unwrap_or_default(), &c.name_any())
-            })
+            queue.counted(only_changes(
+                relevant::cluster_digest,
+                move |c: &Cluster| {
+                    pools_in(&pools, &c.namespace().unwrap_or_default(), &c.name_any())
+                },
+            ))
         })
         .watches_shared_stream(identities_for_pools, {
             let azure_clusters = azure_clusters.store.clone();

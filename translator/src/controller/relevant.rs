@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -73,6 +73,26 @@ fn hash_spec_and_meta(spec: &impl serde::Serialize, meta: &ObjectMeta, h: &mut D
     meta.labels.hash(h);
     meta.annotations.hash(h);
     meta.uid.hash(h);
+}
+
+/// A watch mapper that maps only the events that change what the woken reconcile reads of
+/// an object ([`Relevant::changed`] with `digest`), and wakes nothing for the rest.
+pub(crate) fn only_changes<K, I>(
+    digest: fn(&K) -> u64,
+    map: impl Fn(&K) -> I + Send + Sync + 'static,
+) -> impl Fn(Arc<K>) -> Vec<I::Item> + Send + Sync + 'static
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    I: IntoIterator,
+{
+    let relevant = Relevant::new(digest);
+    move |obj| {
+        if relevant.changed(&obj) {
+            map(&obj).into_iter().collect()
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// The digest each live object had when it last woke its owner. An object that starts
