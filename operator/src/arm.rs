@@ -29,7 +29,7 @@ use crate::api_versions::ApiVersions;
 use crate::arm_id::ArmId;
 use crate::kind::Kind;
 use crate::metrics::Metrics;
-use crate::throttle::{Class, Held, Throttle};
+use crate::throttle::{Class, Refused, Throttle};
 use crate::transport::Transport;
 
 /// The API version of the Resource SKUs list (Microsoft.Compute `ResourceSkus_List`).
@@ -56,6 +56,17 @@ pub enum ArmError {
         class: &'static str,
         remaining: Duration,
     },
+    /// Not sent yet: the subscription's budget for this class is spent and the requests that
+    /// asked before it go first; its turn comes in about `after`.
+    #[error(
+        "waiting for ARM's {class} budget of the subscription: {ahead} requests that asked first go first; its turn comes in about {:.0} s",
+        .after.as_secs_f64()
+    )]
+    Queued {
+        class: &'static str,
+        after: Duration,
+        ahead: usize,
+    },
     /// No answer (connection, timeout, token endpoint).
     #[error("{0}")]
     Transport(String),
@@ -74,6 +85,7 @@ impl ArmError {
         match self {
             ArmError::Http { retry_after, .. } => *retry_after,
             ArmError::Held { remaining, .. } => Some(*remaining),
+            ArmError::Queued { after, .. } => Some(*after),
             ArmError::Transport(_) => None,
         }
     }
@@ -179,6 +191,21 @@ fn class_name(class: Class) -> &'static str {
     }
 }
 
+/// A request our own bucket did not send.
+fn refused_error(class: Class, refused: Refused) -> ArmError {
+    match refused {
+        Refused::Held(remaining) => ArmError::Held {
+            class: class_name(class),
+            remaining,
+        },
+        Refused::Queued { after, ahead } => ArmError::Queued {
+            class: class_name(class),
+            after,
+            ahead,
+        },
+    }
+}
+
 /// An ARM error from a response that is not a success.
 fn http_error(response: &RawResponse, retry_after: Option<Duration>) -> ArmError {
     let status = u16::from(response.status());
@@ -215,6 +242,14 @@ impl ArmClient {
             url.query_pairs_mut().append_pair("$expand", expand);
         }
         url
+    }
+
+    /// Whether a write to the subscription would stand far back in ARM's line
+    /// (`Throttle::turn_near`): then `Queued`, and the CR comes back when its turn nears.
+    pub fn write_turn_near(&self, subscription: &str) -> Result<(), ArmError> {
+        self.throttle
+            .turn_near(subscription, Class::Write)
+            .map_err(|r| refused_error(Class::Write, r))
     }
 
     /// Sends one request after a token from the subscription's bucket; learns from ARM's
@@ -257,11 +292,8 @@ impl ArmClient {
         url: Url,
         body: Option<&Value>,
     ) -> Result<(RawResponse, Option<Duration>), ArmError> {
-        if let Err(Held(remaining)) = self.throttle.acquire(subscription, class).await {
-            return Err(ArmError::Held {
-                class: class_name(class),
-                remaining,
-            });
+        if let Err(refused) = self.throttle.acquire(subscription, class).await {
+            return Err(refused_error(class, refused));
         }
         let mut request = Request::new(url, method);
         request.insert_header("accept", "application/json");

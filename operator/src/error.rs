@@ -45,6 +45,9 @@ pub enum ErrorClass {
     InUse,
     /// 429: wait, then retry.
     Throttled,
+    /// Not sent: older stacks' requests are ahead in the subscription's budget; back when its
+    /// turn nears.
+    Queued,
     /// 5xx, 408, a concurrent operation, a network error: exponential backoff.
     Transient,
 }
@@ -85,6 +88,7 @@ pub fn classify(e: &ArmError) -> ErrorClass {
     match e {
         ArmError::Transport(_) => ErrorClass::Transient,
         ArmError::Held { .. } => ErrorClass::Throttled,
+        ArmError::Queued { .. } => ErrorClass::Queued,
         ArmError::Http { status, code, .. } => {
             if IN_USE.iter().any(|c| c.eq_ignore_ascii_case(code)) {
                 ErrorClass::InUse

@@ -58,6 +58,7 @@ reasons! {
     CredentialNotGranted => "False", true, "No credential is granted to this namespace.";
     AzureError => "False", true, "Azure refused the request; retried when the spec changes.";
     Throttled => "False", true, "ARM answered 429; retried when it allows.";
+    Queued => "False", false, "The subscription's ARM request budget is spent: waiting its turn.";
     AdoptionRefused => "False", true, "The resource exists and Strata did not create it.";
 }
 

@@ -4,11 +4,13 @@
 //! ARM's own answers correct them: a 429's `Retry-After` holds a bucket, and the
 //! `x-ms-ratelimit-remaining-subscription-…` headers lower it when ARM counts fewer tokens.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
+use tokio::sync::Notify;
 
 /// Which of ARM's buckets a request draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,6 +71,13 @@ impl Limits {
     }
 }
 
+tokio::task_local! {
+    /// Who makes the requests: a hash of the CR whose reconcile runs, set once per reconcile
+    /// (`reconcile::reconcile`), so that a request it was sent away with keeps its place in the
+    /// line when the CR comes back ([`Refused::Queued`]) without each ARM call passing it along.
+    pub static REQUESTER: u64;
+}
+
 /// The shared buckets.
 pub struct Throttle {
     limits: Limits,
@@ -77,27 +86,63 @@ pub struct Throttle {
     enabled: bool,
     buckets: Mutex<HashMap<(String, Class), State>>,
     waits: Counter,
+    /// Numbers the places in every line, in the order the requests first asked.
+    next_place: std::sync::atomic::AtomicU64,
 }
 
 /// One subscription's bucket of one class.
 #[derive(Debug)]
 struct State {
-    /// Tokens left; negative while requests are queued for a refill.
+    /// Tokens left (below zero after ARM's count lowered it).
     tokens: f64,
     /// When `tokens` was last brought up to date.
     at: Instant,
     /// ARM refused this bucket with a `Retry-After`: nothing is sent before then.
     held_until: Option<Instant>,
+    /// The line of requests that found no token, in the order they first asked: each waits in
+    /// its reconcile, or was sent away and is expected back.
+    line: BTreeMap<u64, Place>,
+    /// Where each requester sent away stands in `line`.
+    away: HashMap<u64, u64>,
+    /// When `line` was last swept of those sent away that did not come back.
+    swept: Instant,
 }
 
-/// A bucket that ARM's `Retry-After` holds back: try again after this long. The caller requeues
-/// instead of waiting, so that a worker is not parked for the whole hold.
+/// A place in a bucket's line.
+#[derive(Debug)]
+enum Place {
+    /// Waits in its reconcile; woken when the one ahead leaves.
+    Waiting(Arc<Notify>),
+    /// Sent away ([`Refused::Queued`]); forgotten if not back by `until` (its CR may be gone, or
+    /// need nothing any more).
+    Away { requester: u64, until: Instant },
+}
+
+/// Why a request got no token; the caller requeues instead of waiting, so that a worker is not
+/// parked for the whole wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held(pub Duration);
+pub enum Refused {
+    /// ARM's `Retry-After` holds the bucket for this long.
+    Held(Duration),
+    /// More requests are ahead in the line than waiting in place allows ([`WAIT_IN_PLACE`]): its
+    /// turn comes in about `after`, with `ahead` before it (counted up to [`COUNT_UP_TO`]).
+    Queued { after: Duration, ahead: usize },
+}
 
 /// The share of ARM's limits the operator allows itself: requests leave our bucket a little
 /// before they reach ARM's, so running at exactly ARM's rate could still meet a 429 at the edge.
 const MARGIN: f64 = 0.9;
+
+/// A request with at most this many tokens to come before its own waits for them in its
+/// reconcile (a second of ARM's write rate); one further back is [`Refused::Queued`] and comes
+/// back when its turn nears. A kind has a few reconcile workers: if they all waited for tokens,
+/// that kind's CRs whose dependency just became Ready could not even start (at 100 clusters the
+/// wait for a free worker was most of the wake-up gap).
+const WAIT_IN_PLACE: f64 = 10.0;
+
+/// Counting the requests ahead stops here: a request further back comes back after this many
+/// tokens' time and counts again (bounds the work of each count).
+const COUNT_UP_TO: usize = 4096;
 
 impl Bucket {
     fn capacity(self) -> f64 {
@@ -106,6 +151,69 @@ impl Bucket {
 
     fn rate(self) -> f64 {
         (self.per_second * MARGIN).max(1e-3)
+    }
+}
+
+impl State {
+    /// Brings `tokens` up to `now`.
+    fn refill(&mut self, bucket: Bucket, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        if elapsed > 0.0 {
+            self.tokens = (self.tokens + elapsed * bucket.rate()).min(bucket.capacity());
+            self.at = now;
+        }
+    }
+
+    /// Forgets those sent away that are not back in time (at most once a second).
+    fn sweep(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.swept) < Duration::from_secs(1) {
+            return;
+        }
+        self.swept = now;
+        let away = &mut self.away;
+        self.line.retain(|_, place| match place {
+            Place::Away { requester, until } if *until < now => {
+                away.remove(requester);
+                false
+            }
+            _ => true,
+        });
+    }
+
+    /// Where the request at `place` stands: how many tokens must come before it may take one
+    /// (none left to wait for at zero or below: there are enough for everyone ahead of it and
+    /// itself, whether those wait here or were sent away — their tokens are kept for their
+    /// return), and how many requests are ahead.
+    fn standing(&mut self, place: u64, now: Instant) -> (f64, usize) {
+        self.sweep(now);
+        let ahead = self.line.range(..place).take(COUNT_UP_TO).count();
+        (ahead as f64 + 1.0 - self.tokens, ahead)
+    }
+
+    /// Sends the request at `place` away to come back in about its turn, keeping its place;
+    /// how long until then.
+    fn send_away(
+        &mut self,
+        place: u64,
+        requester: u64,
+        before: f64,
+        rate: f64,
+        now: Instant,
+    ) -> Duration {
+        let after = Duration::from_secs_f64(before / rate);
+        let until = now + after * 2 + Duration::from_secs(10);
+        self.line.insert(place, Place::Away { requester, until });
+        self.away.insert(requester, place);
+        after
+    }
+
+    /// Wakes the first request waiting in place: its turn may have come.
+    fn wake_first(&self) {
+        if let Some(Place::Waiting(first)) =
+            self.line.values().find(|p| matches!(p, Place::Waiting(_)))
+        {
+            first.notify_one();
+        }
     }
 }
 
@@ -121,6 +229,7 @@ impl Throttle {
             enabled: true,
             buckets: Mutex::new(HashMap::new()),
             waits,
+            next_place: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -157,35 +266,131 @@ impl Throttle {
                 tokens: bucket.capacity(),
                 at: now,
                 held_until: None,
+                line: BTreeMap::new(),
+                away: HashMap::new(),
+                swept: now,
             });
-        let elapsed = now.saturating_duration_since(state.at).as_secs_f64();
-        if elapsed > 0.0 {
-            state.tokens = (state.tokens + elapsed * bucket.rate()).min(bucket.capacity());
-            state.at = now;
-        }
+        state.refill(bucket, now);
         f(state, now)
     }
 
-    /// Takes a token from the subscription's bucket for this class, waiting for a refill when
-    /// it is empty; answers [`Held`] at once, without a token, while ARM's `Retry-After` holds
-    /// the bucket.
-    pub async fn acquire(&self, subscription: &str, class: Class) -> Result<(), Held> {
+    /// Whether `requester` was sent away ([`Refused::Queued`]) and its turn is still further
+    /// than waiting in place allows: how long until it nears (its place kept that much longer).
+    /// The loop asks before the GET that precedes the request, so that a CR back early spends
+    /// nothing of ARM's read budget.
+    pub fn still_queued(&self, requester: u64) -> Option<Duration> {
+        if !self.enabled {
+            return None;
+        }
+        let now = Instant::now();
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets.iter_mut().find_map(|((_, class), state)| {
+            let place = *state.away.get(&requester)?;
+            let bucket = self.bucket(*class);
+            state.refill(bucket, now);
+            let (before, _) = state.standing(place, now);
+            (before > WAIT_IN_PLACE)
+                .then(|| state.send_away(place, requester, before, bucket.rate(), now))
+        })
+    }
+
+    /// Before the GET that precedes a CR's first write: whether that write would stand far
+    /// back in the line. Then the CR is sent away now with its place ([`Refused::Queued`]) and
+    /// GETs when its turn nears — a GET now would be stale by then, and spent twice. Takes no
+    /// token; nearer, the write takes its place in line when it is sent.
+    pub fn turn_near(&self, subscription: &str, class: Class) -> Result<(), Refused> {
+        let Some(requester) = REQUESTER.try_with(|r| *r).ok().filter(|_| self.enabled) else {
+            return Ok(());
+        };
+        let rate = self.bucket(class).rate();
+        self.with_state(subscription, class, |state, now| {
+            if let Some(until) = state.held_until.filter(|u| *u > now) {
+                return Err(Refused::Held(until - now));
+            }
+            let place = state
+                .away
+                .get(&requester)
+                .copied()
+                .unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            let (before, ahead) = state.standing(place, now);
+            if before <= WAIT_IN_PLACE {
+                return Ok(());
+            }
+            self.waits.inc();
+            Err(Refused::Queued {
+                after: state.send_away(place, requester, before, rate, now),
+                ahead,
+            })
+        })
+    }
+
+    /// Takes a token from the subscription's bucket for this class, first come first served:
+    /// at once when none is in line and a token is left; after a wait when only a few are
+    /// ahead; otherwise [`Refused::Queued`], with the place in line kept for the calling CR's
+    /// return ([`REQUESTER`]). [`Refused::Held`] at once while ARM's `Retry-After` holds the
+    /// bucket.
+    pub async fn acquire(&self, subscription: &str, class: Class) -> Result<(), Refused> {
         if !self.enabled {
             return Ok(());
         }
+        let requester = REQUESTER.try_with(|r| *r).ok();
         let rate = self.bucket(class).rate();
-        let wait = self.with_state(subscription, class, |state, now| {
+        let notify = Arc::new(Notify::new());
+        let place = self.with_state(subscription, class, |state, now| {
             if let Some(until) = state.held_until.filter(|u| *u > now) {
-                return Err(Held(until - now));
+                return Err(Refused::Held(until - now));
             }
-            state.tokens -= 1.0;
-            Ok((state.tokens < 0.0).then(|| Duration::from_secs_f64(-state.tokens / rate)))
-        })?;
-        if let Some(wait) = wait {
+            // Back from being sent away: the place it had.
+            let place = requester
+                .and_then(|r| state.away.remove(&r))
+                .unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            state.line.remove(&place);
+            let (before, ahead) = state.standing(place, now);
+            if before <= 0.0 {
+                state.tokens -= 1.0;
+                return Ok(None);
+            }
+            // Far back, and a CR to come back: sent away (a request made outside any CR's
+            // reconcile waits in place).
             self.waits.inc();
-            tokio::time::sleep(wait).await;
+            if let Some(r) = requester.filter(|_| before > WAIT_IN_PLACE) {
+                return Err(Refused::Queued {
+                    after: state.send_away(place, r, before, rate, now),
+                    ahead,
+                });
+            }
+            state.line.insert(place, Place::Waiting(notify.clone()));
+            Ok(Some(place))
+        })?;
+        let Some(place) = place else { return Ok(()) };
+        let _in_line = InLine {
+            throttle: self,
+            subscription,
+            class,
+            place,
+        };
+        loop {
+            let before = self.with_state(subscription, class, |state, now| {
+                if let Some(until) = state.held_until.filter(|u| *u > now) {
+                    return Err(Refused::Held(until - now));
+                }
+                let (before, _) = state.standing(place, now);
+                if before <= 0.0 {
+                    state.tokens -= 1.0;
+                }
+                Ok(before)
+            })?;
+            if before <= 0.0 {
+                return Ok(());
+            }
+            // Woken when the first in line leaves (its turn may have been ours), else when the
+            // tokens for everyone up to this one should be there.
+            let wait = Duration::from_secs_f64(before / rate);
+            let _ = tokio::time::timeout(wait, notify.notified()).await;
         }
-        Ok(())
     }
 
     /// ARM refused a request of this class with `Retry-After: retry_after`: no request of the
@@ -241,9 +446,28 @@ impl Throttle {
         self.with_state(subscription, class, |state, _| state.tokens)
     }
 
-    /// How many requests had to wait for a token so far.
+    /// How many requests found no token at once so far (waited in place or were sent away).
     pub fn waits(&self) -> u64 {
         self.waits.get()
+    }
+}
+
+/// A request waiting in place: leaves the line when it took its token, gave up, or its
+/// reconcile was dropped — and wakes the new first in line.
+struct InLine<'a> {
+    throttle: &'a Throttle,
+    subscription: &'a str,
+    class: Class,
+    place: u64,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.throttle
+            .with_state(self.subscription, self.class, |state, _| {
+                state.line.remove(&self.place);
+                state.wake_first();
+            });
     }
 }
 
@@ -256,7 +480,7 @@ mod tests {
     async fn a_hold_refuses_at_once_for_its_subscription_and_class_only() {
         let t = Throttle::new(Limits::default());
         t.hold("sub-a", Class::Write, Duration::from_secs(7));
-        let Err(Held(left)) = t.acquire("SUB-A", Class::Write).await else {
+        let Err(Refused::Held(left)) = t.acquire("SUB-A", Class::Write).await else {
             panic!("a held bucket gives no token");
         };
         assert!(
@@ -340,5 +564,103 @@ mod tests {
             1,
             "other subscriptions and classes have their own buckets"
         );
+    }
+
+    /// A write bucket of one token refilled at `per_second` (90 % of it), its token spent.
+    async fn spent(per_second: f64) -> Arc<Throttle> {
+        let t = Arc::new(Throttle::new(Limits {
+            writes: Bucket {
+                burst: 1,
+                per_second,
+            },
+            ..Limits::default()
+        }));
+        t.acquire("s", Class::Write).await.unwrap();
+        t
+    }
+
+    /// Requests waiting in place, and sent away.
+    fn line(t: &Throttle) -> (usize, usize) {
+        let buckets = t.buckets.lock().unwrap();
+        let s = &buckets[&("s".to_owned(), Class::Write)];
+        let waiting = s
+            .line
+            .values()
+            .filter(|p| matches!(p, Place::Waiting(_)))
+            .count();
+        assert_eq!(s.line.len() - waiting, s.away.len());
+        (waiting, s.away.len())
+    }
+
+    async fn wait_for_line(t: &Throttle, waiting: usize) {
+        while line(t).0 < waiting {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn waiting_requests_are_served_in_the_order_they_asked() {
+        let t = spent(20.0).await;
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for requester in 1..=5 {
+            let (t2, served) = (t.clone(), served.clone());
+            tasks.push(tokio::spawn(REQUESTER.scope(requester, async move {
+                t2.acquire("s", Class::Write).await.unwrap();
+                served.lock().unwrap().push(requester);
+            })));
+            wait_for_line(&t, requester as usize).await;
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), [1, 2, 3, 4, 5]);
+        assert_eq!(line(&t), (0, 0), "everyone left the line");
+    }
+
+    #[tokio::test]
+    async fn a_request_far_back_is_sent_away_and_comes_back_to_its_place() {
+        // One token in 1.1 s: nobody is served during the test.
+        let t = spent(1.0).await;
+        let mut waiters = Vec::new();
+        for requester in 1..=10 {
+            let t2 = t.clone();
+            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
+                t2.acquire("s", Class::Write).await
+            })));
+            wait_for_line(&t, requester as usize).await;
+        }
+        // The eleventh has eleven tokens to wait for: more than waiting in place allows.
+        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        let Err(Refused::Queued { after, ahead }) = refused else {
+            panic!("expected Queued, got {refused:?}");
+        };
+        assert_eq!(ahead, 10);
+        assert!(after > Duration::from_secs(11), "{after:?}");
+        assert_eq!(line(&t), (10, 1));
+        // Back early, it is told so without asking for a token; another requester is not in line.
+        assert!(t.still_queued(11).is_some());
+        assert_eq!(t.still_queued(99), None);
+        // A later request counts it among those ahead ...
+        let refused = REQUESTER.scope(12, t.acquire("s", Class::Write)).await;
+        assert!(
+            matches!(refused, Err(Refused::Queued { ahead: 11, .. })),
+            "{refused:?}"
+        );
+        // ... and the eleventh, back, has its place again: ten ahead, not eleven.
+        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        assert!(
+            matches!(refused, Err(Refused::Queued { ahead: 10, .. })),
+            "{refused:?}"
+        );
+        assert_eq!(line(&t), (10, 2));
+        // A reconcile dropped while it waits leaves the line.
+        for w in &waiters {
+            w.abort();
+        }
+        for w in waiters {
+            let _ = w.await;
+        }
+        assert_eq!(line(&t), (0, 2));
     }
 }

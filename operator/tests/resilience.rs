@@ -281,6 +281,75 @@ async fn two_hundred_resources_at_once_get_no_429() {
     assert_eq!(throttled, 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_in_line_for_arm_tokens_do_not_hold_the_kinds_workers() {
+    // Writes at about two a second, one token at a time; the operator's 16 workers per kind.
+    let mut w = World::start("in-line").await;
+    w.limits.writes = strata_operator::throttle::Bucket {
+        burst: 2,
+        per_second: 2.0 * common::TIME_SCALE,
+    };
+    w.start_operator();
+    let rg = w
+        .apply(
+            json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "line"}, "spec": {"location": "westeurope"}}),
+        )
+        .await;
+    w.wait_all_ready(&[rg], Duration::from_secs(30)).await;
+    let nsg = |name: String, annotations: Value| {
+        json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "NetworkSecurityGroup",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"owner": {"name": "line"}, "location": "westeurope"}})
+    };
+    let mut objects = Vec::new();
+    for i in 0..40 {
+        objects.push(w.apply(nsg(format!("nsg-{i}"), json!({}))).await);
+    }
+    // The last of the kind needs no Azure call: had the workers waited for write tokens, it
+    // would wait behind 24 others for one of them (about 12 s).
+    let started = std::time::Instant::now();
+    w.apply(nsg("late".into(), json!({"strata.dev/paused": "true"})))
+        .await;
+    w.wait_reason(
+        &w.ns,
+        "NetworkSecurityGroup",
+        "late",
+        "Paused",
+        Duration::from_secs(30),
+    )
+    .await;
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(4),
+        "a CR that needs no token waited {waited:?} for a worker"
+    );
+    // Those far back in line say so while they wait.
+    let message = w
+        .wait_reason(
+            &w.ns,
+            "NetworkSecurityGroup",
+            "nsg-39",
+            "Queued",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(message.contains("waiting its turn"), "{message}");
+    w.wait_all_ready(&objects, Duration::from_secs(120)).await;
+    let requests = w.arm_requests().await;
+    let puts = requests
+        .iter()
+        .filter(|r| {
+            r["method"] == "PUT"
+                && r["path"]
+                    .as_str()
+                    .unwrap()
+                    .contains("networkSecurityGroups")
+        })
+        .count();
+    assert_eq!(puts, 40, "one PUT each, none for the paused one");
+}
+
 /// What a killed instance's late status write looks like: the Ready condition of an operation
 /// still running, for an older generation's view. It lands through the status subresource as the
 /// operator's own writes do.

@@ -192,6 +192,12 @@ impl Context {
         })
     }
 
+    /// Whether `key` waits (for an operation or its turn) with the intent it was sent away with.
+    pub(super) fn waits_with(&self, key: &str, intent: u64) -> bool {
+        self.polling
+            .read(key, |p| p.is_some_and(|(i, _)| *i == intent))
+    }
+
     /// Publishes an Event on the CR; a failure to publish is logged, never a reconcile error.
     pub(super) async fn event<K: AzureResource>(
         &self,

@@ -61,6 +61,22 @@ pub(super) fn arm_failure<K: AzureResource>(
                 Requeue::After(wait),
             )
         }
+        ErrorClass::Queued => {
+            // Back when its turn nears, its place in line kept; the status says why it waits
+            // (written once: the message does not change with the count).
+            tracing::debug!(error = %message, "queued for ARM's budget");
+            let after = e.retry_after().unwrap_or(ctx.timing.throttled_retry);
+            End::report(
+                Report::new(
+                    Reason::Queued,
+                    "waiting its turn for the subscription's ARM request budget (first come, first served)",
+                )
+                .observed(id, None),
+                // As for an operation of ours: a wake-up before then that changes nothing the
+                // user asks waits instead of GETting (`Context::poll_not_due`).
+                Requeue::Poll(after),
+            )
+        }
         ErrorClass::InUse | ErrorClass::Transient => {
             let reason = if deleting {
                 Reason::Deleting

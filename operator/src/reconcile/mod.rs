@@ -25,6 +25,7 @@ mod observe;
 mod pacing;
 mod report;
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -156,7 +157,7 @@ async fn reconcile_inner<K: AzureResource>(
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
     ctx.index.wait_synced(Kind::ALL).await;
-    let mut a = match observe::start(obj.clone(), &ctx) {
+    let a = match observe::start(obj.clone(), &ctx) {
         Ok(a) => a,
         Err(end) => {
             let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
@@ -173,6 +174,31 @@ async fn reconcile_inner<K: AzureResource>(
         );
         return Ok(Action::requeue(left));
     }
+    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR.
+    let requester = {
+        let mut h = DefaultHasher::new();
+        a.key.hash(&mut h);
+        h.finish()
+    };
+    // Back from ARM's line before its turn, nothing the user asks changed: the GET that would
+    // precede its request is spent only once its turn nears.
+    if ctx.waits_with(&a.key, intent(obj.as_ref()))
+        && let Some(after) = ctx.credentials.throttle().still_queued(requester)
+    {
+        tracing::debug!(
+            in_s = after.as_secs_f64(),
+            "in ARM's line: looked at when its turn nears"
+        );
+        ctx.polling(&a.key, intent(obj.as_ref()), after);
+        return Ok(Action::requeue(after));
+    }
+    crate::throttle::REQUESTER
+        .scope(requester, steps(&ctx, a))
+        .await
+}
+
+/// Decides and acts, step by step (at most four), until a step ends the reconcile.
+async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Action, Error> {
     for _ in 0..4 {
         let step = decide::decide(&a.obs);
         tracing::Span::current().record("step", tracing::field::debug(&step));
@@ -183,24 +209,24 @@ async fn reconcile_inner<K: AzureResource>(
             ),
             Step::Done => End::quietly(Requeue::AwaitChange),
             Step::AddFinalizer => act::add_finalizer(&mut a).await?,
-            Step::RemoveFinalizer => act::remove_finalizer(&ctx, &a).await?,
-            Step::Wait(dependencies) => act::wait(&ctx, &a, dependencies),
+            Step::RemoveFinalizer => act::remove_finalizer(ctx, &a).await?,
+            Step::Wait(dependencies) => act::wait(ctx, &a, dependencies),
             Step::Hold => {
                 tracing::debug!("held until the spec changes");
                 End::quietly(Requeue::After(ctx.timing.sync_period))
             }
-            Step::Observe => observe::observe(&ctx, &mut a).await?,
+            Step::Observe => observe::observe(ctx, &mut a).await?,
             // One write per reconcile: look again after the poll interval.
             Step::Create | Step::Update(_) | Step::FollowUp if a.wrote => {
                 End::quietly(Requeue::Poll(ctx.pacing.operation_poll(&a.key, None)))
             }
-            Step::Create | Step::Update(_) => act::write(&ctx, &mut a, &step).await?,
-            Step::FollowUp => act::follow_up(&ctx, &mut a).await,
-            Step::Delete => act::delete(&ctx, &a).await,
-            Step::InProgress => report::in_progress(&ctx, &a),
-            Step::Ready => report::ready(&ctx, &a, Reason::Succeeded, String::new())?,
+            Step::Create | Step::Update(_) => act::write(ctx, &mut a, &step).await?,
+            Step::FollowUp => act::follow_up(ctx, &mut a).await,
+            Step::Delete => act::delete(ctx, &a).await,
+            Step::InProgress => report::in_progress(ctx, &a),
+            Step::Ready => report::ready(ctx, &a, Reason::Succeeded, String::new())?,
             Step::UseExisting => report::ready(
-                &ctx,
+                ctx,
                 &a,
                 Reason::UsingExisting,
                 format!(
@@ -208,11 +234,11 @@ async fn reconcile_inner<K: AzureResource>(
                     strata_crds::annotations::USE_EXISTING
                 ),
             )?,
-            Step::NotFound => report::not_found(&ctx, &a),
-            Step::AdoptionRefused(why) => report::adoption_refused(&ctx, &a, why),
+            Step::NotFound => report::not_found(ctx, &a),
+            Step::AdoptionRefused(why) => report::adoption_refused(ctx, &a, why),
         };
         if let Outcome::End(end) = outcome {
-            return finish(&ctx, &a.api, a.obj.as_ref(), a.current.as_ref(), *end).await;
+            return finish(ctx, &a.api, a.obj.as_ref(), a.current.as_ref(), *end).await;
         }
     }
     Ok(Action::requeue(ctx.timing.poll_interval))
