@@ -244,11 +244,11 @@ impl ArmClient {
         url
     }
 
-    /// Whether a write to the subscription would stand far back in ARM's line
-    /// (`Throttle::turn_near`): then `Queued`, and the CR comes back when its turn nears.
-    pub fn write_turn_near(&self, subscription: &str) -> Result<(), ArmError> {
+    /// Before the GET that precedes a write (`Throttle::turn_near`): `Queued` when the write
+    /// would stand far back in ARM's line, and the CR comes back when its turn nears.
+    pub fn write_turn_near(&self, subscription: &str, first_write: bool) -> Result<(), ArmError> {
         self.throttle
-            .turn_near(subscription, Class::Write)
+            .turn_near(subscription, Class::Write, first_write)
             .map_err(|r| refused_error(Class::Write, r))
     }
 

@@ -3,6 +3,14 @@
 //! per s by default). Under load the operator runs at ARM's rate instead of collecting 429s.
 //! ARM's own answers correct them: a 429's `Retry-After` holds a bucket, and the
 //! `x-ms-ratelimit-remaining-subscription-…` headers lower it when ARM counts fewer tokens.
+//!
+//! Requests that find a bucket empty stand in its *line*, first come first served, each at the
+//! *place* it first asked for. A read, or a write with few tokens to wait for, waits in its
+//! reconcile. A write or delete further back is *sent away* ([`Refused::Queued`]): its CR is
+//! requeued for when its turn nears and finds its place again ([`REQUESTER`]). A place keeps
+//! its token from those behind it whether its request waits or was sent away, so the line only
+//! moves from the front; a place whose CR no longer needs it is given up ([`Throttle::leave`]),
+//! or forgotten when its CR does not come back in time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -124,8 +132,9 @@ enum Place {
 pub enum Refused {
     /// ARM's `Retry-After` holds the bucket for this long.
     Held(Duration),
-    /// More requests are ahead in the line than waiting in place allows ([`WAIT_IN_PLACE`]): its
-    /// turn comes in about `after`, with `ahead` before it (counted up to [`COUNT_UP_TO`]).
+    /// A write or delete further back in the line than waiting in place allows
+    /// ([`WAIT_IN_PLACE`]): its turn comes in about `after`, with `ahead` before it (counted up
+    /// to [`COUNT_UP_TO`]).
     Queued { after: Duration, ahead: usize },
 }
 
@@ -133,11 +142,11 @@ pub enum Refused {
 /// before they reach ARM's, so running at exactly ARM's rate could still meet a 429 at the edge.
 const MARGIN: f64 = 0.9;
 
-/// A request with at most this many tokens to come before its own waits for them in its
-/// reconcile (a second of ARM's write rate); one further back is [`Refused::Queued`] and comes
-/// back when its turn nears. A kind has a few reconcile workers: if they all waited for tokens,
-/// that kind's CRs whose dependency just became Ready could not even start (at 100 clusters the
-/// wait for a free worker was most of the wake-up gap).
+/// A write or delete that needs at most this many tokens to come (its own included: about a
+/// second of ARM's write rate) waits for them in its reconcile; one further back is
+/// [`Refused::Queued`] and comes back when its turn nears. A kind has a few reconcile workers:
+/// if they all waited for write tokens, that kind's CRs whose dependency just became Ready —
+/// or that need no write at all (a deletion, a pause) — could not even start.
 const WAIT_IN_PLACE: f64 = 10.0;
 
 /// Counting the requests ahead stops here: a request further back comes back after this many
@@ -180,10 +189,9 @@ impl State {
         });
     }
 
-    /// Where the request at `place` stands: how many tokens must come before it may take one
-    /// (none left to wait for at zero or below: there are enough for everyone ahead of it and
-    /// itself, whether those wait here or were sent away — their tokens are kept for their
-    /// return), and how many requests are ahead.
+    /// Where the request at `place` stands: how many tokens must still come before it may take
+    /// one — its own included; zero or less: there are enough for everyone ahead of it and
+    /// itself, whether those wait here or were sent away — and how many requests are ahead.
     fn standing(&mut self, place: u64, now: Instant) -> (f64, usize) {
         self.sweep(now);
         let ahead = self.line.range(..place).take(COUNT_UP_TO).count();
@@ -191,20 +199,24 @@ impl State {
     }
 
     /// Sends the request at `place` away to come back in about its turn, keeping its place;
-    /// how long until then.
+    /// how long until then. `needed`: the tokens still to come, its own included.
     fn send_away(
         &mut self,
         place: u64,
         requester: u64,
-        before: f64,
+        needed: f64,
         rate: f64,
         now: Instant,
     ) -> Duration {
-        let after = Duration::from_secs_f64(before / rate);
-        let until = now + after * 2 + Duration::from_secs(10);
+        let after = Duration::from_secs_f64(needed.max(0.0) / rate);
+        self.keep(place, requester, now + after * 2 + Duration::from_secs(10));
+        after
+    }
+
+    /// Keeps `place` for `requester`, who is not waiting here, until `until`.
+    fn keep(&mut self, place: u64, requester: u64, until: Instant) {
         self.line.insert(place, Place::Away { requester, until });
         self.away.insert(requester, place);
-        after
     }
 
     /// Wakes the first request waiting in place: its turn may have come.
@@ -274,11 +286,11 @@ impl Throttle {
         f(state, now)
     }
 
-    /// Whether `requester` was sent away ([`Refused::Queued`]) and its turn is still further
-    /// than waiting in place allows: how long until it nears (its place kept that much longer).
-    /// The loop asks before the GET that precedes the request, so that a CR back early spends
-    /// nothing of ARM's read budget.
-    pub fn still_queued(&self, requester: u64) -> Option<Duration> {
+    /// For a CR sent away ([`Refused::Queued`]) and back early: when its turn is still further
+    /// than waiting in place allows (or ARM's `Retry-After` holds the bucket), how long until it
+    /// nears — its place kept that much longer. The loop asks before anything else, so that a
+    /// CR back early spends nothing of ARM's read budget.
+    pub fn turn_far(&self, requester: u64) -> Option<Duration> {
         if !self.enabled {
             return None;
         }
@@ -291,74 +303,115 @@ impl Throttle {
             let place = *state.away.get(&requester)?;
             let bucket = self.bucket(*class);
             state.refill(bucket, now);
-            let (before, _) = state.standing(place, now);
-            (before > WAIT_IN_PLACE)
-                .then(|| state.send_away(place, requester, before, bucket.rate(), now))
+            if let Some(until) = state.held_until.filter(|u| *u > now) {
+                state.keep(place, requester, until + Duration::from_secs(10));
+                return Some(until - now);
+            }
+            let (needed, _) = state.standing(place, now);
+            (needed > WAIT_IN_PLACE)
+                .then(|| state.send_away(place, requester, needed, bucket.rate(), now))
         })
     }
 
-    /// Before the GET that precedes a CR's first write: whether that write would stand far
-    /// back in the line. Then the CR is sent away now with its place ([`Refused::Queued`]) and
-    /// GETs when its turn nears — a GET now would be stale by then, and spent twice. Takes no
-    /// token; nearer, the write takes its place in line when it is sent.
-    pub fn turn_near(&self, subscription: &str, class: Class) -> Result<(), Refused> {
+    /// Before the GET that precedes a CR's write (its first, or one it was sent away with):
+    /// when that write would stand far back in the line, the CR is sent away now
+    /// ([`Refused::Queued`]) and GETs when its turn nears — a GET now would be stale by then,
+    /// and spent twice. Nearer, its place is taken now and kept for the write (given up if the
+    /// GET shows none is needed: [`Throttle::leave`]). Takes no token.
+    pub fn turn_near(
+        &self,
+        subscription: &str,
+        class: Class,
+        first_write: bool,
+    ) -> Result<(), Refused> {
         let Some(requester) = REQUESTER.try_with(|r| *r).ok().filter(|_| self.enabled) else {
             return Ok(());
         };
         let rate = self.bucket(class).rate();
         self.with_state(subscription, class, |state, now| {
+            let held = state.away.get(&requester).copied();
+            if held.is_none() && !first_write {
+                return Ok(());
+            }
             if let Some(until) = state.held_until.filter(|u| *u > now) {
                 return Err(Refused::Held(until - now));
             }
-            let place = state
-                .away
-                .get(&requester)
-                .copied()
-                .unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
-            let (before, ahead) = state.standing(place, now);
-            if before <= WAIT_IN_PLACE {
+            let place = held.unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            let (needed, ahead) = state.standing(place, now);
+            if needed <= 0.0 && held.is_none() {
+                // A token is there for it: nothing to keep.
                 return Ok(());
             }
-            self.waits.inc();
+            if needed <= WAIT_IN_PLACE {
+                state.keep(place, requester, now + Duration::from_secs(30));
+                return Ok(());
+            }
+            if held.is_none() {
+                self.waits.inc();
+            }
             Err(Refused::Queued {
-                after: state.send_away(place, requester, before, rate, now),
+                after: state.send_away(place, requester, needed, rate, now),
                 ahead,
             })
         })
     }
 
+    /// The CR's reconcile ended without needing the places it holds (its GET showed no write
+    /// is due, it was deleted or paused, it failed otherwise): those behind move up now rather
+    /// than when the places would have been forgotten.
+    pub fn leave(&self, requester: u64) {
+        if !self.enabled {
+            return;
+        }
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for state in buckets.values_mut() {
+            if let Some(place) = state.away.remove(&requester) {
+                state.line.remove(&place);
+                state.wake_first();
+            }
+        }
+    }
+
     /// Takes a token from the subscription's bucket for this class, first come first served:
-    /// at once when none is in line and a token is left; after a wait when only a few are
-    /// ahead; otherwise [`Refused::Queued`], with the place in line kept for the calling CR's
-    /// return ([`REQUESTER`]). [`Refused::Held`] at once while ARM's `Retry-After` holds the
-    /// bucket.
+    /// at once when none is in line and a token is left; else it waits in line — unless it is a
+    /// write or delete of a CR ([`REQUESTER`]) far back in the line: then [`Refused::Queued`],
+    /// its place kept for the CR's return. [`Refused::Held`] while ARM's `Retry-After` holds the
+    /// bucket (a place in line is kept through the hold).
     pub async fn acquire(&self, subscription: &str, class: Class) -> Result<(), Refused> {
         if !self.enabled {
             return Ok(());
         }
         let requester = REQUESTER.try_with(|r| *r).ok();
+        // Reads wait in place: they are short, and a CR sent away for one would report a
+        // resource that is Ready as not Ready meanwhile.
+        let may_leave = requester.filter(|_| class != Class::Read);
         let rate = self.bucket(class).rate();
         let notify = Arc::new(Notify::new());
         let place = self.with_state(subscription, class, |state, now| {
+            // Back from being sent away: the place it had.
+            let kept = requester.and_then(|r| state.away.remove(&r));
+            let place = kept.unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            state.line.remove(&place);
             if let Some(until) = state.held_until.filter(|u| *u > now) {
+                if let (Some(_), Some(r)) = (kept, requester) {
+                    state.keep(place, r, until + Duration::from_secs(10));
+                }
                 return Err(Refused::Held(until - now));
             }
-            // Back from being sent away: the place it had.
-            let place = requester
-                .and_then(|r| state.away.remove(&r))
-                .unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
-            state.line.remove(&place);
-            let (before, ahead) = state.standing(place, now);
-            if before <= 0.0 {
+            let (needed, ahead) = state.standing(place, now);
+            if needed <= 0.0 {
                 state.tokens -= 1.0;
                 return Ok(None);
             }
-            // Far back, and a CR to come back: sent away (a request made outside any CR's
-            // reconcile waits in place).
-            self.waits.inc();
-            if let Some(r) = requester.filter(|_| before > WAIT_IN_PLACE) {
+            if kept.is_none() {
+                self.waits.inc();
+            }
+            if let Some(r) = may_leave.filter(|_| needed > WAIT_IN_PLACE) {
                 return Err(Refused::Queued {
-                    after: state.send_away(place, r, before, rate, now),
+                    after: state.send_away(place, r, needed, rate, now),
                     ahead,
                 });
             }
@@ -366,29 +419,41 @@ impl Throttle {
             Ok(Some(place))
         })?;
         let Some(place) = place else { return Ok(()) };
-        let _in_line = InLine {
+        let mut in_line = InLine {
             throttle: self,
             subscription,
             class,
             place,
+            kept: false,
         };
         loop {
-            let before = self.with_state(subscription, class, |state, now| {
+            let needed = self.with_state(subscription, class, |state, now| {
                 if let Some(until) = state.held_until.filter(|u| *u > now) {
+                    // Its place is kept through the hold for the CR's return.
+                    if let Some(r) = requester {
+                        state.keep(place, r, until + Duration::from_secs(10));
+                    }
                     return Err(Refused::Held(until - now));
                 }
-                let (before, _) = state.standing(place, now);
-                if before <= 0.0 {
+                let (needed, _) = state.standing(place, now);
+                if needed <= 0.0 {
                     state.tokens -= 1.0;
                 }
-                Ok(before)
-            })?;
-            if before <= 0.0 {
+                Ok(needed)
+            });
+            let needed = match needed {
+                Ok(needed) => needed,
+                Err(held) => {
+                    in_line.kept = requester.is_some();
+                    return Err(held);
+                }
+            };
+            if needed <= 0.0 {
                 return Ok(());
             }
             // Woken when the first in line leaves (its turn may have been ours), else when the
             // tokens for everyone up to this one should be there.
-            let wait = Duration::from_secs_f64(before / rate);
+            let wait = Duration::from_secs_f64(needed / rate);
             let _ = tokio::time::timeout(wait, notify.notified()).await;
         }
     }
@@ -406,6 +471,12 @@ impl Throttle {
             state.held_until = Some(until);
             state.tokens = state.tokens.min(0.0);
             state.at = until;
+            // Those sent away keep their places through the hold.
+            for place in state.line.values_mut() {
+                if let Place::Away { until: kept, .. } = place {
+                    *kept = (*kept).max(until + Duration::from_secs(10));
+                }
+            }
         });
     }
 
@@ -446,23 +517,29 @@ impl Throttle {
         self.with_state(subscription, class, |state, _| state.tokens)
     }
 
-    /// How many requests found no token at once so far (waited in place or were sent away).
+    /// How many requests found no token at once so far (waited in line or were sent away; a
+    /// request sent away again is not counted again).
     pub fn waits(&self) -> u64 {
         self.waits.get()
     }
 }
 
-/// A request waiting in place: leaves the line when it took its token, gave up, or its
-/// reconcile was dropped — and wakes the new first in line.
+/// A request waiting in place: leaves the line when it took its token, or its reconcile was
+/// dropped — and wakes the new first in line. Its place stays when it was kept for its CR
+/// through ARM's hold (`kept`).
 struct InLine<'a> {
     throttle: &'a Throttle,
     subscription: &'a str,
     class: Class,
     place: u64,
+    kept: bool,
 }
 
 impl Drop for InLine<'_> {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         self.throttle
             .with_state(self.subscription, self.class, |state, _| {
                 state.line.remove(&self.place);
@@ -639,8 +716,8 @@ mod tests {
         assert!(after > Duration::from_secs(11), "{after:?}");
         assert_eq!(line(&t), (10, 1));
         // Back early, it is told so without asking for a token; another requester is not in line.
-        assert!(t.still_queued(11).is_some());
-        assert_eq!(t.still_queued(99), None);
+        assert!(t.turn_far(11).is_some());
+        assert_eq!(t.turn_far(99), None);
         // A later request counts it among those ahead ...
         let refused = REQUESTER.scope(12, t.acquire("s", Class::Write)).await;
         assert!(
@@ -662,5 +739,77 @@ mod tests {
             let _ = w.await;
         }
         assert_eq!(line(&t), (0, 2));
+        // While ARM's Retry-After holds the bucket, a CR back early is told to wait it out.
+        t.hold("s", Class::Write, Duration::from_secs(30));
+        let held = t.turn_far(11).unwrap();
+        assert!(held > Duration::from_secs(29), "{held:?}");
+        // A CR that no longer needs its place gives it up.
+        t.leave(11);
+        assert_eq!(t.turn_far(11), None);
+        assert_eq!(line(&t), (0, 1));
+    }
+
+    #[tokio::test]
+    async fn a_first_write_far_back_is_sent_away_before_its_get() {
+        let t = spent(1.0).await;
+        let mut waiters = Vec::new();
+        for requester in 1..=10 {
+            let t2 = t.clone();
+            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
+                t2.acquire("s", Class::Write).await
+            })));
+            wait_for_line(&t, requester as usize).await;
+        }
+        let near = |requester, first_write| {
+            REQUESTER.sync_scope(requester, || t.turn_near("s", Class::Write, first_write))
+        };
+        // A CR that has written before and holds no place is not expected to write: its GET
+        // goes ahead.
+        assert_eq!(near(12, false), Ok(()));
+        assert_eq!(line(&t), (10, 0));
+        // A first write would stand behind ten: sent away before its GET, its place kept ...
+        assert!(matches!(
+            near(11, true),
+            Err(Refused::Queued { ahead: 10, .. })
+        ));
+        assert_eq!(line(&t), (10, 1));
+        // ... and the write, when it comes, takes that place.
+        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        assert!(
+            matches!(refused, Err(Refused::Queued { ahead: 10, .. })),
+            "{refused:?}"
+        );
+        for w in &waiters {
+            w.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_waits_in_line_however_far_back() {
+        let t = Arc::new(Throttle::new(Limits {
+            reads: Bucket {
+                burst: 1,
+                per_second: 1.0,
+            },
+            ..Limits::default()
+        }));
+        t.acquire("s", Class::Read).await.unwrap();
+        let mut readers = Vec::new();
+        for requester in 1..=12 {
+            let t2 = t.clone();
+            readers.push(tokio::spawn(
+                REQUESTER.scope(requester, async move { t2.acquire("s", Class::Read).await }),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // None was refused: all twelve still wait, none sent away.
+        assert!(readers.iter().all(|r| !r.is_finished()));
+        let buckets = t.buckets.lock().unwrap();
+        let reads = &buckets[&("s".to_owned(), Class::Read)];
+        assert_eq!((reads.line.len(), reads.away.len()), (12, 0));
+        drop(buckets);
+        for r in &readers {
+            r.abort();
+        }
     }
 }

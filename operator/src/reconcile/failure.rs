@@ -58,23 +58,26 @@ pub(super) fn arm_failure<K: AzureResource>(
             };
             End::report(
                 Report::new(Reason::Throttled, message).observed(id, None),
-                Requeue::After(wait),
+                // A place it held in ARM's line is kept through the hold.
+                Requeue::Turn(wait),
             )
         }
         ErrorClass::Queued => {
             // Back when its turn nears, its place in line kept; the status says why it waits
             // (written once: the message does not change with the count).
-            tracing::debug!(error = %message, "queued for ARM's budget");
+            tracing::debug!(error = %message, "sent away from ARM's line");
             let after = e.retry_after().unwrap_or(ctx.timing.throttled_retry);
+            let reason = if deleting {
+                Reason::Deleting
+            } else {
+                Reason::Queued
+            };
             End::report(
                 Report::new(
-                    Reason::Queued,
+                    reason,
                     "waiting its turn for the subscription's ARM request budget (first come, first served)",
-                )
-                .observed(id, None),
-                // As for an operation of ours: a wake-up before then that changes nothing the
-                // user asks waits instead of GETting (`Context::poll_not_due`).
-                Requeue::Poll(after),
+                ),
+                Requeue::Turn(after),
             )
         }
         ErrorClass::InUse | ErrorClass::Transient => {

@@ -93,6 +93,10 @@ pub(crate) enum Requeue {
     /// An operation of ours runs in Azure: look again after this, and until then let a wake-up
     /// that changes nothing the user asks (`controller::intent`) wait instead of GETting.
     Poll(Duration),
+    /// Sent away from ARM's line (`throttle::Refused::Queued`): look again when its turn nears,
+    /// its place kept; until then a wake-up that changes nothing the user asks waits, as for
+    /// [`Requeue::Poll`].
+    Turn(Duration),
     /// Only when the CR (or something that wakes it) changes.
     AwaitChange,
     /// Through the controller's error policy (its backoff).
@@ -183,7 +187,7 @@ async fn reconcile_inner<K: AzureResource>(
     // Back from ARM's line before its turn, nothing the user asks changed: the GET that would
     // precede its request is spent only once its turn nears.
     if ctx.waits_with(&a.key, intent(obj.as_ref()))
-        && let Some(after) = ctx.credentials.throttle().still_queued(requester)
+        && let Some(after) = ctx.credentials.throttle().turn_far(requester)
     {
         tracing::debug!(
             in_s = after.as_secs_f64(),
@@ -241,7 +245,16 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
             return finish(ctx, &a.api, a.obj.as_ref(), a.current.as_ref(), *end).await;
         }
     }
+    leave_line(ctx);
     Ok(Action::requeue(ctx.timing.poll_interval))
+}
+
+/// The reconcile ends without a request waiting its turn: the places its CR holds in ARM's
+/// lines are given up, so that those behind move up at once.
+fn leave_line(ctx: &Context) {
+    if let Ok(requester) = crate::throttle::REQUESTER.try_with(|r| *r) {
+        ctx.credentials.throttle().leave(requester);
+    }
 }
 
 /// Where every reconcile ends: the event, then the status (against `current`, the newest copy of
@@ -260,13 +273,16 @@ async fn finish<K: AzureResource>(
         report::report(ctx, api, current, r).await?;
     }
     let key = object_key(obj);
-    if let Requeue::Poll(d) = end.requeue {
+    if let Requeue::Poll(d) | Requeue::Turn(d) = end.requeue {
         ctx.polling(&key, intent(obj), d);
     } else {
         ctx.polling.remove(&key);
     }
+    if !matches!(end.requeue, Requeue::Turn(_)) {
+        leave_line(ctx);
+    }
     match end.requeue {
-        Requeue::After(d) | Requeue::Poll(d) => Ok(Action::requeue(d)),
+        Requeue::After(d) | Requeue::Poll(d) | Requeue::Turn(d) => Ok(Action::requeue(d)),
         Requeue::AwaitChange => Ok(Action::await_change()),
         Requeue::Fail(e) => Err(e),
     }
