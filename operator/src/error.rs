@@ -45,8 +45,8 @@ pub enum ErrorClass {
     InUse,
     /// 429: wait, then retry.
     Throttled,
-    /// Not sent: older stacks' requests are ahead in the subscription's budget; back when its
-    /// turn nears.
+    /// Not sent: far back in the subscription's line for ARM's budget; back when its turn
+    /// nears, its place kept.
     Queued,
     /// 5xx, 408, a concurrent operation, a network error: exponential backoff.
     Transient,

@@ -675,6 +675,24 @@ mod tests {
         }
     }
 
+    /// Ten CRs' writes waiting in line (requesters 1 to 10) for a bucket that gives one token
+    /// in 1.1 s: nobody is served during a test.
+    async fn ten_waiting() -> (
+        Arc<Throttle>,
+        Vec<tokio::task::JoinHandle<Result<(), Refused>>>,
+    ) {
+        let t = spent(1.0).await;
+        let mut waiters = Vec::new();
+        for requester in 1..=10 {
+            let t2 = t.clone();
+            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
+                t2.acquire("s", Class::Write).await
+            })));
+            wait_for_line(&t, requester as usize).await;
+        }
+        (t, waiters)
+    }
+
     #[tokio::test]
     async fn waiting_requests_are_served_in_the_order_they_asked() {
         let t = spent(20.0).await;
@@ -697,16 +715,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_far_back_is_sent_away_and_comes_back_to_its_place() {
-        // One token in 1.1 s: nobody is served during the test.
-        let t = spent(1.0).await;
-        let mut waiters = Vec::new();
-        for requester in 1..=10 {
-            let t2 = t.clone();
-            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
-                t2.acquire("s", Class::Write).await
-            })));
-            wait_for_line(&t, requester as usize).await;
-        }
+        let (t, waiters) = ten_waiting().await;
         // The eleventh has eleven tokens to wait for: more than waiting in place allows.
         let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
         let Err(Refused::Queued { after, ahead }) = refused else {
@@ -751,15 +760,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_first_write_far_back_is_sent_away_before_its_get() {
-        let t = spent(1.0).await;
-        let mut waiters = Vec::new();
-        for requester in 1..=10 {
-            let t2 = t.clone();
-            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
-                t2.acquire("s", Class::Write).await
-            })));
-            wait_for_line(&t, requester as usize).await;
-        }
+        let (t, waiters) = ten_waiting().await;
         let near = |requester, first_write| {
             REQUESTER.sync_scope(requester, || t.turn_near("s", Class::Write, first_write))
         };

@@ -161,11 +161,18 @@ async fn reconcile_inner<K: AzureResource>(
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
     ctx.index.wait_synced(Kind::ALL).await;
+    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR.
+    let requester = {
+        let mut h = DefaultHasher::new();
+        object_key(obj.as_ref()).hash(&mut h);
+        h.finish()
+    };
     let a = match observe::start(obj.clone(), &ctx) {
         Ok(a) => a,
         Err(end) => {
             let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-            return finish(&ctx, &api, obj.as_ref(), obj.as_ref(), *end).await;
+            let finished = finish(&ctx, &api, obj.as_ref(), obj.as_ref(), *end);
+            return crate::throttle::REQUESTER.scope(requester, finished).await;
         }
     };
     // Woken while our operation runs (our own finalizer write, a dependency announced Ready
@@ -178,12 +185,6 @@ async fn reconcile_inner<K: AzureResource>(
         );
         return Ok(Action::requeue(left));
     }
-    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR.
-    let requester = {
-        let mut h = DefaultHasher::new();
-        a.key.hash(&mut h);
-        h.finish()
-    };
     // Back from ARM's line before its turn, nothing the user asks changed: the GET that would
     // precede its request is spent only once its turn nears.
     if ctx.waits_with(&a.key, intent(obj.as_ref()))

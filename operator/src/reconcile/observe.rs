@@ -204,16 +204,13 @@ pub(super) async fn observe<K: AzureResource>(
         (None, None) => ArmId::resource_group(&client.subscription, azure_name(obj.as_ref())),
     };
     tracing::Span::current().record("arm_id", tracing::field::display(&own));
-    // A resource Strata has not created yet is PUT after this GET (as is one sent away from
-    // ARM's line before): when that write would wait far back in the line, the CR is sent away
-    // now, its place kept, and GETs when its turn nears (a GET now would be stale by then, and
-    // spent twice).
+    // A resource Strata has never created nor seen (no creation record, no ID in its status)
+    // is PUT after this GET, as is one sent away from ARM's line before: when that write would
+    // wait far back in the line, the CR is sent away now, its place kept, and GETs when its
+    // turn nears (a GET now would be stale by then, and spent twice).
     let writes = !a.obs.deleting && a.obs.policy != Policy::Observe && !a.obs.use_existing;
-    if writes
-        && let Err(e) = client
-            .arm
-            .write_turn_near(&own.subscription, a.recorded_id.is_none())
-    {
+    let first_write = a.recorded_id.is_none() && a.id.is_none();
+    if writes && let Err(e) = client.arm.write_turn_near(&own.subscription, first_write) {
         return Ok(arm_failure(ctx, a, &own, e, false));
     }
     let body = match client.arm.get(K::KIND, &own).await {
