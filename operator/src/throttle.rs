@@ -342,12 +342,12 @@ impl Throttle {
                 // A token is there for it: nothing to keep.
                 return Ok(());
             }
+            if held.is_none() {
+                self.waits.inc();
+            }
             if needed <= WAIT_IN_PLACE {
                 state.keep(place, requester, now + Duration::from_secs(30));
                 return Ok(());
-            }
-            if held.is_none() {
-                self.waits.inc();
             }
             Err(Refused::Queued {
                 after: state.send_away(place, requester, needed, rate, now),
@@ -783,6 +783,25 @@ mod tests {
         for w in &waiters {
             w.abort();
         }
+    }
+
+    #[tokio::test]
+    async fn a_first_write_near_its_turn_keeps_a_place_and_counts_one_wait() {
+        let t = spent(1.0).await;
+        assert_eq!(
+            REQUESTER.sync_scope(1, || t.turn_near("s", Class::Write, true)),
+            Ok(())
+        );
+        assert_eq!(line(&t), (0, 1), "its place is kept while it GETs");
+        assert_eq!(t.waits(), 1);
+        // The write takes that place and waits there: one wait, not two.
+        let t2 = t.clone();
+        let write =
+            tokio::spawn(REQUESTER.scope(1, async move { t2.acquire("s", Class::Write).await }));
+        wait_for_line(&t, 1).await;
+        assert_eq!(line(&t), (1, 0));
+        assert_eq!(t.waits(), 1);
+        write.abort();
     }
 
     #[tokio::test]
