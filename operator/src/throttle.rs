@@ -5,9 +5,9 @@
 //! `x-ms-ratelimit-remaining-subscription-…` headers lower it when ARM counts fewer tokens.
 //!
 //! Requests that find a bucket empty stand in its *line*, first come first served, each at the
-//! *place* it first asked for. A read, or a write with few tokens to wait for, waits in its
-//! reconcile. A write or delete further back is *sent away* ([`Refused::Queued`]): its CR is
-//! requeued for when its turn nears and finds its place again ([`REQUESTER`]). A place keeps
+//! *place* it first asked for. A read, or a write or delete with few tokens to wait for, waits
+//! in its reconcile. A write or delete further back is *sent away* ([`Refused::Queued`]): its CR
+//! is requeued for when its turn nears and finds its place again ([`REQUESTER`]). A place keeps
 //! its token from those behind it whether its request waits or was sent away, so the line only
 //! moves from the front; a place whose CR no longer needs it is given up ([`Throttle::leave`]),
 //! or forgotten when its CR does not come back in time.

@@ -354,13 +354,27 @@ async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
         )
         .await
         .unwrap();
-    let paused = eventually("paused annotation", || async {
+    let mut paused = eventually("paused annotation", || async {
         let crs = cloud_crs(&env).await;
         crs.values()
             .all(|o| o.annotations().get("strata.dev/paused").map(String::as_str) == Some("true"))
             .then_some(crs)
     })
     .await;
+    // A reconcile that read its owner before the pause may still be writing: the pause is
+    // judged from when the CRs are quiet (no change for a second; at most 20 tries).
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = cloud_crs(&env).await;
+        let quiet = now.len() == paused.len()
+            && now.iter().all(|(k, o)| {
+                paused.get(k).map(|p| p.resource_version()) == Some(o.resource_version())
+            });
+        paused = now;
+        if quiet {
+            break;
+        }
+    }
 
     // While paused, a new NSG rule changes no CR.
     let azcs = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
