@@ -57,7 +57,7 @@ use owned::*;
 use reconcile_cluster::*;
 use reconcile_machine::*;
 use reconcile_pool::*;
-use relevant::only_changes;
+use relevant::{Relevant, only_changes};
 use watches::*;
 
 /// When an AzureCluster or AzureMachine (Ready or not) or a Ready AzureMachinePool is looked at
@@ -277,16 +277,18 @@ pub async fn run_observed(
             zones_for_clusters,
             queue.counted(|z: Arc<azure::LocationZones>| owners::<AzureCluster, _>(z.as_ref())),
         )
+        // Its Cluster's spec, pause and labels (`relevant`: not the status CAPI rewrites as
+        // the cluster comes up, which the translation does not read).
         .watches_shared_stream(
             clusters_for_azure_clusters,
-            queue.counted(|c: Arc<Cluster>| {
+            queue.counted(only_changes(relevant::cluster_digest, |c: &Cluster| {
                 c.spec
                     .infrastructure_ref
                     .as_ref()
                     .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
                     .and_then(|r| r.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
-            }),
+            })),
         )
         // Only the changes its translation reads (`relevant`): not a Machine's status.
         .watches_shared_stream(machines_for_clusters, {
@@ -378,14 +380,19 @@ pub async fn run_observed(
                 woken
             }),
         )
+        // Its Machine's spec and metadata (`relevant`: not the status CAPI rewrites as the
+        // machine provisions, which its AzureMachine does not read).
         .watches_shared_stream(
             machines_for_azure_machines,
-            queue.counted(|m: Arc<Machine>| {
-                (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
-                    .then(|| m.spec.infrastructure_ref.name.clone())
-                    .flatten()
-                    .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
-            }),
+            queue.counted(only_changes(
+                relevant::machine_spec_digest,
+                |m: &Machine| {
+                    (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
+                        .then(|| m.spec.infrastructure_ref.name.clone())
+                        .flatten()
+                        .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
+                },
+            )),
         )
         // Only the changes its reconcile reads (`relevant`): infrastructure becoming ready
         // lets VMs be made; the AzureCluster's conditions do not concern its machines.

@@ -66,6 +66,37 @@ pub(crate) fn cluster_digest(c: &Cluster) -> u64 {
     h.finish()
 }
 
+/// What an AzureMachine's reconcile reads of its Machine (its cluster, bootstrap data secret,
+/// version, zone; `machine::translate_with`): its spec, labels, annotations and UID, not its
+/// status.
+pub(crate) fn machine_spec_digest(m: &Machine) -> u64 {
+    let mut h = DefaultHasher::new();
+    hash_spec_and_meta(&m.spec, &m.metadata, &mut h);
+    h.finish()
+}
+
+/// What an owner's reconcile reads of the owner itself, less its status: its spec (through
+/// `metadata.generation`, which the API server moves on every spec change of a kind with a
+/// status subresource, and only then), labels, annotations, owner references, finalizers and
+/// UID. Its status is the reconcile's own output: the translator's writes of it, as the owner's
+/// CRs move, were each a watch event that ran the owner's reconcile again to find nothing to do.
+/// A status written by someone else stands until the owner's next wake-up, at the latest
+/// `RESYNC`.
+pub(crate) fn own_digest<K: Resource>(obj: &K) -> u64 {
+    let meta = obj.meta();
+    let mut h = DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.uid.hash(&mut h);
+    // Owner references are not `Hash`; they are few and short.
+    serde_json::to_string(&meta.owner_references)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
 /// An object's spec, labels, annotations and UID, into `h`.
 fn hash_spec_and_meta(spec: &impl serde::Serialize, meta: &ObjectMeta, h: &mut DefaultHasher) {
     // Serializing a CRD's spec cannot fail; an empty string would only wake more often.
@@ -138,6 +169,14 @@ impl<K: Resource<DynamicType = ()>> Relevant<K> {
                 true
             }
         }
+    }
+
+    /// Forgets a deleted object (for a stream that carries deletions).
+    pub(crate) fn forget(&self, obj: &K) {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&ObjectRef::from_obj(obj));
     }
 
     /// How many objects it remembers (tests).
@@ -243,6 +282,50 @@ mod tests {
         assert!(r.changed(&c), "spec.paused pauses its machines' CRs");
         c.metadata.annotations = Some([("cluster.x-k8s.io/paused".into(), String::new())].into());
         assert!(r.changed(&c), "so does CAPI's annotation");
+    }
+
+    #[test]
+    fn an_owner_is_woken_by_what_it_translates_not_by_its_own_status() {
+        let r = Relevant::new(own_digest::<AzureCluster>);
+        let mut azc: AzureCluster = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1", "generation": 1},
+            "spec": {"location": "westeurope", "resourceGroup": "rg"},
+        }))
+        .unwrap();
+        assert!(r.changed(&azc), "first sight");
+        azc.status = serde_json::from_value(json!({"ready": true, "conditions": [{
+            "type": "Ready", "status": "True", "lastTransitionTime": "2026-11-28T00:00:00Z"}]}))
+        .unwrap();
+        azc.metadata.resource_version = Some("9".into());
+        assert!(!r.changed(&azc), "its status: the reconcile's own output");
+        azc.metadata.generation = Some(2);
+        assert!(r.changed(&azc), "a spec change moves the generation");
+        azc.metadata.finalizers = Some(vec!["x".into()]);
+        assert!(r.changed(&azc), "a finalizer taken off is put back");
+        azc.metadata.annotations = Some([("cluster.x-k8s.io/paused".into(), String::new())].into());
+        assert!(r.changed(&azc), "paused");
+        azc.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({"apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "Cluster", "name": "c1", "uid": "c"}))
+            .unwrap(),
+        ]);
+        assert!(r.changed(&azc), "CAPI's owner reference names its Cluster");
+        r.forget(&azc);
+        assert_eq!(r.len(), 0, "a deleted object is forgotten");
+    }
+
+    #[test]
+    fn an_azure_machine_is_woken_by_its_machines_spec_not_its_status() {
+        let r = Relevant::new(machine_spec_digest);
+        let mut m = machine("m1", "Pending");
+        assert!(r.changed(&m), "first sight");
+        m.status.as_mut().unwrap().phase = Some("Provisioning".into());
+        assert!(!r.changed(&m), "CAPI's status of it");
+        m.spec.bootstrap.data_secret_name = Some("m1-bootstrap".into());
+        assert!(r.changed(&m), "the bootstrap data becomes available");
+        m.spec.version = Some("v1.31.0".into());
+        assert!(r.changed(&m), "the version picks the image");
     }
 
     #[test]

@@ -78,14 +78,29 @@ impl Queue {
         let reader = writer.as_reader();
         let queue = self.clone();
         let marks = synced.clone();
+        // Its own status writes do not wake it (`relevant::own_digest`), as the operator's do
+        // not wake the operator: each rewrite of an AzureCluster's conditions, as its CRs
+        // moved, ran its whole reconcile once more for nothing.
+        let own = Arc::new(Relevant::new(relevant::own_digest::<K>));
+        let forget = own.clone();
         let events = reflector(
             writer,
             watcher(api, wc.clone())
                 .default_backoff()
                 .modify(strata_runtime::cache::trim),
         )
-        .inspect(move |e| marks.observe(e))
+        .inspect(move |e| {
+            marks.observe(e);
+            if let Ok(watcher::Event::Delete(o)) = e {
+                forget.forget(o);
+            }
+        })
         .applied_objects()
+        .try_filter(move |o| {
+            // Every event of an object being deleted wakes it: its finalizer waits on them.
+            let changed = own.changed(o) || o.meta().deletion_timestamp.is_some();
+            futures::future::ready(changed)
+        })
         .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
         Controller::for_stream(events, reader)
     }
