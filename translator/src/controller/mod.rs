@@ -68,6 +68,14 @@ use watches::*;
 /// per owner every 30 s, for nothing a watch would not bring (docs/performance.md, cut 13).
 const RESYNC: Duration = Duration::from_secs(600);
 
+/// How long a wake-up waits for the next before its reconcile runs (kube-runtime's trailing-edge
+/// debounce): an owner's CRs move in bursts (the operator writes a CR's finalizer, its creation
+/// record and its status within milliseconds; a translation creates a dozen CRs at once), and
+/// each event of a burst ran the owner's whole reconcile. A quarter second is nothing against
+/// Azure's provisioning times, and an owner whose CRs keep changing faster than that for long
+/// does not exist (each CR moves a handful of times while it provisions).
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
 /// Controller settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -255,7 +263,11 @@ pub async fn run_observed(
         pool_crs: Arc::new(OwnedCache::new(POOL_KINDS)),
         legacy_checked: Default::default(),
     });
-    let controller_config = ControllerConfig::default().concurrency(settings.concurrency);
+    let controller_config = ControllerConfig::default()
+        .concurrency(settings.concurrency)
+        .debounce(DEBOUNCE);
+
+    let controller_config_for_pools = controller_config.clone();
 
     // AzureCluster controller.
     let queue = Queue::new::<AzureCluster>(&metrics);
@@ -449,7 +461,7 @@ pub async fn run_observed(
     let pools_synced = Synced::default();
     let pools = queue
         .controller(api::<AzureMachinePool>(&client, ns), &wc, &pools_synced)
-        .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+        .with_config(controller_config_for_pools);
     let pools_store = pools.store();
     let pools = watch_owned(pools, &queue, &client, ns, &ctx.pool_crs)
         .watches(
