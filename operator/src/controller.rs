@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 use crate::adapters::AzureResource;
 use crate::error::Error;
 use crate::index::{Change, Index, entry_of};
-use crate::reconcile::{Context, object_key, reconcile};
+use crate::reconcile::{Context, FINALIZER, object_key, reconcile};
 
 /// Which objects the operator watches and how many it reconciles at once.
 #[derive(Clone, Debug, Default)]
@@ -60,17 +60,81 @@ pub async fn run(
     }
 }
 
-/// The parts of an object whose change needs a reconcile: the spec (generation), the policy
-/// annotations, finalizers and deletion. Status changes — most of them our own writes — do not.
-fn changes_that_matter<K: Resource>(obj: &K) -> Option<u64> {
-    let mut h = DefaultHasher::new();
-    intent(obj).hash(&mut h);
-    obj.meta().finalizers.hash(&mut h);
-    Some(h.finish())
+/// Which watch events of a kind's CRs need a reconcile: a change of the spec (generation), the
+/// policy annotations or deletion ([`intent`]), of another controller's finalizers, or the loss
+/// of ours. Status changes — most of them our own writes — do not, nor does our finalizer
+/// arriving: the reconcile that adds it goes on to its next step, and the event it caused ran
+/// one more reconcile per CR for nothing (a sixth of the operator's reconciles at 100 × 3).
+#[derive(Default)]
+struct Changes {
+    /// Per object (namespace, name, UID: a CR deleted and made again is new), what was seen.
+    seen: std::sync::Mutex<std::collections::HashMap<(String, String, String), Seen>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    intent: u64,
+    /// The finalizers of other controllers.
+    others: u64,
+    ours: bool,
+}
+
+impl Seen {
+    fn of<K: Resource>(obj: &K) -> Seen {
+        let finalizers = obj.meta().finalizers.iter().flatten();
+        let mut h = DefaultHasher::new();
+        finalizers
+            .clone()
+            .filter(|f| f.as_str() != FINALIZER)
+            .for_each(|f| f.hash(&mut h));
+        Seen {
+            intent: intent(obj),
+            others: h.finish(),
+            ours: finalizers.clone().any(|f| f == FINALIZER),
+        }
+    }
+
+    /// Whether going from `self` to `now` needs a reconcile.
+    fn matters(self, now: Seen) -> bool {
+        self.intent != now.intent || self.others != now.others || (self.ours && !now.ours)
+    }
+}
+
+impl Changes {
+    /// Whether this event of a live `obj` needs a reconcile (the first sight of it does).
+    fn matter<K: Resource>(&self, obj: &K) -> bool {
+        let now = Seen::of(obj);
+        match self.lock().insert(Self::key(obj), now) {
+            Some(before) => before.matters(now),
+            None => true,
+        }
+    }
+
+    /// Forgets a deleted object.
+    fn forget<K: Resource>(&self, obj: &K) {
+        self.lock().remove(&Self::key(obj));
+    }
+
+    fn key<K: Resource>(obj: &K) -> (String, String, String) {
+        let meta = obj.meta();
+        (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+            meta.uid.clone().unwrap_or_default(),
+        )
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String, String), Seen>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// What the user asks of an object: its spec (generation), annotations, shard and deletion —
-/// [`changes_that_matter`] without the finalizers. A change of it is acted on at once, even
+/// what [`Changes`] wakes a reconcile for, without the finalizers. A change of it is acted on at once, even
 /// while an operation of ours runs; anything else waits for that operation's next poll.
 pub(crate) fn intent<K: Resource>(obj: &K) -> u64 {
     let meta = obj.meta();
@@ -110,6 +174,8 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     if let Some(selector) = &scope.selector {
         config = config.labels(selector);
     }
+    let changes = Arc::new(Changes::default());
+    let seen = changes.clone();
     let objects = watcher(api, config)
         .default_backoff()
         .modify(strata_runtime::cache::trim)
@@ -136,6 +202,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                     }
                 }
                 Ok(watcher::Event::Delete(o)) => {
+                    seen.forget(o);
                     watch_ctx.reported.forget(&object_key(o));
                     index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
                 }
@@ -144,9 +211,9 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                 Err(e) => warn!(kind = %K::KIND, error = %e, "watch error"),
             }
         })
-        .touched_objects()
-        .predicate_filter(changes_that_matter::<K>, Default::default())
-        .try_filter(move |o| future::ready(shard.owns(o.meta())));
+        // A deletion wakes nothing (the object is gone; its last change before it did).
+        .applied_objects()
+        .try_filter(move |o| future::ready(changes.matter(o) && shard.owns(o.meta())));
     let metrics = ctx.metrics.clone();
     let objects =
         objects.inspect_ok(move |o| metrics.common.queued(K::KIND.as_str(), object_key(o)));
@@ -323,6 +390,7 @@ mod tests {
             name: name.into(),
             ready: true,
             deleted: false,
+            appeared: false,
         };
         // A channel of one: the first of two changes is lost before the controller reads.
         let (tx, rx) = tokio::sync::broadcast::channel(1);
@@ -352,5 +420,44 @@ mod tests {
             ["vm".to_owned()]
         );
         assert!(index.take_all_waiters(Kind::NetworkInterface).is_empty());
+    }
+
+    #[test]
+    fn a_cr_is_woken_by_what_it_is_asked_not_by_its_own_status_or_finalizer() {
+        let changes = Changes::default();
+        let mut rg: ResourceGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "rg", "namespace": "a", "uid": "u1", "generation": 1},
+            "spec": {"location": "westeurope"},
+        }))
+        .unwrap();
+        assert!(changes.matter(&rg), "first sight");
+        assert!(!changes.matter(&rg), "the same again (a relist)");
+        rg.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+        assert!(
+            !changes.matter(&rg),
+            "our finalizer, added by the reconcile that goes on"
+        );
+        rg.metadata.annotations = Some([(CREATED.to_owned(), "/x".to_owned())].into());
+        rg.metadata.resource_version = Some("3".into());
+        assert!(!changes.matter(&rg), "our creation record");
+        rg.metadata.generation = Some(2);
+        assert!(changes.matter(&rg), "a spec change");
+        rg.metadata.finalizers = Some(vec![FINALIZER.to_owned(), "other/x".to_owned()]);
+        assert!(changes.matter(&rg), "another controller's finalizer");
+        rg.metadata.finalizers = Some(vec!["other/x".to_owned()]);
+        assert!(changes.matter(&rg), "ours taken off: it is put back");
+        rg.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert!(changes.matter(&rg), "its deletion");
+        let mut again = rg.clone();
+        again.metadata.uid = Some("u2".into());
+        again.metadata.deletion_timestamp = None;
+        assert!(changes.matter(&again), "deleted and made again: a new CR");
+        changes.forget(&rg);
+        changes.forget(&again);
+        assert!(changes.lock().is_empty(), "deleted CRs are forgotten");
     }
 }

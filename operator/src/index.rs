@@ -28,6 +28,18 @@ pub struct Change {
     pub name: String,
     pub ready: bool,
     pub deleted: bool,
+    /// Seen for the first time (a dependency that did not exist now does).
+    pub appeared: bool,
+}
+
+impl Change {
+    /// Whether a CR waiting for this one can get further: it became usable (Ready), it exists
+    /// now (the waiter's message said it did not), or it went. A change while it provisions
+    /// (its ID written, an operation polled) leaves the waiter where it was: waking it for those
+    /// ran a reconcile per dependency that only found it still waiting.
+    pub fn unblocks(&self) -> bool {
+        self.ready || self.deleted || self.appeared
+    }
 }
 
 type Key = (Kind, String, String);
@@ -86,6 +98,7 @@ impl Index {
                 name: name.to_owned(),
                 ready,
                 deleted: false,
+                appeared: previous.is_none(),
             });
         }
     }
@@ -100,6 +113,7 @@ impl Index {
             name: name.to_owned(),
             ready: false,
             deleted: true,
+            appeared: false,
         });
     }
 
@@ -152,9 +166,12 @@ impl Index {
         }
     }
 
-    /// The CRs of `kind` to wake for a change, forgotten once returned (a reconcile that still
-    /// waits registers again).
+    /// The CRs of `kind` to wake for a change that [unblocks](Change::unblocks) them, forgotten
+    /// once returned (a reconcile that still waits registers again).
     pub fn take_waiters(&self, change: &Change, kind: Kind) -> Vec<String> {
+        if !change.unblocks() {
+            return Vec::new();
+        }
         let mut waiters = self.lock_waiters();
         let mut keys = vec![(change.kind, change.namespace.clone(), change.name.clone())];
         if change.deleted {
@@ -261,7 +278,10 @@ mod tests {
         index.apply(Kind::Subnet, "ns", "a", ready.clone());
         index.apply(Kind::Subnet, "ns", "a", ready.clone());
         index.delete(Kind::Subnet, "ns", "a");
-        assert!(rx.try_recv().is_ok_and(|c| c.ready && !c.deleted));
+        assert!(
+            rx.try_recv()
+                .is_ok_and(|c| c.ready && !c.deleted && c.appeared)
+        );
         assert!(
             rx.try_recv().is_ok_and(|c| c.deleted),
             "an unchanged entry is not broadcast again"
@@ -285,7 +305,30 @@ mod tests {
             name: name.into(),
             ready: !deleted,
             deleted,
+            appeared: false,
         };
+        let provisioning = Change {
+            ready: false,
+            ..change(Kind::VirtualNetwork, "v", false)
+        };
+        assert_eq!(
+            index.take_waiters(&provisioning, Kind::Subnet),
+            Vec::<String>::new(),
+            "a dependency still provisioning (its ID written) wakes nobody"
+        );
+        let appeared = Change {
+            appeared: true,
+            ..provisioning.clone()
+        };
+        index.wait_for(
+            (Kind::RouteTable, "ns", "rt"),
+            (Kind::VirtualNetwork, "ns", "v"),
+        );
+        assert_eq!(
+            index.take_waiters(&appeared, Kind::RouteTable),
+            vec!["rt".to_owned()],
+            "one that did not exist and now does: the waiter's message changes"
+        );
         assert_eq!(
             index.take_waiters(
                 &change(Kind::VirtualNetwork, "v", false),
