@@ -64,7 +64,7 @@ pub async fn run(
 /// policy annotations or deletion ([`intent`]), of another controller's finalizers, or the loss
 /// of ours. Status changes — most of them our own writes — do not, nor does our finalizer
 /// arriving: the reconcile that adds it goes on to its next step, and the event it caused ran
-/// one more reconcile per CR for nothing (a sixth of the operator's reconciles at 100 × 3).
+/// one more reconcile for nothing where nothing else woke the CR meanwhile.
 #[derive(Default)]
 struct Changes {
     /// Per object (namespace, name, UID: a CR deleted and made again is new), what was seen.
@@ -134,8 +134,9 @@ impl Changes {
 }
 
 /// What the user asks of an object: its spec (generation), annotations, shard and deletion —
-/// what [`Changes`] wakes a reconcile for, without the finalizers. A change of it is acted on at once, even
-/// while an operation of ours runs; anything else waits for that operation's next poll.
+/// what [`Changes`] wakes a reconcile for, without the finalizers. A change of it is acted on
+/// at once, even while an operation of ours runs; anything else waits for that operation's
+/// next poll.
 pub(crate) fn intent<K: Resource>(obj: &K) -> u64 {
     let meta = obj.meta();
     let mut h = DefaultHasher::new();

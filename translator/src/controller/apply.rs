@@ -1,6 +1,8 @@
 //! The cloud CRs an owner's translation produced: server-side applied, listed, pruned, paused,
 //! read; and the owners' finalizer.
 
+use std::collections::HashMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::object::HasStatus;
 
@@ -40,10 +42,11 @@ pub(crate) fn contained(desired: &Value, live: &Value) -> bool {
 /// Merge-patches `status` into `obj`'s status, unless `obj` (as this reconcile read it) holds
 /// all of it already: a reconcile that changes nothing sends nothing (an owner is reconciled on
 /// every status change of every CR it owns, and each one sent a patch the API server parsed,
-/// validated and found unchanged). A status that changed since `obj` was read is written anyway:
-/// the cached one differs from what is wanted, or the change's watch event wakes it again.
+/// validated and found unchanged). The status is recorded as this process's decision first
+/// ([`Decided`]): the copy read may trail the API server by a write of ours, and the event of
+/// that write then wakes the owner, since it contradicts the decision.
 /// Only the status is serialized to compare (the whole object was 3 % of the translator's CPU).
-pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: Value) -> Result<(), Error>
+pub(crate) async fn write_status<K>(ctx: &Context, obj: &K, status: Value) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + HasStatus
@@ -53,10 +56,11 @@ where
         + std::fmt::Debug,
     K::Status: serde::Serialize,
 {
+    ctx.decided.record(obj, &status);
     if status_holds(obj, &status)? {
         return Ok(());
     }
-    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     api.patch_status(
         &obj.name_any(),
         &PatchParams::default(),
@@ -64,6 +68,52 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// The status this process last decided for each owner (AzureCluster, AzureMachine,
+/// AzureMachinePool), written or found held. An owner's own status changes do not wake it
+/// (`relevant::own_digest`) — most are its own writes — except one that contradicts this
+/// decision: a write of ours that lands after a later reconcile found the cache already
+/// holding the newer status, or a killed instance's late write. Without this, such a status
+/// stood until the resync (found by the chaos test).
+#[derive(Default)]
+pub(crate) struct Decided(std::sync::Mutex<HashMap<String, Value>>);
+
+impl Decided {
+    fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+        format!(
+            "{}/{}/{}",
+            K::kind(&()),
+            obj.meta().namespace.as_deref().unwrap_or_default(),
+            obj.meta().name.as_deref().unwrap_or_default()
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Value>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, status: &Value) {
+        self.lock().insert(Self::key(obj), status.clone());
+    }
+
+    /// Whether `obj`, as a watch event shows it, does not hold the status last decided for it
+    /// (false when nothing was decided yet: its first sight wakes it anyway).
+    pub(crate) fn contradicted<K>(&self, obj: &K) -> bool
+    where
+        K: Resource<DynamicType = ()> + HasStatus,
+        K::Status: serde::Serialize,
+    {
+        let decided = self.lock().get(&Self::key(obj)).cloned();
+        decided.is_some_and(|status| !status_holds(obj, &status).unwrap_or(false))
+    }
+
+    /// Forgets a deleted owner.
+    pub(crate) fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        self.lock().remove(&Self::key(obj));
+    }
 }
 
 /// Whether `obj`'s status holds all of `status` already (only the status is serialized).
@@ -350,6 +400,38 @@ mod tests {
             "metadata": {"name": "node-subnet", "annotations": annotations},
             "spec": {"addressPrefixes": ["10.1.0.0/16"]},
         })
+    }
+
+    #[test]
+    fn a_status_that_contradicts_the_last_decision_wakes_its_owner() {
+        let decided = Decided::default();
+        let azc = |ready: bool| -> AzureCluster {
+            serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+                "metadata": {"name": "c1", "namespace": "ns"},
+                "spec": {"location": "westeurope"},
+                "status": {"ready": ready},
+            }))
+            .unwrap()
+        };
+        assert!(
+            !decided.contradicted(&azc(false)),
+            "nothing decided yet: its first sight woke it"
+        );
+        decided.record(&azc(false), &json!({"ready": true}));
+        assert!(
+            !decided.contradicted(&azc(true)),
+            "the event of our own write holds the decision"
+        );
+        assert!(
+            decided.contradicted(&azc(false)),
+            "an older write landing late (ours, or a killed instance's)"
+        );
+        decided.forget(&azc(true));
+        assert!(
+            !decided.contradicted(&azc(false)),
+            "a deleted owner is forgotten"
+        );
     }
 
     #[test]

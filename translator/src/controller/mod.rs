@@ -71,9 +71,11 @@ const RESYNC: Duration = Duration::from_secs(600);
 /// How long a wake-up waits for the next before its reconcile runs (kube-runtime's trailing-edge
 /// debounce): an owner's CRs move in bursts (the operator writes a CR's finalizer, its creation
 /// record and its status within milliseconds; a translation creates a dozen CRs at once), and
-/// each event of a burst ran the owner's whole reconcile. A quarter second is nothing against
-/// Azure's provisioning times, and an owner whose CRs keep changing faster than that for long
-/// does not exist (each CR moves a handful of times while it provisions).
+/// each event of a burst ran the owner's whole reconcile. Fifty milliseconds per hop is nothing
+/// against Azure's provisioning times, and an owner whose CRs keep changing faster than that
+/// for long does not exist (each CR moves a handful of times while it provisions). Longer
+/// merges more but delays every translator hop of a cluster's chain (docs/performance.md,
+/// cut 24).
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
 /// Controller settings.
@@ -155,6 +157,8 @@ pub struct Context {
     /// AzureClusters (by UID) whose legacy credential Secret this process has already looked
     /// for: the check is one GET per cluster per process, not one per reconcile.
     legacy_checked: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The status last decided for each owner (`apply::Decided`), read by the owners' watches.
+    decided: Arc<Decided>,
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -262,12 +266,11 @@ pub async fn run_observed(
         machine_crs: Arc::new(OwnedCache::new(MACHINE_KINDS)),
         pool_crs: Arc::new(OwnedCache::new(POOL_KINDS)),
         legacy_checked: Default::default(),
+        decided: Arc::default(),
     });
     let controller_config = ControllerConfig::default()
         .concurrency(settings.concurrency)
         .debounce(DEBOUNCE);
-
-    let controller_config_for_pools = controller_config.clone();
 
     // AzureCluster controller.
     let queue = Queue::new::<AzureCluster>(&metrics);
@@ -277,6 +280,7 @@ pub async fn run_observed(
             api::<AzureCluster>(&client, ns),
             &wc,
             &azure_clusters.synced,
+            &ctx.decided,
         )
         .with_config(controller_config.clone());
     let store = azure_clusters.store.clone();
@@ -364,8 +368,9 @@ pub async fn run_observed(
             api::<AzureMachine>(&client, ns),
             &wc,
             &azure_machines.synced,
+            &ctx.decided,
         )
-        .with_config(controller_config);
+        .with_config(controller_config.clone());
     let by_machine = machines.store.clone();
     let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
         // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
@@ -460,8 +465,13 @@ pub async fn run_observed(
     let queue = Queue::new::<AzureMachinePool>(&metrics);
     let pools_synced = Synced::default();
     let pools = queue
-        .controller(api::<AzureMachinePool>(&client, ns), &wc, &pools_synced)
-        .with_config(controller_config_for_pools);
+        .controller(
+            api::<AzureMachinePool>(&client, ns),
+            &wc,
+            &pools_synced,
+            &ctx.decided,
+        )
+        .with_config(controller_config);
     let pools_store = pools.store();
     let pools = watch_owned(pools, &queue, &client, ns, &ctx.pool_crs)
         .watches(

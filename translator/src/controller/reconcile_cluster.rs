@@ -202,7 +202,7 @@ pub(crate) async fn reconcile_cluster_inner(
             return Ok(Action::await_change());
         }
         write_status(
-            client,
+            &ctx,
             &*azc,
             json!({"ready": false, "conditions": [capi_condition(
             &previous_conditions(&azc), false, Some("Deleting"),
@@ -220,7 +220,7 @@ pub(crate) async fn reconcile_cluster_inner(
     // refuses those too if that identity no longer admits the namespace).
     if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
-        write_status(client, &*azc, json!({"ready": false, "conditions": [capi_condition(
+        write_status(&ctx, &*azc, json!({"ready": false, "conditions": [capi_condition(
             &previous_conditions(&azc), false, Some(reason), Some(refusal.to_string()), Some("Error"))]})).await?;
         ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
         empty_legacy_credential(&ctx, &azc, &cluster_name, &ev).await?;
@@ -234,7 +234,7 @@ pub(crate) async fn reconcile_cluster_inner(
     let translation = match cluster::translate(&cluster, &azc, &refs) {
         Ok(t) => t,
         Err(e) => {
-            write_status(client, &*azc, json!({"ready": false, "conditions": [capi_condition(
+            write_status(&ctx, &*azc, json!({"ready": false, "conditions": [capi_condition(
                 &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
             ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
@@ -318,8 +318,7 @@ pub(crate) async fn reconcile_cluster_inner(
     if ready && !azc.status.as_ref().is_some_and(|s| s.ready) {
         ctx.metrics.ready_after("AzureCluster", age(azc.as_ref()));
     }
-    write_status(
-        client,
+    write_status(&ctx,
         &*azc,
         json!({
             "ready": ready,

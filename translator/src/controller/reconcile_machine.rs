@@ -100,7 +100,7 @@ pub(crate) async fn reconcile_machine_inner(
     if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
         write_status(
-            client,
+            &ctx,
             &*azm,
             json!({"ready": false, "conditions": [capi_condition(
             &prev, false, Some(reason), Some(refusal.to_string()), Some("Error"))]}),
@@ -114,7 +114,7 @@ pub(crate) async fn reconcile_machine_inner(
         Ok(m) => m,
         Err(e) => {
             write_status(
-                client,
+                &ctx,
                 &*azm,
                 json!({"ready": false, "conditions": [capi_condition(
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
@@ -128,7 +128,7 @@ pub(crate) async fn reconcile_machine_inner(
         Ok(t) => t,
         Err(e) => {
             write_status(
-                client,
+                &ctx,
                 &*azm,
                 json!({"ready": false, "conditions": [capi_condition(
                 &prev, false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]}),
@@ -256,6 +256,6 @@ pub(crate) async fn reconcile_machine_inner(
     if ready && !azm.status.as_ref().is_some_and(|s| s.ready) {
         ctx.metrics.ready_after("AzureMachine", age(azm.as_ref()));
     }
-    write_status(client, &*azm, status).await?;
+    write_status(&ctx, &*azm, status).await?;
     Ok(Action::requeue(RESYNC))
 }

@@ -101,7 +101,7 @@ async fn reconcile_pool_inner(
     };
     if let Err(refusal) = check_identity(&ctx, &azc).await? {
         let reason = refusal.reason();
-        write_status(client, &*amp, refuse(reason, refusal.to_string())).await?;
+        write_status(&ctx, &*amp, refuse(reason, refusal.to_string())).await?;
         ev.refused(&ctx.metrics, reason, refusal.to_string()).await;
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
@@ -110,7 +110,7 @@ async fn reconcile_pool_inner(
     let translation = match translated {
         Ok(t) => t,
         Err(e) => {
-            write_status(client, &*amp, refuse("InvalidSpec", e.to_string())).await?;
+            write_status(&ctx, &*amp, refuse("InvalidSpec", e.to_string())).await?;
             ev.refused(&ctx.metrics, "InvalidSpec", e.to_string()).await;
             return Ok(Action::await_change());
         }
@@ -254,7 +254,7 @@ async fn reconcile_pool_inner(
         ctx.metrics
             .ready_after("AzureMachinePool", age(amp.as_ref()));
     }
-    write_status(client, &*amp, status).await?;
+    write_status(&ctx, &*amp, status).await?;
     Ok(if ready {
         Action::requeue(RESYNC)
     } else {

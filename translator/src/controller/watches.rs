@@ -1,6 +1,8 @@
 //! What wakes the two controllers: label-selected watches, the owned cloud CRs of each owner
 //! kind, the queue-depth bookkeeping, and the retry policy.
 
+use kube::core::object::HasStatus;
+
 use super::*;
 
 pub(crate) fn label_config() -> watcher::Config {
@@ -56,11 +58,13 @@ impl Queue {
         api: Api<K>,
         wc: &watcher::Config,
         synced: &Synced,
+        decided: &Arc<Decided>,
     ) -> Controller<K>
     where
-        K: Watched,
+        K: Watched + HasStatus,
+        K::Status: serde::Serialize,
     {
-        self.controller_on(reflector::store().1, api, wc, synced)
+        self.controller_on(reflector::store().1, api, wc, synced, decided)
     }
 
     /// The same, its cache kept by `writer` (a shared store's, whose subscribers other
@@ -71,18 +75,22 @@ impl Queue {
         api: Api<K>,
         wc: &watcher::Config,
         synced: &Synced,
+        decided: &Arc<Decided>,
     ) -> Controller<K>
     where
-        K: Watched,
+        K: Watched + HasStatus,
+        K::Status: serde::Serialize,
     {
         let reader = writer.as_reader();
         let queue = self.clone();
         let marks = synced.clone();
         // Its own status writes do not wake it (`relevant::own_digest`), as the operator's do
         // not wake the operator: each rewrite of an AzureCluster's conditions, as its CRs
-        // moved, ran its whole reconcile once more for nothing.
+        // moved, ran its whole reconcile once more for nothing. A status that contradicts
+        // what this process decided last does (`Decided`).
         let own = Arc::new(Relevant::new(relevant::own_digest::<K>));
         let forget = own.clone();
+        let (decided, forget_decided) = (decided.clone(), decided.clone());
         let events = reflector(
             writer,
             watcher(api, wc.clone())
@@ -93,12 +101,14 @@ impl Queue {
             marks.observe(e);
             if let Ok(watcher::Event::Delete(o)) = e {
                 forget.forget(o);
+                forget_decided.forget(o);
             }
         })
         .applied_objects()
         .try_filter(move |o| {
             // Every event of an object being deleted wakes it: its finalizer waits on them.
-            let changed = own.changed(o) || o.meta().deletion_timestamp.is_some();
+            let changed =
+                own.changed(o) || o.meta().deletion_timestamp.is_some() || decided.contradicted(o);
             futures::future::ready(changed)
         })
         .inspect_ok(move |o| queue.push(&ObjectRef::from_obj(o)));
