@@ -278,6 +278,13 @@ macro_rules! define_cloud_kind {
 with_cloud_kinds!(define_cloud_kind);
 
 impl CloudKind {
+    /// The kind's position in the dependency order (0: a resource group; a virtual machine
+    /// comes late): how far along a cluster's build its CRs stand.
+    pub fn stage(self) -> u8 {
+        // A fieldless enum declared in dependency order: the discriminant is the position.
+        self as u8
+    }
+
     /// The full ARM resource type, e.g. `Microsoft.Network/virtualNetworks/subnets` for a child.
     pub fn arm_type_name(self) -> String {
         let (provider, segment) = self.arm_type();
@@ -319,6 +326,11 @@ mod tests {
     #[test]
     fn every_owner_is_listed_before_its_kind() {
         for (i, kind) in CloudKind::ALL.iter().enumerate() {
+            assert_eq!(
+                usize::from(kind.stage()),
+                i,
+                "{kind}'s stage is its position"
+            );
             if let Some(owner) = kind.owner() {
                 let at = CloudKind::ALL.iter().position(|k| *k == owner);
                 assert!(at < Some(i), "{owner} must be listed before {kind}");

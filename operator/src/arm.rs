@@ -56,10 +56,10 @@ pub enum ArmError {
         class: &'static str,
         remaining: Duration,
     },
-    /// Not sent yet: the subscription's budget for this class is spent and the requests that
-    /// asked before it go first; its turn comes in about `after`.
+    /// Not sent yet: the subscription's budget for this class is spent and the requests ahead
+    /// of it in line go first; its turn comes in about `after`.
     #[error(
-        "waiting for ARM's {class} budget of the subscription: {ahead} requests that asked first go first; its turn comes in about {:.0} s",
+        "waiting for ARM's {class} budget of the subscription: {ahead} requests ahead of it in line go first; its turn comes in about {:.0} s",
         .after.as_secs_f64()
     )]
     Queued {

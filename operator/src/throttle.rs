@@ -4,13 +4,18 @@
 //! ARM's own answers correct them: a 429's `Retry-After` holds a bucket, and the
 //! `x-ms-ratelimit-remaining-subscription-…` headers lower it when ARM counts fewer tokens.
 //!
-//! Requests that find a bucket empty stand in its *line*, first come first served, each at the
-//! *place* it first asked for. A read, or a write or delete with few tokens to wait for, waits
-//! in its reconcile. A write or delete further back is *sent away* ([`Refused::Queued`]): its CR
-//! is requeued for when its turn nears and finds its place again ([`REQUESTER`]). A place keeps
-//! its token from those behind it whether its request waits or was sent away, so the line only
-//! moves from the front; a place whose CR no longer needs it is given up ([`Throttle::leave`]),
-//! or forgotten when its CR does not come back in time.
+//! Requests that find a bucket empty stand in its *line*, each at the *place* it first asked
+//! for. Reads are served first come first served. Writes and deletes are served by their kind's
+//! *stage* first — a kind later in the dependency order before an earlier one — and first come
+//! within a stage: a virtual machine whose network is Ready goes before the resource group of a
+//! cluster not started yet, so that clusters are finished one after another rather than all
+//! advanced together and all finished last (see docs/operator.md, "Waiting for a token").
+//! A read, or a write or delete with few tokens to wait for, waits in its reconcile. A write or
+//! delete further back — or overtaken while it waited — is *sent away* ([`Refused::Queued`]):
+//! its CR is requeued for when its turn nears and finds its place again ([`REQUESTER`]). A
+//! place keeps its token from those behind it whether its request waits or was sent away; a
+//! place whose CR no longer needs it is given up ([`Throttle::leave`]), or forgotten when its
+//! CR does not come back in time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -80,10 +85,20 @@ impl Limits {
 }
 
 tokio::task_local! {
-    /// Who makes the requests: a hash of the CR whose reconcile runs, set once per reconcile
-    /// (`reconcile::reconcile`), so that a request it was sent away with keeps its place in the
-    /// line when the CR comes back ([`Refused::Queued`]) without each ARM call passing it along.
-    pub static REQUESTER: u64;
+    /// Who makes the requests, set once per reconcile (`reconcile::reconcile`), so that a
+    /// request it was sent away with keeps its place in the line when the CR comes back
+    /// ([`Refused::Queued`]) without each ARM call passing it along.
+    pub static REQUESTER: Requester;
+}
+
+/// The CR whose reconcile makes a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requester {
+    /// A hash of the CR's kind, namespace and name.
+    pub id: u64,
+    /// Its kind's position in the dependency order (`CloudKind::stage`): in a write or delete
+    /// line, a later stage goes first.
+    pub stage: u8,
 }
 
 /// The shared buckets.
@@ -94,7 +109,8 @@ pub struct Throttle {
     enabled: bool,
     buckets: Mutex<HashMap<(String, Class), State>>,
     waits: Counter,
-    /// Numbers the places in every line, in the order the requests first asked.
+    /// Numbers the places in every line, in the order the requests first asked (the low bits of
+    /// a place: [`Throttle::new_place`]).
     next_place: std::sync::atomic::AtomicU64,
 }
 
@@ -107,8 +123,9 @@ struct State {
     at: Instant,
     /// ARM refused this bucket with a `Retry-After`: nothing is sent before then.
     held_until: Option<Instant>,
-    /// The line of requests that found no token, in the order they first asked: each waits in
-    /// its reconcile, or was sent away and is expected back.
+    /// The line of requests that found no token, in the order they are served
+    /// ([`Throttle::new_place`]): each waits in its reconcile, or was sent away and is expected
+    /// back.
     line: BTreeMap<u64, Place>,
     /// Where each requester sent away stands in `line`.
     away: HashMap<u64, u64>,
@@ -259,6 +276,21 @@ impl Throttle {
         }
     }
 
+    /// A new place in `class`'s line for a request of `requester`. A place orders the line: its
+    /// high byte is the rank (a write or delete of a later stage ranks first; reads, and
+    /// requests of no CR, share the last rank), its low bits the order of asking. Strict
+    /// precedence: while the bucket stays empty, an earlier stage waits as long as writes of
+    /// later stages keep coming — work already started (CRs whose dependencies were written),
+    /// which it finishes first.
+    fn new_place(&self, class: Class, requester: Option<Requester>) -> u64 {
+        let seq = self.next_place.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1);
+        let rank = match (class, requester) {
+            (Class::Write | Class::Delete, Some(r)) => u8::MAX - 1 - r.stage.min(u8::MAX - 1),
+            _ => u8::MAX,
+        };
+        (u64::from(rank) << 56) | seq
+    }
+
     /// Runs `f` on the subscription's bucket for `class`, refilled up to now.
     fn with_state<T>(
         &self,
@@ -329,14 +361,14 @@ impl Throttle {
         };
         let rate = self.bucket(class).rate();
         self.with_state(subscription, class, |state, now| {
-            let held = state.away.get(&requester).copied();
+            let held = state.away.get(&requester.id).copied();
             if held.is_none() && !first_write {
                 return Ok(());
             }
             if let Some(until) = state.held_until.filter(|u| *u > now) {
                 return Err(Refused::Held(until - now));
             }
-            let place = held.unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            let place = held.unwrap_or_else(|| self.new_place(class, Some(requester)));
             let (needed, ahead) = state.standing(place, now);
             if needed <= 0.0 && held.is_none() {
                 // A token is there for it: nothing to keep.
@@ -346,11 +378,11 @@ impl Throttle {
                 self.waits.inc();
             }
             if needed <= WAIT_IN_PLACE {
-                state.keep(place, requester, now + Duration::from_secs(30));
+                state.keep(place, requester.id, now + Duration::from_secs(30));
                 return Ok(());
             }
             Err(Refused::Queued {
-                after: state.send_away(place, requester, needed, rate, now),
+                after: state.send_away(place, requester.id, needed, rate, now),
                 ahead,
             })
         })
@@ -392,12 +424,12 @@ impl Throttle {
         let notify = Arc::new(Notify::new());
         let place = self.with_state(subscription, class, |state, now| {
             // Back from being sent away: the place it had.
-            let kept = requester.and_then(|r| state.away.remove(&r));
-            let place = kept.unwrap_or_else(|| self.next_place.fetch_add(1, Ordering::Relaxed));
+            let kept = requester.and_then(|r| state.away.remove(&r.id));
+            let place = kept.unwrap_or_else(|| self.new_place(class, requester));
             state.line.remove(&place);
             if let Some(until) = state.held_until.filter(|u| *u > now) {
                 if let (Some(_), Some(r)) = (kept, requester) {
-                    state.keep(place, r, until + Duration::from_secs(10));
+                    state.keep(place, r.id, until + Duration::from_secs(10));
                 }
                 return Err(Refused::Held(until - now));
             }
@@ -411,7 +443,7 @@ impl Throttle {
             }
             if let Some(r) = may_leave.filter(|_| needed > WAIT_IN_PLACE) {
                 return Err(Refused::Queued {
-                    after: state.send_away(place, r, needed, rate, now),
+                    after: state.send_away(place, r.id, needed, rate, now),
                     ahead,
                 });
             }
@@ -431,21 +463,30 @@ impl Throttle {
                 if let Some(until) = state.held_until.filter(|u| *u > now) {
                     // Its place is kept through the hold for the CR's return.
                     if let Some(r) = requester {
-                        state.keep(place, r, until + Duration::from_secs(10));
+                        state.keep(place, r.id, until + Duration::from_secs(10));
                     }
                     return Err(Refused::Held(until - now));
                 }
-                let (needed, _) = state.standing(place, now);
+                let (needed, ahead) = state.standing(place, now);
                 if needed <= 0.0 {
                     state.tokens -= 1.0;
+                }
+                // Overtaken while it waited (writes of a later stage went ahead): sent away
+                // rather than hold its reconcile worker for a turn no longer near.
+                if let Some(r) = may_leave.filter(|_| needed > WAIT_IN_PLACE) {
+                    return Err(Refused::Queued {
+                        after: state.send_away(place, r.id, needed, rate, now),
+                        ahead,
+                    });
                 }
                 Ok(needed)
             });
             let needed = match needed {
                 Ok(needed) => needed,
-                Err(held) => {
+                Err(refused) => {
+                    // Its place stays in line for the CR's return.
                     in_line.kept = requester.is_some();
-                    return Err(held);
+                    return Err(refused);
                 }
             };
             if needed <= 0.0 {
@@ -552,6 +593,11 @@ impl Drop for InLine<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A requester of the first stage.
+    fn cr(id: u64) -> Requester {
+        Requester { id, stage: 0 }
+    }
 
     #[tokio::test]
     async fn a_hold_refuses_at_once_for_its_subscription_and_class_only() {
@@ -685,7 +731,7 @@ mod tests {
         let mut waiters = Vec::new();
         for requester in 1..=10 {
             let t2 = t.clone();
-            waiters.push(tokio::spawn(REQUESTER.scope(requester, async move {
+            waiters.push(tokio::spawn(REQUESTER.scope(cr(requester), async move {
                 t2.acquire("s", Class::Write).await
             })));
             wait_for_line(&t, requester as usize).await;
@@ -700,7 +746,7 @@ mod tests {
         let mut tasks = Vec::new();
         for requester in 1..=5 {
             let (t2, served) = (t.clone(), served.clone());
-            tasks.push(tokio::spawn(REQUESTER.scope(requester, async move {
+            tasks.push(tokio::spawn(REQUESTER.scope(cr(requester), async move {
                 t2.acquire("s", Class::Write).await.unwrap();
                 served.lock().unwrap().push(requester);
             })));
@@ -714,10 +760,78 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn writes_of_a_later_stage_go_first_then_first_come() {
+        let t = spent(5.0).await;
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        // (requester, stage) in the order they ask: resource groups of two clusters, then two
+        // virtual machines and a subnet of clusters whose networks are further along.
+        let asking = [(1, 0), (2, 0), (3, 12), (4, 12), (5, 4)];
+        for (n, (id, stage)) in asking.into_iter().enumerate() {
+            let (t2, served) = (t.clone(), served.clone());
+            tasks.push(tokio::spawn(REQUESTER.scope(
+                Requester { id, stage },
+                async move {
+                    t2.acquire("s", Class::Write).await.unwrap();
+                    served.lock().unwrap().push(id);
+                },
+            )));
+            wait_for_line(&t, n + 1).await;
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), [3, 4, 5, 1, 2]);
+        // Reads stay first come whatever the stage.
+        let read = |stage| t.new_place(Class::Read, Some(Requester { id: 9, stage }));
+        assert!(read(12) < read(0));
+        let write = |stage| t.new_place(Class::Write, Some(Requester { id: 9, stage }));
+        assert!(write(0) > write(12));
+        assert!(write(3) < t.new_place(Class::Write, None), "no CR: last");
+    }
+
+    #[tokio::test]
+    async fn a_write_overtaken_while_it_waits_is_sent_away_with_its_place() {
+        let t = spent(1.0).await;
+        let t2 = t.clone();
+        let first = tokio::spawn(
+            REQUESTER.scope(cr(1), async move { t2.acquire("s", Class::Write).await }),
+        );
+        wait_for_line(&t, 1).await;
+        // Eleven writes of a later stage go ahead of it: ten wait, the eleventh is sent away.
+        let mut later = Vec::new();
+        for id in 2..=12 {
+            let t2 = t.clone();
+            later.push(tokio::spawn(
+                REQUESTER.scope(Requester { id, stage: 12 }, async move {
+                    t2.acquire("s", Class::Write).await
+                }),
+            ));
+        }
+        while line(&t) != (11, 1) {
+            tokio::task::yield_now().await;
+        }
+        // When it looks again (its token's time), its turn is far: it gives its reconcile
+        // worker back and keeps its place.
+        let refused = tokio::time::timeout(Duration::from_secs(5), first)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(refused, Err(Refused::Queued { ahead, .. }) if ahead >= 10),
+            "{refused:?}"
+        );
+        assert!(t.turn_far(1).is_some(), "its place is kept");
+        for w in &later {
+            w.abort();
+        }
+    }
+
+    #[tokio::test]
     async fn a_request_far_back_is_sent_away_and_comes_back_to_its_place() {
         let (t, waiters) = ten_waiting().await;
         // The eleventh has eleven tokens to wait for: more than waiting in place allows.
-        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        let refused = REQUESTER.scope(cr(11), t.acquire("s", Class::Write)).await;
         let Err(Refused::Queued { after, ahead }) = refused else {
             panic!("expected Queued, got {refused:?}");
         };
@@ -728,13 +842,13 @@ mod tests {
         assert!(t.turn_far(11).is_some());
         assert_eq!(t.turn_far(99), None);
         // A later request counts it among those ahead ...
-        let refused = REQUESTER.scope(12, t.acquire("s", Class::Write)).await;
+        let refused = REQUESTER.scope(cr(12), t.acquire("s", Class::Write)).await;
         assert!(
             matches!(refused, Err(Refused::Queued { ahead: 11, .. })),
             "{refused:?}"
         );
         // ... and the eleventh, back, has its place again: ten ahead, not eleven.
-        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        let refused = REQUESTER.scope(cr(11), t.acquire("s", Class::Write)).await;
         assert!(
             matches!(refused, Err(Refused::Queued { ahead: 10, .. })),
             "{refused:?}"
@@ -762,7 +876,9 @@ mod tests {
     async fn a_first_write_far_back_is_sent_away_before_its_get() {
         let (t, waiters) = ten_waiting().await;
         let near = |requester, first_write| {
-            REQUESTER.sync_scope(requester, || t.turn_near("s", Class::Write, first_write))
+            REQUESTER.sync_scope(cr(requester), || {
+                t.turn_near("s", Class::Write, first_write)
+            })
         };
         // A CR that has written before and holds no place is not expected to write: its GET
         // goes ahead.
@@ -775,7 +891,7 @@ mod tests {
         ));
         assert_eq!(line(&t), (10, 1));
         // ... and the write, when it comes, takes that place.
-        let refused = REQUESTER.scope(11, t.acquire("s", Class::Write)).await;
+        let refused = REQUESTER.scope(cr(11), t.acquire("s", Class::Write)).await;
         assert!(
             matches!(refused, Err(Refused::Queued { ahead: 10, .. })),
             "{refused:?}"
@@ -789,15 +905,16 @@ mod tests {
     async fn a_first_write_near_its_turn_keeps_a_place_and_counts_one_wait() {
         let t = spent(1.0).await;
         assert_eq!(
-            REQUESTER.sync_scope(1, || t.turn_near("s", Class::Write, true)),
+            REQUESTER.sync_scope(cr(1), || t.turn_near("s", Class::Write, true)),
             Ok(())
         );
         assert_eq!(line(&t), (0, 1), "its place is kept while it GETs");
         assert_eq!(t.waits(), 1);
         // The write takes that place and waits there: one wait, not two.
         let t2 = t.clone();
-        let write =
-            tokio::spawn(REQUESTER.scope(1, async move { t2.acquire("s", Class::Write).await }));
+        let write = tokio::spawn(
+            REQUESTER.scope(cr(1), async move { t2.acquire("s", Class::Write).await }),
+        );
         wait_for_line(&t, 1).await;
         assert_eq!(line(&t), (1, 0));
         assert_eq!(t.waits(), 1);
@@ -817,9 +934,9 @@ mod tests {
         let mut readers = Vec::new();
         for requester in 1..=12 {
             let t2 = t.clone();
-            readers.push(tokio::spawn(
-                REQUESTER.scope(requester, async move { t2.acquire("s", Class::Read).await }),
-            ));
+            readers.push(tokio::spawn(REQUESTER.scope(cr(requester), async move {
+                t2.acquire("s", Class::Read).await
+            })));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         // None was refused: all twelve still wait, none sent away.

@@ -75,7 +75,7 @@ pub(super) fn arm_failure<K: AzureResource>(
             End::report(
                 Report::new(
                     reason,
-                    "waiting its turn for the subscription's ARM request budget (first come, first served)",
+                    "waiting its turn for the subscription's ARM request budget (writes of resources further along a build first, then first come)",
                 ),
                 Requeue::Turn(after),
             )

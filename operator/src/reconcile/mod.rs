@@ -161,11 +161,15 @@ async fn reconcile_inner<K: AzureResource>(
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
     ctx.index.wait_synced(Kind::ALL).await;
-    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR.
-    let requester = {
-        let mut h = DefaultHasher::new();
-        object_key(obj.as_ref()).hash(&mut h);
-        h.finish()
+    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR, and
+    // its kind's stage orders writes in line.
+    let requester = crate::throttle::Requester {
+        id: {
+            let mut h = DefaultHasher::new();
+            object_key(obj.as_ref()).hash(&mut h);
+            h.finish()
+        },
+        stage: K::KIND.stage(),
     };
     let a = match observe::start(obj.clone(), &ctx) {
         Ok(a) => a,
@@ -188,7 +192,7 @@ async fn reconcile_inner<K: AzureResource>(
     // Back from ARM's line before its turn, nothing the user asks changed: the GET that would
     // precede its request is spent only once its turn nears.
     if ctx.waits_with(&a.key, intent(obj.as_ref()))
-        && let Some(after) = ctx.credentials.throttle().turn_far(requester)
+        && let Some(after) = ctx.credentials.throttle().turn_far(requester.id)
     {
         tracing::debug!(
             in_s = after.as_secs_f64(),
@@ -254,7 +258,7 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
 /// lines are given up, so that those behind move up at once.
 fn leave_line(ctx: &Context) {
     if let Ok(requester) = crate::throttle::REQUESTER.try_with(|r| *r) {
-        ctx.credentials.throttle().leave(requester);
+        ctx.credentials.throttle().leave(requester.id);
     }
 }
 

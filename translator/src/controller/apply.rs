@@ -75,9 +75,11 @@ where
 /// (`relevant::own_digest`) — most are its own writes — except one that contradicts this
 /// decision: a write of ours that lands after a later reconcile found the cache already
 /// holding the newer status, or a killed instance's late write. Without this, such a status
-/// stood until the resync (found by the chaos test).
+/// stood until the resync (found by the chaos test). Each status is kept as its JSON text: a
+/// `Value` of an AzureCluster's status (its resource list) takes several times the memory,
+/// and the text is parsed only for the owner's own events.
 #[derive(Default)]
-pub(crate) struct Decided(std::sync::Mutex<HashMap<String, Value>>);
+pub(crate) struct Decided(std::sync::Mutex<HashMap<String, String>>);
 
 impl Decided {
     fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
@@ -89,14 +91,14 @@ impl Decided {
         )
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Value>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, status: &Value) {
-        self.lock().insert(Self::key(obj), status.clone());
+        self.lock().insert(Self::key(obj), status.to_string());
     }
 
     /// Whether `obj`, as a watch event shows it, does not hold the status last decided for it
@@ -107,7 +109,9 @@ impl Decided {
         K::Status: serde::Serialize,
     {
         let decided = self.lock().get(&Self::key(obj)).cloned();
-        decided.is_some_and(|status| !status_holds(obj, &status).unwrap_or(false))
+        decided
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .is_some_and(|status| !status_holds(obj, &status).unwrap_or(false))
     }
 
     /// Forgets a deleted owner.
