@@ -75,9 +75,9 @@ where
 /// (`relevant::own_digest`) — most are its own writes — except one that contradicts this
 /// decision: a write of ours that lands after a later reconcile found the cache already
 /// holding the newer status, or a killed instance's late write. Without this, such a status
-/// stood until the resync (found by the chaos test). Each status is kept as its JSON text: a
-/// `Value` of an AzureCluster's status (its resource list) takes several times the memory,
-/// and the text is parsed only for the owner's own events.
+/// stood until the resync (found by the chaos test). Each status is kept as its JSON text,
+/// one allocation, where a `Value` of an AzureCluster's status (its resource list) holds a map
+/// and a string per field; the text is parsed only for the owner's own events.
 #[derive(Default)]
 pub(crate) struct Decided(std::sync::Mutex<HashMap<String, String>>);
 
