@@ -725,6 +725,8 @@ async fn run_one(
     });
     let throttled_responses = requests.iter().filter(|r| r.status == 429).count() as u64;
     let moments = moments(&nodes, &deps, &seen, &requests, |t| sim_s(start, t));
+    let timeline = config.log_dir.join(format!("{ns}.timeline.csv"));
+    std::fs::write(&timeline, timeline_csv(&nodes, &seen, &moments))?;
     let gaps = wakeup_gaps(&nodes, &seen, &requests, scale);
     let mut gaps_by_kind: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (kind, gap) in &gaps {
@@ -1383,6 +1385,8 @@ pub struct Progress {
 /// One CR's moments, simulated seconds after the first apply.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Moments {
+    /// The CR: its index in the run's nodes.
+    node: usize,
     created: f64,
     actionable: f64,
     put: Option<f64>,
@@ -1407,7 +1411,8 @@ fn moments(
     };
     nodes
         .iter()
-        .filter_map(|n| {
+        .enumerate()
+        .filter_map(|(node, n)| {
             let key = node_key(n);
             let created = at(seen_at(&seen.created, &key)?);
             let deps_ready = deps
@@ -1418,6 +1423,7 @@ fn moments(
                 .map(&at)
                 .fold(created, f64::max);
             Some(Moments {
+                node,
                 created,
                 actionable: deps_ready,
                 put: n
@@ -1429,6 +1435,30 @@ fn moments(
             })
         })
         .collect()
+}
+
+/// Each CR's moments as CSV, one row per CR: what a run's figures are made of, for a look at
+/// where one cluster's time went (written beside the operators' logs).
+fn timeline_csv(nodes: &[Node], seen: &Seen, moments: &[Moments]) -> String {
+    let s = |t: Option<f64>| t.map_or_else(String::new, |t| format!("{t:.2}"));
+    let mut out =
+        String::from("cluster,machine,control_plane,kind,name,created,actionable,put,ready\n");
+    for m in moments {
+        let n = &nodes[m.node];
+        let machine = n.machine.as_deref().unwrap_or("");
+        let control_plane = seen.machines.get(machine).is_some_and(|m| m.1);
+        out.push_str(&format!(
+            "{},{machine},{control_plane},{},{},{},{},{},{}\n",
+            n.cluster,
+            n.kind.as_str(),
+            n.name,
+            s(Some(m.created)),
+            s(Some(m.actionable)),
+            s(m.put),
+            s(m.ready),
+        ));
+    }
+    out
 }
 
 fn stages(moments: &[Moments]) -> Stages {
@@ -1962,6 +1992,7 @@ mod tests {
         assert_eq!(
             m[1],
             Moments {
+                node: 1,
                 created: 1.0,
                 actionable: 10.0,
                 put: Some(15.0),
@@ -1984,6 +2015,12 @@ mod tests {
         );
         assert_eq!((p[1].put, p[1].ready), (2, 1));
         assert_eq!(p[3].ready, 2);
+        // The run's timeline: a row per CR, its moments as above.
+        let csv = timeline_csv(&[subnet.clone(), nic.clone()], &seen, &m);
+        assert_eq!(
+            csv.lines().nth(2),
+            Some("c,,false,NetworkInterface,nic,1.00,10.00,15.00,40.00")
+        );
     }
 
     #[test]
