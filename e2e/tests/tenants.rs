@@ -132,8 +132,14 @@ async fn clusters_in_two_namespaces_stay_in_their_own_subscriptions() {
         per_sub[subs[0]], per_sub[subs[1]],
         "same shape in both: {per_sub:?}"
     );
-    // Every ARM call made by the principal of the subscription it touched.
+    // Every ARM call made by the principal of the subscription it touched, each with a
+    // client request ID of its own (what a user quotes to ARM's support about a call).
+    let mut request_ids = std::collections::HashSet::new();
     for r in stack.arm_requests().await {
+        if r["subscription"].is_string() {
+            let id = r["clientRequestId"].as_str().unwrap_or_default().to_owned();
+            assert!(!id.is_empty() && request_ids.insert(id), "{r}");
+        }
         let sub = r["subscription"].as_str().unwrap_or_default();
         let (_, _, client, _) = tenants
             .iter()

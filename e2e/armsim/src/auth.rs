@@ -401,6 +401,7 @@ fn token_entry<T>(
         subscription: None,
         principal,
         assertion: None,
+        client_request_id: None,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     }
 }

@@ -22,6 +22,9 @@ pub struct Entry {
     /// Token requests: the `jti` of the workload-identity assertion (a JWT) presented.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assertion: Option<String>,
+    /// The caller's `x-ms-client-request-id`: the ID it can quote to ARM's support.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
     pub duration_ms: f64,
 }
 

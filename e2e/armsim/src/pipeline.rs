@@ -79,6 +79,10 @@ pub async fn handle(
         subscription: seen.subscription,
         principal: seen.principal,
         assertion: None,
+        client_request_id: headers
+            .get("x-ms-client-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
     };
     tracing::debug!(method = %entry.method, path = %entry.path, status = entry.status, "arm request");
