@@ -14,6 +14,7 @@
 mod apply;
 mod caches;
 mod groups;
+mod lean;
 mod owned;
 mod reconcile_cluster;
 mod reconcile_machine;

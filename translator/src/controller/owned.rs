@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::RwLock;
 
+use super::lean::LeanObject;
 use super::*;
 
 /// (kind, namespace, name) of a cloud CR.
@@ -214,7 +215,9 @@ where
 {
     for &kind in cache.kinds {
         let resource = kind.api_resource();
-        let api: Api<DynamicObject> = match ns {
+        // Decoded without `managedFields` (`LeanObject`): the operator's every status write
+        // sends the whole CR here again.
+        let api: Api<LeanObject> = match ns {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
@@ -223,6 +226,7 @@ where
         let owners = watcher(api, label_config())
             .default_backoff()
             .modify(strata_runtime::cache::trim)
+            .map_ok(dynamic_event)
             .flat_map(move |event| {
                 let woken = match &event {
                     Ok(event) => filed
@@ -239,6 +243,18 @@ where
         c = c.reconcile_on(owners);
     }
     c
+}
+
+/// The event of a [`LeanObject`] as the cache files it.
+fn dynamic_event(event: watcher::Event<LeanObject>) -> watcher::Event<DynamicObject> {
+    use watcher::Event;
+    match event {
+        Event::Apply(o) => Event::Apply(o.0),
+        Event::Delete(o) => Event::Delete(o.0),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.0),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// The CRs `owner` (of `cache`'s owner kind) owns in `ns` for `cluster`. From the cache, except
