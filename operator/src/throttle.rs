@@ -230,6 +230,26 @@ impl State {
         after
     }
 
+    /// A write or delete of `requester` at `place` whose turn is further than waiting in place
+    /// allows ([`WAIT_IN_PLACE`]) is sent away, its place kept: [`Refused::Queued`]. `None`
+    /// (a read, or no CR) is never sent away.
+    fn away_if_far(
+        &mut self,
+        place: u64,
+        requester: Option<Requester>,
+        (needed, ahead): (f64, usize),
+        rate: f64,
+        now: Instant,
+    ) -> Result<(), Refused> {
+        match requester.filter(|_| needed > WAIT_IN_PLACE) {
+            Some(r) => Err(Refused::Queued {
+                after: self.send_away(place, r.id, needed, rate, now),
+                ahead,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Keeps `place` for `requester`, who is not waiting here, until `until`.
     fn keep(&mut self, place: u64, requester: u64, until: Instant) {
         self.line.insert(place, Place::Away { requester, until });
@@ -377,14 +397,9 @@ impl Throttle {
             if held.is_none() {
                 self.waits.inc();
             }
-            if needed <= WAIT_IN_PLACE {
-                state.keep(place, requester.id, now + Duration::from_secs(30));
-                return Ok(());
-            }
-            Err(Refused::Queued {
-                after: state.send_away(place, requester.id, needed, rate, now),
-                ahead,
-            })
+            state.away_if_far(place, Some(requester), (needed, ahead), rate, now)?;
+            state.keep(place, requester.id, now + Duration::from_secs(30));
+            Ok(())
         })
     }
 
@@ -441,12 +456,7 @@ impl Throttle {
             if kept.is_none() {
                 self.waits.inc();
             }
-            if let Some(r) = may_leave.filter(|_| needed > WAIT_IN_PLACE) {
-                return Err(Refused::Queued {
-                    after: state.send_away(place, r.id, needed, rate, now),
-                    ahead,
-                });
-            }
+            state.away_if_far(place, may_leave, (needed, ahead), rate, now)?;
             state.line.insert(place, Place::Waiting(notify.clone()));
             Ok(Some(place))
         })?;
@@ -473,12 +483,7 @@ impl Throttle {
                 }
                 // Overtaken while it waited (writes of a later stage went ahead): sent away
                 // rather than hold its reconcile worker for a turn no longer near.
-                if let Some(r) = may_leave.filter(|_| needed > WAIT_IN_PLACE) {
-                    return Err(Refused::Queued {
-                        after: state.send_away(place, r.id, needed, rate, now),
-                        ahead,
-                    });
-                }
+                state.away_if_far(place, may_leave, (needed, ahead), rate, now)?;
                 Ok(needed)
             });
             let needed = match needed {
