@@ -14,6 +14,7 @@ use strata_crds::annotations::{CREATED, IDENTITY, identity_ref};
 use strata_crds::azure::*;
 use strata_crds::capz::AzureClusterIdentity;
 use strata_runtime::Shard;
+use strata_runtime::lean::Lean;
 use strata_runtime::shard::SHARD_LABEL;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
@@ -160,7 +161,8 @@ pub(crate) fn intent<K: Resource>(obj: &K) -> u64 {
 }
 
 async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
-    let api: Api<K> = match &scope.namespace {
+    // Decoded without managedFields (`strata_runtime::lean`): the store never keeps them.
+    let api: Api<Lean<K>> = match &scope.namespace {
         Some(ns) => Api::namespaced(ctx.kube.clone(), ns),
         None => Api::all(ctx.kube.clone()),
     };
@@ -178,6 +180,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     let changes = Arc::new(Changes::default());
     let seen = changes.clone();
     let objects = watcher(api, config)
+        .map_ok(Lean::event)
         .default_backoff()
         .modify(strata_runtime::cache::trim)
         .reflect(writer)

@@ -1,9 +1,9 @@
 //! What `strata-operator` and `strata-translator` share to run as Deployments in a management
 //! cluster: the common command line ([`cli`]), log set-up, what a reflector keeps of an object
-//! ([`cache`]), which objects a replica owns ([`shard`]), leader election on a
-//! `coordination.k8s.io/v1` Lease ([`leader`]), the `/healthz` `/readyz` and `/metrics`
-//! endpoints ([`http`]), the controller metrics both export ([`metrics`]) and their Events
-//! ([`events`]).
+//! and how a watch decodes it ([`cache`], [`lean`]), which objects a replica owns ([`shard`]),
+//! leader election on a `coordination.k8s.io/v1` Lease ([`leader`]), the `/healthz` `/readyz`
+//! and `/metrics` endpoints ([`http`]), the controller metrics both export ([`metrics`]) and
+//! their Events ([`events`]).
 //!
 //! A crate of its own because the translator must not depend on the operator (which pulls in the
 //! Azure SDK).
@@ -13,6 +13,7 @@ pub mod cli;
 pub mod events;
 pub mod http;
 pub mod leader;
+pub mod lean;
 pub mod metrics;
 pub mod report;
 pub mod shard;

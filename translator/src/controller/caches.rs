@@ -70,7 +70,7 @@ where
 pub(crate) async fn keep<K>(
     cache: &Cache<K>,
     writer: reflector::store::Writer<K>,
-    api: Api<K>,
+    api: Api<Lean<K>>,
     wc: watcher::Config,
     groups: Option<Arc<Groups<K>>>,
 ) where
@@ -84,6 +84,7 @@ pub(crate) async fn keep<K>(
     reflector(
         writer,
         watcher(api, wc)
+            .map_ok(Lean::event)
             .default_backoff()
             .modify(strata_runtime::cache::trim)
             .inspect_ok(move |e| {

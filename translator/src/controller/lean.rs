@@ -4,65 +4,22 @@
 //! The server-side-apply field sets are the largest part of a CR's metadata and every status
 //! write of strata-operator sends the whole object to these watches again; decoding them into
 //! JSON trees was 5.8 % of the translator's CPU in a 30 × 3 benchmark (docs/performance.md,
-//! the twenty-first session). Kubernetes cannot leave them out of a watch, and k8s-openapi's
-//! `ObjectMeta` decodes every field it has, so the metadata is read here through a copy of its
-//! fields without that one: serde skips an unknown key without allocating.
+//! the twenty-first session). The metadata is read as `strata_runtime::lean` reads a typed
+//! object's: without that key (serde skips it without allocating); the rest without
+//! `DynamicObject`'s `flatten`, which buffers every value before it is decoded.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::core::DynamicResourceScope;
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
+use strata_runtime::lean::LeanMeta;
 
 /// A [`DynamicObject`] decoded without `metadata.managedFields`.
 #[derive(Clone, Debug)]
 pub(crate) struct LeanObject(pub(crate) DynamicObject);
-
-/// `ObjectMeta`'s fields but `managedFields` (k8s-openapi 1.37's list).
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct LeanMeta {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
-}
-
-impl From<LeanMeta> for ObjectMeta {
-    fn from(m: LeanMeta) -> ObjectMeta {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            managed_fields: None,
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            self_link: m.self_link,
-            uid: m.uid,
-        }
-    }
-}
 
 impl<'de> Deserialize<'de> for LeanObject {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -80,7 +37,7 @@ impl<'de> Deserialize<'de> for LeanObject {
                     match key.as_str() {
                         "apiVersion" => api_version = Some(map.next_value()?),
                         "kind" => kind = Some(map.next_value()?),
-                        "metadata" => metadata = map.next_value::<LeanMeta>()?.into(),
+                        "metadata" => metadata = map.next_value::<LeanMeta>()?.0,
                         _ => {
                             data.insert(key, map.next_value()?);
                         }

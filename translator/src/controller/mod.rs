@@ -44,6 +44,7 @@ use strata_runtime::Health;
 use strata_runtime::Shard;
 use strata_runtime::Synced;
 use strata_runtime::events::Recorder;
+use strata_runtime::lean::Lean;
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -220,14 +221,14 @@ pub async fn run_observed(
         caches::keep(
             &machines,
             machines_writer,
-            api::<Machine>(&client, ns),
+            api::<Lean<Machine>>(&client, ns),
             wc.clone(),
             Some(machines_by_cluster.clone()),
         ),
         caches::keep(
             &clusters,
             clusters_writer,
-            api::<Cluster>(&client, ns),
+            api::<Lean<Cluster>>(&client, ns),
             wc.clone(),
             None,
         ),
@@ -235,14 +236,14 @@ pub async fn run_observed(
         caches::keep(
             &identities,
             identities_writer,
-            Api::<AzureClusterIdentity>::all(client.clone()),
+            Api::<Lean<AzureClusterIdentity>>::all(client.clone()),
             wc.clone(),
             None,
         ),
         caches::keep(
             &location_zones,
             zones_writer,
-            api::<azure::LocationZones>(&client, ns),
+            api::<Lean<azure::LocationZones>>(&client, ns),
             label_config(),
             None,
         ),
@@ -278,7 +279,7 @@ pub async fn run_observed(
     let controller = queue
         .controller_on(
             azure_clusters_writer,
-            api::<AzureCluster>(&client, ns),
+            api::<Lean<AzureCluster>>(&client, ns),
             &wc,
             &azure_clusters.synced,
             &ctx.decided,
@@ -366,7 +367,7 @@ pub async fn run_observed(
     let ms = queue
         .controller_on(
             azure_machines_writer,
-            api::<AzureMachine>(&client, ns),
+            api::<Lean<AzureMachine>>(&client, ns),
             &wc,
             &azure_machines.synced,
             &ctx.decided,
@@ -467,7 +468,7 @@ pub async fn run_observed(
     let pools_synced = Synced::default();
     let pools = queue
         .controller(
-            api::<AzureMachinePool>(&client, ns),
+            api::<Lean<AzureMachinePool>>(&client, ns),
             &wc,
             &pools_synced,
             &ctx.decided,

@@ -55,7 +55,7 @@ impl Queue {
     /// build it otherwise.
     pub(crate) fn controller<K>(
         &self,
-        api: Api<K>,
+        api: Api<Lean<K>>,
         wc: &watcher::Config,
         synced: &Synced,
         decided: &Arc<Decided>,
@@ -72,7 +72,7 @@ impl Queue {
     pub(crate) fn controller_on<K>(
         &self,
         writer: reflector::store::Writer<K>,
-        api: Api<K>,
+        api: Api<Lean<K>>,
         wc: &watcher::Config,
         synced: &Synced,
         decided: &Arc<Decided>,
@@ -94,6 +94,7 @@ impl Queue {
         let events = reflector(
             writer,
             watcher(api, wc.clone())
+                .map_ok(Lean::event)
                 .default_backoff()
                 .modify(strata_runtime::cache::trim),
         )
