@@ -168,6 +168,9 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     };
     let (reader, writer) = reflector::store();
     ctx.register_store(reader.clone());
+    // CRs that ARM's line calls back when their turn comes.
+    let (turns, called_back) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
+    ctx.register_turns(K::KIND, turns);
     let index = ctx.index.clone();
     // Objects whose watched status contradicts what this instance last reported.
     let (contradicted_tx, contradicted) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<K>>();
@@ -233,7 +236,11 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                 BroadcastStream::new(ctx.identity_changes.subscribe()),
             ),
         ),
-        tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
+        futures::stream::select(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
+            tokio_stream::wrappers::UnboundedReceiverStream::new(called_back)
+                .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+        ),
     )
     .inspect(move |r| {
         metrics.common.queued(

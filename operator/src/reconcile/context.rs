@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::capz::AzureClusterIdentity;
 
@@ -90,7 +91,13 @@ pub struct Context {
     pub reported: Reported,
     /// Each kind's reflector store (`Store<K>` by kind), for the newest status the watch saw.
     stores: Mutex<HashMap<Kind, Box<dyn Any + Send + Sync>>>,
+    /// Each kind's controller trigger, `(namespace, name)`: how ARM's line calls back a CR it
+    /// sent away when its turn comes ([`crate::throttle::Wake`]).
+    turns: Mutex<HashMap<Kind, Turns>>,
 }
+
+/// A kind's controller trigger: the CRs to reconcile, by `(namespace, name)`.
+pub type Turns = tokio::sync::mpsc::UnboundedSender<(String, String)>;
 
 impl Context {
     pub fn new(
@@ -125,6 +132,7 @@ impl Context {
             repeats: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),
+            turns: Mutex::default(),
         }
     }
 
@@ -134,6 +142,29 @@ impl Context {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(K::KIND, Box::new(store));
+    }
+
+    /// Makes `turns` the way ARM's line calls back CRs of `kind` ([`Context::turn_wake`]).
+    pub fn register_turns(&self, kind: Kind, turns: Turns) {
+        self.turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(kind, turns);
+    }
+
+    /// How ARM's line calls `obj` back when its turn comes (`None` before its controller runs).
+    pub(super) fn turn_wake<K: AzureResource>(&self, obj: &K) -> Option<crate::throttle::Wake> {
+        let turns = self
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&K::KIND)?
+            .clone();
+        let who = (obj.namespace().unwrap_or_default(), obj.name_any());
+        Some(crate::throttle::Wake::new(move || {
+            // The controller is gone only when the process stops.
+            let _ = turns.send(who.clone());
+        }))
     }
 
     /// The newest copy of `obj` the watch delivered (the same object: same UID), if any; `None`

@@ -39,6 +39,7 @@ use crate::decide::{self, Step};
 use crate::error::Error;
 use crate::kind::Kind;
 use crate::reason::Reason;
+use crate::throttle::{Requester, Turn};
 use observe::Attempt;
 use report::Report;
 
@@ -161,16 +162,47 @@ async fn reconcile_inner<K: AzureResource>(
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
     ctx.index.wait_synced(Kind::ALL).await;
-    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR, and
-    // its kind's stage orders writes in line.
-    let requester = crate::throttle::Requester {
+    let key = object_key(obj.as_ref());
+    let intent = intent(obj.as_ref());
+    // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR and is
+    // called back when its turn comes, and its kind's stage orders writes in line.
+    let requester = Requester {
         id: {
             let mut h = DefaultHasher::new();
-            object_key(obj.as_ref()).hash(&mut h);
+            key.hash(&mut h);
             h.finish()
         },
         stage: K::KIND.stage(),
+        wake: ctx.turn_wake(obj.as_ref()),
     };
+    // Back in ARM's line, nothing the user asks changed: the GET that would precede its request
+    // is spent only once its turn nears.
+    let turn = if ctx.waits_with(&key, intent) {
+        ctx.credentials.throttle().turn(&requester)
+    } else {
+        Turn::NotInLine
+    };
+    if let Turn::Far(after) = turn {
+        tracing::debug!(
+            in_s = after.as_secs_f64(),
+            "in ARM's line: looked at when its turn nears"
+        );
+        ctx.polling(&key, intent, after);
+        return Ok(Action::requeue(after));
+    }
+    // Woken while our operation runs (our own finalizer write, a dependency announced Ready
+    // again) with nothing changed that the user asks: the operation's answer is not due yet,
+    // and a GET now would only spend ARM's read budget. (Called back by ARM's line, its turn
+    // has come before the time it was told.)
+    if turn != Turn::Near
+        && let Some(left) = ctx.poll_not_due(&key, intent)
+    {
+        tracing::debug!(
+            in_s = left.as_secs_f64(),
+            "an operation runs: looked at when due"
+        );
+        return Ok(Action::requeue(left));
+    }
     let a = match observe::start(obj.clone(), &ctx) {
         Ok(a) => a,
         Err(end) => {
@@ -179,28 +211,6 @@ async fn reconcile_inner<K: AzureResource>(
             return crate::throttle::REQUESTER.scope(requester, finished).await;
         }
     };
-    // Woken while our operation runs (our own finalizer write, a dependency announced Ready
-    // again) with nothing changed that the user asks: the operation's answer is not due yet,
-    // and a GET now would only spend ARM's read budget.
-    if let Some(left) = ctx.poll_not_due(&a.key, intent(obj.as_ref())) {
-        tracing::debug!(
-            in_s = left.as_secs_f64(),
-            "an operation runs: looked at when due"
-        );
-        return Ok(Action::requeue(left));
-    }
-    // Back from ARM's line before its turn, nothing the user asks changed: the GET that would
-    // precede its request is spent only once its turn nears.
-    if ctx.waits_with(&a.key, intent(obj.as_ref()))
-        && let Some(after) = ctx.credentials.throttle().turn_far(requester.id)
-    {
-        tracing::debug!(
-            in_s = after.as_secs_f64(),
-            "in ARM's line: looked at when its turn nears"
-        );
-        ctx.polling(&a.key, intent(obj.as_ref()), after);
-        return Ok(Action::requeue(after));
-    }
     crate::throttle::REQUESTER
         .scope(requester, steps(&ctx, a))
         .await
@@ -257,8 +267,8 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
 /// The reconcile ends without a request waiting its turn: the places its CR holds in ARM's
 /// lines are given up, so that those behind move up at once.
 fn leave_line(ctx: &Context) {
-    if let Ok(requester) = crate::throttle::REQUESTER.try_with(|r| *r) {
-        ctx.credentials.throttle().leave(requester.id);
+    if let Ok(id) = crate::throttle::REQUESTER.try_with(|r| r.id) {
+        ctx.credentials.throttle().leave(id);
     }
 }
 
