@@ -10,8 +10,13 @@
 //! top-level map's `metadata` value is read through a map that skips `managedFields` (serde's
 //! `IgnoredAny`: no allocation). Nothing else changes: every other key and value goes to the
 //! object's own decoding as it came.
+//!
+//! The API server answers every write with the whole object, which kube's `Api` decodes; most
+//! of Strata's writes do not read that answer. [`Unread`] is the answer type for those: the
+//! JSON is checked and passed over, nothing built.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -92,6 +97,66 @@ impl<K: Resource> Resource for Lean<K> {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         self.0.meta_mut()
+    }
+}
+
+/// The answer to a write whose body nobody reads: an `Api<Unread<K>>` writes `K`'s objects
+/// (same URLs) and passes over the object the API server sends back (serde's `IgnoredAny`:
+/// the JSON is read, nothing is built). Its metadata is empty.
+pub struct Unread<K> {
+    meta: ObjectMeta,
+    of: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Unread<K> {
+    fn clone(&self) -> Self {
+        Unread {
+            meta: self.meta.clone(),
+            of: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Unread<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Unread")
+    }
+}
+
+impl<'de, K> Deserialize<'de> for Unread<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d)?;
+        Ok(Unread {
+            meta: ObjectMeta::default(),
+            of: PhantomData,
+        })
+    }
+}
+
+impl<K: Resource> Resource for Unread<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
     }
 }
 
@@ -426,6 +491,21 @@ mod tests {
         let bad = r#"{"metadata": {"name": 7}}"#;
         assert!(serde_json::from_str::<Lean<ConfigMap>>(bad).is_err());
         assert!(serde_json::from_str::<Lean<ConfigMap>>(r#"{"metadata": []}"#).is_err());
+    }
+
+    #[test]
+    fn an_unread_answer_is_checked_not_built_and_has_the_objects_api() {
+        let answer: Unread<ConfigMap> = serde_json::from_str(CONFIG_MAP).unwrap();
+        assert_eq!(answer.meta(), &ObjectMeta::default());
+        assert!(serde_json::from_str::<Unread<ConfigMap>>("{\"metadata\": ").is_err());
+        assert_eq!(
+            Unread::<ConfigMap>::url_path(&(), Some("ns")),
+            ConfigMap::url_path(&(), Some("ns"))
+        );
+        assert_eq!(
+            Lean::<ConfigMap>::url_path(&(), Some("ns")),
+            ConfigMap::url_path(&(), Some("ns"))
+        );
     }
 
     #[test]

@@ -8,12 +8,13 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use strata_crds::annotations::CREATED;
+use strata_runtime::lean::Unread;
 use tracing::{info, warn};
 
 use super::failure::arm_failure;
 use super::observe::{azure_state, resolve};
 use super::report::{Report, report};
-use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue};
+use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue, answers};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
 use crate::credentials::Azure;
@@ -274,12 +275,14 @@ pub(super) async fn record_creation<K: AzureResource>(
     obj: &K,
     id: &ArmId,
 ) -> Result<(), Error> {
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {CREATED: id.to_string()}}})),
-    )
-    .await?;
+    // The CR the API server answers with is not read.
+    answers::<K, Unread<K>>(api)
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {CREATED: id.to_string()}}})),
+        )
+        .await?;
     Ok(())
 }
 
@@ -322,11 +325,13 @@ pub(super) async fn patch_finalizers<K: AzureResource>(
     // The resourceVersion makes this a compare-and-swap: a concurrent change to the list fails
     // (409) and the reconcile retries with the fresh object instead of dropping a finalizer.
     let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    // The CR the API server answers with is not read (the watch brings it).
+    answers::<K, Unread<K>>(api)
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
     Ok(())
 }

@@ -264,6 +264,19 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
     Ok(Action::requeue(ctx.timing.poll_interval))
 }
 
+/// `api`'s objects, the API server's answers decoded as `A` (`strata_runtime::lean`: `Lean<K>`,
+/// or `Unread<K>` for an answer not read).
+fn answers<K, A>(api: &Api<K>) -> Api<A>
+where
+    K: AzureResource,
+    A: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    Api::namespaced(
+        api.clone().into_client(),
+        api.namespace().unwrap_or_default(),
+    )
+}
+
 /// The reconcile ends without a request waiting its turn: the places its CR holds in ARM's
 /// lines are given up, so that those behind move up at once.
 fn leave_line(ctx: &Context) {

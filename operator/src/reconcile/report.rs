@@ -9,10 +9,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Map, Value, json};
+use strata_runtime::lean::Lean;
 use tracing::{debug, info};
 
-use super::object_key;
 use super::{ADOPT, ADOPT_REQUIRES_TAG, Attempt, Context, End, EventNote, Outcome, Requeue};
+use super::{answers, object_key};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
 use crate::error::Error;
@@ -176,7 +177,9 @@ pub(crate) async fn report<K: AzureResource>(
     } else {
         debug!(reason = r.reason.as_str(), message = %r.message, "status");
     }
-    let written = api
+    // The answer is read (its resourceVersion, and the CR as written for the rest of the
+    // reconcile), without its managedFields.
+    let Lean(written) = answers::<K, Lean<K>>(api)
         .patch_status(
             &obj.name_any(),
             &PatchParams::default(),

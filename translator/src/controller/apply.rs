@@ -4,11 +4,17 @@
 use std::collections::HashMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
 use kube::core::object::HasStatus;
 
 use super::*;
 
-pub(crate) fn dyn_api(client: &Client, ns: &str, kind: CloudKind) -> Api<DynamicObject> {
+/// The CRs of `kind` in `ns`, as `K`: `DynamicObject`, or `Unread<DynamicObject>` for a write
+/// whose answer is not read.
+pub(crate) fn dyn_api<K>(client: &Client, ns: &str, kind: CloudKind) -> Api<K>
+where
+    K: Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
     Api::namespaced_with(client.clone(), ns, &kind.api_resource())
 }
 
@@ -60,7 +66,9 @@ where
     if status_holds(obj, &status)? {
         return Ok(());
     }
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    // The object the API server answers with is not read.
+    let api: Api<Unread<K>> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     api.patch_status(
         &obj.name_any(),
         &PatchParams::default(),
@@ -247,7 +255,8 @@ pub(crate) async fn apply_all(
         {
             continue;
         }
-        dyn_api(client, ns, r.cloud_kind())
+        // The CR the API server answers with is not read (the watch brings it).
+        dyn_api::<Unread<DynamicObject>>(client, ns, r.cloud_kind())
             .patch(
                 r.name(),
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -277,7 +286,11 @@ pub(crate) async fn list_owned(
     let lp = ListParams::default().labels(&format!("{}={cluster}", naming::CLUSTER_NAME_LABEL));
     let mut out = Vec::new();
     for &kind in kinds {
-        for o in dyn_api(client, ns, kind).list(&lp).await?.items {
+        for o in dyn_api::<DynamicObject>(client, ns, kind)
+            .list(&lp)
+            .await?
+            .items
+        {
             let mine = o.metadata.owner_references.as_ref().is_some_and(|refs| {
                 refs.iter()
                     .any(|r| r.uid == owner_uid && r.controller == Some(true))
@@ -313,7 +326,7 @@ pub(crate) async fn prune(
                 kind = kind.as_str(),
                 name, "deleting a CR no longer desired"
             );
-            match dyn_api(client, ns, kind)
+            match dyn_api::<Unread<DynamicObject>>(client, ns, kind)
                 .delete(&name, &DeleteParams::background())
                 .await
             {
@@ -342,7 +355,7 @@ pub(crate) async fn set_paused(
             continue;
         }
         let value = if paused { json!("true") } else { Value::Null };
-        dyn_api(client, ns, kind)
+        dyn_api::<Unread<DynamicObject>>(client, ns, kind)
             .patch(
                 &o.name_any(),
                 &PatchParams::default(),

@@ -44,7 +44,7 @@ use strata_runtime::Health;
 use strata_runtime::Shard;
 use strata_runtime::Synced;
 use strata_runtime::events::Recorder;
-use strata_runtime::lean::Lean;
+use strata_runtime::lean::{Lean, Unread};
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 use tracing::{Instrument, debug, info, info_span, warn};
 
