@@ -73,32 +73,42 @@ impl<K: Serialize> Serialize for Lean<K> {
     }
 }
 
-impl<K: Resource> Resource for Lean<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+/// `Resource` for a wrapper of `K`: `K`'s API (kind, group, version, plural: the same URLs),
+/// its metadata reached through `$meta` / `$meta_mut` of `self`.
+macro_rules! resource_of {
+    ($wrapper:ident, |$this:ident| $meta:expr, $meta_mut:expr) => {
+        impl<K: Resource> Resource for $wrapper<K> {
+            type DynamicType = K::DynamicType;
+            type Scope = K::Scope;
 
-    fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::plural(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        self.0.meta()
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        self.0.meta_mut()
-    }
+            fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                K::kind(dt)
+            }
+            fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                K::group(dt)
+            }
+            fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                K::version(dt)
+            }
+            fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                K::plural(dt)
+            }
+            fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                K::api_version(dt)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                let $this = self;
+                $meta
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                let $this = self;
+                $meta_mut
+            }
+        }
+    };
 }
+
+resource_of!(Lean, |this| this.0.meta(), this.0.meta_mut());
 
 /// The answer to a write whose body nobody reads: an `Api<Unread<K>>` writes `K`'s objects
 /// (same URLs) and passes over the object the API server sends back (serde's `IgnoredAny`:
@@ -133,32 +143,7 @@ impl<'de, K> Deserialize<'de> for Unread<K> {
     }
 }
 
-impl<K: Resource> Resource for Unread<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
-
-    fn kind(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::plural(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+resource_of!(Unread, |this| &this.meta, &mut this.meta);
 
 /// Which map a [`Filtered`] decoder reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
