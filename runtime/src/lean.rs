@@ -21,12 +21,12 @@ use std::marker::PhantomData;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher::Event;
+use serde::Deserialize;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
 
 /// `K`, decoded without `metadata.managedFields`; its API is `K`'s (`Api<Lean<K>>` watches the
-/// same objects). Serializes as `K`.
+/// same objects).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lean<K>(pub K);
 
@@ -64,12 +64,6 @@ impl<'de, K: Deserialize<'de>> Deserialize<'de> for Lean<K> {
             level: Level::Object,
         })
         .map(Lean)
-    }
-}
-
-impl<K: Serialize> Serialize for Lean<K> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
     }
 }
 
@@ -161,11 +155,21 @@ struct Filtered<D> {
     level: Level,
 }
 
-/// Forwards a decoding method to the inner decoder, visitor unchanged.
+/// Forwards decoding methods to the inner decoder, their arguments and visitor unchanged.
 macro_rules! forward {
-    ($($method:ident),* $(,)?) => {$(
-        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-            self.inner.$method(visitor)
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value, D::Error> {
+            self.inner.$method($($arg,)* visitor)
+        }
+    )*};
+}
+
+/// The same, the visitor wrapped to filter the map it is given ([`FilteredVisitor`]).
+macro_rules! filter {
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value, D::Error> {
+            let level = self.level;
+            self.inner.$method($($arg,)* FilteredVisitor { visitor, level })
         }
     )*};
 }
@@ -173,97 +177,44 @@ macro_rules! forward {
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Filtered<D> {
     type Error = D::Error;
 
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner
-            .deserialize_map(FilteredVisitor { visitor, level })
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner
-            .deserialize_struct(name, fields, FilteredVisitor { visitor, level })
-    }
-
-    /// k8s-openapi's objects read their metadata as an `Option<ObjectMeta>`.
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner
-            .deserialize_option(FilteredVisitor { visitor, level })
-    }
-
-    forward!(
-        deserialize_any,
-        deserialize_bool,
-        deserialize_i8,
-        deserialize_i16,
-        deserialize_i32,
-        deserialize_i64,
-        deserialize_i128,
-        deserialize_u8,
-        deserialize_u16,
-        deserialize_u32,
-        deserialize_u64,
-        deserialize_u128,
-        deserialize_f32,
-        deserialize_f64,
-        deserialize_char,
-        deserialize_str,
-        deserialize_string,
-        deserialize_bytes,
-        deserialize_byte_buf,
-        deserialize_unit,
-        deserialize_seq,
-        deserialize_identifier,
-        deserialize_ignored_any,
+    // A map may be filtered: as a map, a struct, or an optional one (k8s-openapi's objects read
+    // their metadata as an `Option<ObjectMeta>`).
+    filter!(
+        deserialize_map(),
+        deserialize_struct(name: &'static str, fields: &'static [&'static str]),
+        deserialize_option(),
     );
 
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_unit_struct(name, visitor)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_newtype_struct(name, visitor)
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_tuple(len, visitor)
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_tuple_struct(name, len, visitor)
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_enum(name, variants, visitor)
-    }
+    forward!(
+        deserialize_any(),
+        deserialize_bool(),
+        deserialize_i8(),
+        deserialize_i16(),
+        deserialize_i32(),
+        deserialize_i64(),
+        deserialize_i128(),
+        deserialize_u8(),
+        deserialize_u16(),
+        deserialize_u32(),
+        deserialize_u64(),
+        deserialize_u128(),
+        deserialize_f32(),
+        deserialize_f64(),
+        deserialize_char(),
+        deserialize_str(),
+        deserialize_string(),
+        deserialize_bytes(),
+        deserialize_byte_buf(),
+        deserialize_unit(),
+        deserialize_seq(),
+        deserialize_identifier(),
+        deserialize_ignored_any(),
+        deserialize_unit_struct(name: &'static str),
+        deserialize_newtype_struct(name: &'static str),
+        deserialize_tuple(len: usize),
+        deserialize_tuple_struct(name: &'static str, len: usize),
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]),
+    );
 
     fn is_human_readable(&self) -> bool {
         self.inner.is_human_readable()
