@@ -33,13 +33,18 @@ pub struct Lean<K>(pub K);
 impl<K> Lean<K> {
     /// A watch event of lean objects as one of `K`.
     pub fn event(event: Event<Lean<K>>) -> Event<K> {
-        match event {
-            Event::Apply(Lean(o)) => Event::Apply(o),
-            Event::Delete(Lean(o)) => Event::Delete(o),
-            Event::Init => Event::Init,
-            Event::InitApply(Lean(o)) => Event::InitApply(o),
-            Event::InitDone => Event::InitDone,
-        }
+        map_event(event, |Lean(o)| o)
+    }
+}
+
+/// A watch event with `f` applied to its object (a wrapper's event as its object's).
+pub fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
+    match event {
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::InitDone => Event::InitDone,
     }
 }
 

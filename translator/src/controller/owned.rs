@@ -226,7 +226,7 @@ where
         let owners = watcher(api, label_config())
             .default_backoff()
             .modify(strata_runtime::cache::trim)
-            .map_ok(dynamic_event)
+            .map_ok(|e| strata_runtime::lean::map_event(e, |o: LeanObject| o.0))
             .flat_map(move |event| {
                 let woken = match &event {
                     Ok(event) => filed
@@ -243,18 +243,6 @@ where
         c = c.reconcile_on(owners);
     }
     c
-}
-
-/// The event of a [`LeanObject`] as the cache files it.
-fn dynamic_event(event: watcher::Event<LeanObject>) -> watcher::Event<DynamicObject> {
-    use watcher::Event;
-    match event {
-        Event::Apply(o) => Event::Apply(o.0),
-        Event::Delete(o) => Event::Delete(o.0),
-        Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.0),
-        Event::InitDone => Event::InitDone,
-    }
 }
 
 /// The CRs `owner` (of `cache`'s owner kind) owns in `ns` for `cluster`. From the cache, except
