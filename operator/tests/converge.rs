@@ -177,6 +177,89 @@ async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
     );
 }
 
+/// A VM's bootstrap data is read from its Secret to create the VM, and only then: Azure cannot
+/// change an existing VM's custom data, so once the VM exists its Secret may go (CAPI rotates and
+/// deletes bootstrap Secrets) and drift is still repaired, with one PUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_needs_its_bootstrap_secret_only_to_be_created() {
+    let mut w = World::start("custom-data").await;
+    let text =
+        std::fs::read_to_string(repo_root().join("samples/azure/cluster-resources.yaml")).unwrap();
+    let mut objects = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let mut v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        if v["kind"] == "VirtualMachine" {
+            v["spec"]["customData"] = json!({"name": "web-0-boot", "key": "value"});
+        }
+        objects.push(w.apply(v).await);
+    }
+    let ns = w.ns.clone();
+    // No Secret yet: once its NIC is there, the VM waits for it, and says which.
+    w.eventually(
+        "the VM waiting for its Secret",
+        Duration::from_secs(60),
+        || async {
+            w.ready_in(&ns, "VirtualMachine", "web-0")
+                .await
+                .is_some_and(|(_, reason, message)| {
+                    reason == "WaitingForReference" && message.contains("web-0-boot")
+                })
+        },
+    )
+    .await;
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.env.client(), &ns);
+    secrets
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "web-0-boot"},
+                "stringData": {"value": "#cloud-config"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    w.wait_all_ready(&objects, Duration::from_secs(60)).await;
+
+    // The Secret goes, the VM's tag drifts: repaired, and the VM stays Ready.
+    secrets
+        .delete("web-0-boot", &Default::default())
+        .await
+        .unwrap();
+    let vm_id = w
+        .get("VirtualMachine", "web-0")
+        .await
+        .unwrap()
+        .data
+        .pointer("/status/id")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    w.stop_operator();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.sim_patch(&vm_id, json!({"tags": {"app": "tampered"}}))
+        .await;
+    w.clear_requests().await;
+    w.start_operator();
+    w.eventually("the VM's tag repaired", Duration::from_secs(30), || async {
+        w.sim_resources().await.iter().any(|r| {
+            r["id"]
+                .as_str()
+                .is_some_and(|x| x.eq_ignore_ascii_case(&vm_id))
+                && r.pointer("/tags/app").is_some_and(|a| a == "web")
+        })
+    })
+    .await;
+    w.wait_all_ready(&objects, Duration::from_secs(30)).await;
+    let puts = puts_per_resource(&w.arm_requests().await);
+    assert_eq!(
+        puts.get(&vm_id.to_ascii_lowercase()),
+        Some(&1),
+        "one PUT of the VM: {puts:?}"
+    );
+}
+
 /// Found by the benchmark: when Azure completes an update at once (a resource group has no
 /// operation to wait for), the reconcile that sent it compared its "Ready" report with the status
 /// it started from — Ready already — and skipped the write, leaving the "updating" status of its

@@ -39,6 +39,13 @@ pub trait AzureResource: CloudObject {
     /// other CRs manage (a virtual network's subnets).
     fn preserve(_observed: &Value, _desired: &mut Value) {}
 
+    /// Whether building the desired body needs the bootstrap data (`Resolved::custom_data`,
+    /// read from the Secret `custom_data()` names), given what Azure holds (`None`: nothing).
+    /// A scale set's always does (its hash tag follows the data); a VM's only to be created.
+    fn reads_custom_data(_observed: Option<&Value>) -> bool {
+        true
+    }
+
     /// A collection below the resource (type segment) that is listed after each GET finding
     /// the resource, for the status: a scale set's `virtualMachines`, its instances.
     const LISTED: Option<&'static str> = None;

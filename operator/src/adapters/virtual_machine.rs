@@ -78,13 +78,21 @@ impl AzureResource for VirtualMachine {
     }
 
     fn preserve(_observed: &Value, desired: &mut Value) {
-        // The resource exists: its admin password was set at creation and cannot change.
+        // The resource exists: its admin password and custom data were set at creation and
+        // cannot change (ARM refuses a different customData; it returns neither).
         if let Some(os) = desired
             .pointer_mut("/properties/osProfile")
             .and_then(Value::as_object_mut)
         {
             os.remove("adminPassword");
+            os.remove("customData");
         }
+    }
+
+    /// Only to create it: an existing VM's custom data is fixed (`preserve`), so neither its
+    /// drift nor an update needs the Secret, which CAPI may have rotated or deleted since.
+    fn reads_custom_data(observed: Option<&Value>) -> bool {
+        observed.is_none()
     }
 
     fn outputs(observed: &Value) -> Map<String, Value> {

@@ -230,7 +230,11 @@ pub(super) async fn observe<K: AzureResource>(
     let mut resolved = a.deps.resolved.clone();
     resolved.id = Some(own.clone());
     resolved.listed = a.listed.clone();
-    if let Some(secret) = obj.custom_data().filter(|_| !a.obs.deleting) {
+    // The bootstrap data Secret is read only when the body needs it (a VM's: to create it).
+    if let Some(secret) = obj
+        .custom_data()
+        .filter(|_| !a.obs.deleting && K::reads_custom_data(body.as_ref()))
+    {
         match read_custom_data(&ctx.kube, &a.namespace, &secret.name, &secret.key).await {
             Ok(data) => resolved.custom_data = Some(data),
             Err(message) => {

@@ -25,6 +25,48 @@ pub(crate) async fn machine_for(
     }))
 }
 
+/// Copies the bootstrap data of Secret `secret` (CAPI's bootstrap provider writes it) into the
+/// AzureMachine's custom-data Secret, which the VM CR names; false while it has no data yet. The
+/// copy is owned by the AzureMachine: the VM's custom data must outlive CAPI's rotation or
+/// deletion of its bootstrap Secret until Azure has it.
+async fn copy_bootstrap_data(
+    client: &Client,
+    ns: &str,
+    azm: &AzureMachine,
+    owner: &OwnerReference,
+    cluster_name: &str,
+    secret: &str,
+) -> Result<bool, Error> {
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let Some(value) = secrets
+        .get_opt(secret)
+        .await?
+        .and_then(|s| s.data)
+        .and_then(|d| d.get(naming::BOOTSTRAP_DATA_KEY).cloned())
+    else {
+        return Ok(false);
+    };
+    let name = naming::custom_data_secret(&azm.name_any());
+    let copy = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "labels": {naming::CLUSTER_NAME_LABEL: cluster_name},
+            "ownerReferences": [owner],
+        },
+        "data": {naming::BOOTSTRAP_DATA_KEY: value},
+    });
+    secrets
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(copy),
+        )
+        .await?;
+    Ok(true)
+}
+
 pub(crate) fn previous_machine_conditions(azm: &AzureMachine) -> Vec<capi::Condition> {
     azm.status
         .as_ref()
@@ -141,45 +183,24 @@ pub(crate) async fn reconcile_machine_inner(
 
     // The VM waits for the cluster's infrastructure and the bootstrap data (CAPI contract).
     let infra_ready = azc.status.as_ref().is_some_and(|s| s.ready);
-    let mut waiting = None;
-    if !infra_ready {
-        waiting = Some("WaitingForClusterInfrastructure");
-    } else if let Some(secret) = &machine.spec.bootstrap.data_secret_name {
-        let data = Api::<Secret>::namespaced(client.clone(), &ns)
-            .get_opt(secret)
-            .await?
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(naming::BOOTSTRAP_DATA_KEY).cloned());
-        match data {
-            Some(value) => {
-                // A copy owned by the AzureMachine: the VM's custom data is immutable and must
-                // outlive CAPI's rotation or deletion of its bootstrap Secret.
-                let copy = json!({
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": naming::custom_data_secret(&azm.name_any()),
-                        "labels": {naming::CLUSTER_NAME_LABEL: &cluster_name},
-                        "ownerReferences": [&owner],
-                    },
-                    "data": {naming::BOOTSTRAP_DATA_KEY: value},
-                });
-                Api::<Secret>::namespaced(client.clone(), &ns)
-                    .patch(
-                        &naming::custom_data_secret(&azm.name_any()),
-                        &PatchParams::apply(FIELD_MANAGER).force(),
-                        &Patch::Apply(copy),
-                    )
-                    .await?;
-            }
-            None => waiting = Some("WaitingForBootstrapData"),
-        }
-    } else {
-        waiting = Some("WaitingForBootstrapData");
-    }
     let vm_exists = existing
         .iter()
         .any(|(k, _)| *k == CloudKind::VirtualMachine);
+    // Once Azure holds the VM (its CR has an ID), its custom data is fixed: the copy is left as
+    // it is and the bootstrap Secret no longer read (it was a GET and an apply of tens of KiB on
+    // every reconcile of the machine, for nothing).
+    let vm_in_azure = existing
+        .iter()
+        .any(|(k, o)| *k == CloudKind::VirtualMachine && o.data["status"]["id"].is_string());
+    let waiting = if !infra_ready {
+        Some("WaitingForClusterInfrastructure")
+    } else if let Some(secret) = &machine.spec.bootstrap.data_secret_name {
+        let copied = vm_in_azure
+            || copy_bootstrap_data(client, &ns, &azm, &owner, &cluster_name, secret).await?;
+        (!copied).then_some("WaitingForBootstrapData")
+    } else {
+        Some("WaitingForBootstrapData")
+    };
     if waiting.is_some() && !vm_exists {
         translation
             .resources
