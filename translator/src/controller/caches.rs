@@ -64,15 +64,15 @@ where
     (cache, writer)
 }
 
-/// The watch that keeps `cache` (through `writer`) up to date, and its `groups` if it has
-/// some; it ends with the watch. Retries back off, as kube-runtime's controllers' own watches
-/// do.
+/// The watch that keeps `cache` (through `writer`) up to date, and its `groups` (each a
+/// grouping of the same objects); it ends with the watch. Retries back off, as kube-runtime's
+/// controllers' own watches do.
 pub(crate) async fn keep<K>(
     cache: &Cache<K>,
     writer: reflector::store::Writer<K>,
     api: Api<Lean<K>>,
     wc: watcher::Config,
-    groups: Option<Arc<Groups<K>>>,
+    groups: Vec<Arc<Groups<K>>>,
 ) where
     K: Watched,
 {
@@ -88,13 +88,13 @@ pub(crate) async fn keep<K>(
             .default_backoff()
             .modify(strata_runtime::cache::trim)
             .inspect_ok(move |e| {
-                if let Some(g) = &before {
+                for g in &before {
                     g.before(e);
                 }
             }),
     )
     .inspect_ok(move |e| {
-        if let Some(g) = &groups {
+        for g in &groups {
             g.after(e, &store);
         }
     })

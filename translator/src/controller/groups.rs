@@ -150,6 +150,12 @@ pub(crate) fn machine_cluster(m: &Machine) -> Option<&str> {
     Some(m.spec.cluster_name.as_str())
 }
 
+/// A Machine's group by its bootstrap data: the Secret it names (each bootstrap Secret's
+/// event looked at every Machine to find the one naming it).
+pub(crate) fn machine_bootstrap_secret(m: &Machine) -> Option<&str> {
+    m.spec.bootstrap.data_secret_name.as_deref()
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used)]
 mod tests {

@@ -200,6 +200,7 @@ pub async fn run_observed(
     // Every subscription made here is consumed below (an unread one would stall its watch).
     let (machines, machines_writer) = caches::shared::<Machine>();
     let machines_by_cluster = Arc::new(Groups::new(groups::machine_cluster));
+    let machines_by_bootstrap = Arc::new(Groups::new(groups::machine_bootstrap_secret));
     let machines_for_clusters = subscribe(&machines_writer);
     let machines_for_azure_machines = subscribe(&machines_writer);
     let (azure_machines, azure_machines_writer) = caches::shared::<AzureMachine>();
@@ -223,14 +224,14 @@ pub async fn run_observed(
             machines_writer,
             api::<Lean<Machine>>(&client, ns),
             wc.clone(),
-            Some(machines_by_cluster.clone()),
+            vec![machines_by_cluster.clone(), machines_by_bootstrap.clone()],
         ),
         caches::keep(
             &clusters,
             clusters_writer,
             api::<Lean<Cluster>>(&client, ns),
             wc.clone(),
-            None,
+            Vec::new(),
         ),
         // Identities may live in any namespace.
         caches::keep(
@@ -238,14 +239,14 @@ pub async fn run_observed(
             identities_writer,
             Api::<Lean<AzureClusterIdentity>>::all(client.clone()),
             wc.clone(),
-            None,
+            Vec::new(),
         ),
         caches::keep(
             &location_zones,
             zones_writer,
             api::<Lean<azure::LocationZones>>(&client, ns),
             label_config(),
-            None,
+            Vec::new(),
         ),
     );
     let reporter = Reporter {
@@ -385,13 +386,9 @@ pub async fn run_observed(
             queue.counted(move |s: Secret| {
                 let ns = s.namespace().unwrap_or_default();
                 let name = s.name_any();
-                let mut woken: Vec<ObjectRef<AzureMachine>> = by_machine
-                    .state()
+                let mut woken: Vec<ObjectRef<AzureMachine>> = machines_by_bootstrap
+                    .members(&by_machine, &ns, &name)
                     .into_iter()
-                    .filter(|m| {
-                        m.spec.bootstrap.data_secret_name.as_deref() == Some(&name)
-                            && m.metadata.namespace.as_deref() == Some(&ns)
-                    })
                     .filter_map(|m| m.spec.infrastructure_ref.name.clone())
                     .map(|n| ObjectRef::new(&n).within(&ns))
                     .collect();
