@@ -27,6 +27,18 @@ async fn apply_samples(w: &World) -> Vec<(String, String)> {
     objects
 }
 
+/// The ARM ID a CR's status reports.
+async fn arm_id(w: &World, kind: &str, name: &str) -> String {
+    w.get(kind, name)
+        .await
+        .unwrap()
+        .data
+        .pointer("/status/id")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned()
+}
+
 /// PUTs per ARM resource path (lower-cased: ARM paths are case-insensitive).
 fn puts_per_resource(requests: &[Value]) -> BTreeMap<String, usize> {
     let mut puts = BTreeMap::new();
@@ -124,20 +136,8 @@ async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
     let objects = apply_samples(&w).await;
     w.wait_all_ready(&objects, Duration::from_secs(60)).await;
 
-    let nsg = w.get("NetworkSecurityGroup", "web-nsg").await.unwrap();
-    let nsg_id = nsg
-        .data
-        .pointer("/status/id")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
-    let vm = w.get("VirtualMachine", "web-0").await.unwrap();
-    let vm_id = vm
-        .data
-        .pointer("/status/id")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
+    let nsg_id = arm_id(&w, "NetworkSecurityGroup", "web-nsg").await;
+    let vm_id = arm_id(&w, "VirtualMachine", "web-0").await;
     // Stopped first (see an_update_azure_completes_at_once_ends_ready).
     w.stop_operator();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -227,15 +227,7 @@ async fn a_vm_needs_its_bootstrap_secret_only_to_be_created() {
         .delete("web-0-boot", &Default::default())
         .await
         .unwrap();
-    let vm_id = w
-        .get("VirtualMachine", "web-0")
-        .await
-        .unwrap()
-        .data
-        .pointer("/status/id")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
+    let vm_id = arm_id(&w, "VirtualMachine", "web-0").await;
     w.stop_operator();
     tokio::time::sleep(Duration::from_millis(500)).await;
     w.sim_patch(&vm_id, json!({"tags": {"app": "tampered"}}))
@@ -277,15 +269,7 @@ async fn an_update_azure_completes_at_once_ends_ready() {
     // is the one counted.
     w.stop_operator();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let id = w
-        .get("ResourceGroup", "rg")
-        .await
-        .unwrap()
-        .data
-        .pointer("/status/id")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
+    let id = arm_id(&w, "ResourceGroup", "rg").await;
     w.sim_patch(&id, json!({"tags": {"env": "tampered"}})).await;
 
     w.clear_requests().await;

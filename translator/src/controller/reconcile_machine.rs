@@ -26,13 +26,12 @@ pub(crate) async fn machine_for(
 }
 
 /// Copies the bootstrap data of Secret `secret` (CAPI's bootstrap provider writes it) into the
-/// AzureMachine's custom-data Secret, which the VM CR names; false while it has no data yet. The
-/// copy is owned by the AzureMachine: the VM's custom data must outlive CAPI's rotation or
-/// deletion of its bootstrap Secret until Azure has it.
-async fn copy_bootstrap_data(
+/// custom-data Secret of `owner` (an AzureMachine, whose VM CR names it, or an AzureMachinePool);
+/// false while the data is not there yet. The copy is controller-owned by `owner`: the custom
+/// data must outlive CAPI's rotation or deletion of its bootstrap Secret until Azure has it.
+pub(crate) async fn copy_bootstrap_data(
     client: &Client,
     ns: &str,
-    azm: &AzureMachine,
     owner: &OwnerReference,
     cluster_name: &str,
     secret: &str,
@@ -46,7 +45,7 @@ async fn copy_bootstrap_data(
     else {
         return Ok(false);
     };
-    let name = naming::custom_data_secret(&azm.name_any());
+    let name = naming::custom_data_secret(&owner.name);
     let copy = json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -195,8 +194,8 @@ pub(crate) async fn reconcile_machine_inner(
     let waiting = if !infra_ready {
         Some("WaitingForClusterInfrastructure")
     } else if let Some(secret) = &machine.spec.bootstrap.data_secret_name {
-        let copied = vm_in_azure
-            || copy_bootstrap_data(client, &ns, &azm, &owner, &cluster_name, secret).await?;
+        let copied =
+            vm_in_azure || copy_bootstrap_data(client, &ns, &owner, &cluster_name, secret).await?;
         (!copied).then_some("WaitingForBootstrapData")
     } else {
         Some("WaitingForBootstrapData")

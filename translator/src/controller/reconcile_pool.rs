@@ -118,41 +118,14 @@ async fn reconcile_pool_inner(
 
     // The scale set waits for the cluster's infrastructure and the bootstrap data (CAPI's
     // machine pool contract), whose copy the AzureMachinePool owns.
-    let mut waiting = None;
-    if !azc.status.as_ref().is_some_and(|s| s.ready) {
-        waiting = Some("WaitingForClusterInfrastructure");
+    let waiting = if !azc.status.as_ref().is_some_and(|s| s.ready) {
+        Some("WaitingForClusterInfrastructure")
     } else if let Some(secret) = &pool.spec.template.spec.bootstrap.data_secret_name {
-        let data = Api::<Secret>::namespaced(client.clone(), &ns)
-            .get_opt(secret)
-            .await?
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(naming::BOOTSTRAP_DATA_KEY).cloned());
-        match data {
-            Some(value) => {
-                let name = naming::custom_data_secret(&amp.name_any());
-                let copy = json!({
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": name,
-                        "labels": { naming::CLUSTER_NAME_LABEL: &cluster_name },
-                        "ownerReferences": [&owner],
-                    },
-                    "data": { naming::BOOTSTRAP_DATA_KEY: value },
-                });
-                Api::<Secret>::namespaced(client.clone(), &ns)
-                    .patch(
-                        &name,
-                        &PatchParams::apply(FIELD_MANAGER).force(),
-                        &Patch::Apply(copy),
-                    )
-                    .await?;
-            }
-            None => waiting = Some("WaitingForBootstrapData"),
-        }
+        let copied = copy_bootstrap_data(client, &ns, &owner, &cluster_name, secret).await?;
+        (!copied).then_some("WaitingForBootstrapData")
     } else {
-        waiting = Some("WaitingForBootstrapData");
-    }
+        Some("WaitingForBootstrapData")
+    };
     let mut resources = translation.resources.clone();
     let exists = existing
         .iter()
