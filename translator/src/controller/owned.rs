@@ -38,7 +38,7 @@ struct State {
     filed: HashMap<Key, (String, u64)>,
     /// A kind's (re)list in progress: what it has returned so far (it replaces the kind's CRs
     /// when it ends, as a reflector's store does).
-    relisting: HashMap<CloudKind, Vec<Arc<DynamicObject>>>,
+    relisting: HashMap<CloudKind, Vec<DynamicObject>>,
     /// Kinds listed completely at least once: until all are, the cache is not trusted.
     synced: HashSet<CloudKind>,
 }
@@ -58,29 +58,27 @@ impl OwnedCache {
     }
 
     /// Takes in one event of `kind`'s watch; returns the CR whose owner it should wake: one
-    /// that changed in what its owner reads ([`digest`]), was deleted, or was (re)listed. The
-    /// event's CR is kept, not copied (a copy of each was 1.6 % of the translator's CPU at
-    /// 1,000 x 3).
-    pub(crate) fn observe(
+    /// that changed in what its owner reads ([`digest`]), was deleted, or was (re)listed.
+    pub(crate) fn observe<'e>(
         &self,
         kind: CloudKind,
-        event: watcher::Event<DynamicObject>,
-    ) -> Option<Arc<DynamicObject>> {
+        event: &'e watcher::Event<DynamicObject>,
+    ) -> Option<&'e DynamicObject> {
         let mut state = self.write();
         match event {
-            watcher::Event::Apply(o) => {
-                let o = Arc::new(o);
-                return state.file(kind, o.clone()).then_some(o);
-            }
+            // Filed as a copy: filing the event's own object instead saved the copy's 1.6 %
+            // of the translator's CPU at 1,000 x 3 and cost 12.5 MiB of its peak RSS (3-5 MiB
+            // at 100 x 3; docs/performance.md, twenty-third session) - the copy is compact,
+            // the decoded object keeps the capacity its arrays grew to while parsing.
+            watcher::Event::Apply(o) => return state.file(kind, o.clone()).then_some(o),
             watcher::Event::Delete(o) => {
-                state.unfile(&key_of(kind, &o));
-                return Some(Arc::new(o));
+                state.unfile(&key_of(kind, o));
+                return Some(o);
             }
             watcher::Event::Init => {
                 state.relisting.insert(kind, Vec::new());
             }
             watcher::Event::InitApply(o) => {
-                let o = Arc::new(o);
                 state.relisting.entry(kind).or_default().push(o.clone());
                 return Some(o);
             }
@@ -138,7 +136,7 @@ impl OwnedCache {
 impl State {
     /// Files `o` under its controller owner; whether it differs, in what its owner reads, from
     /// the copy filed before (a CR not filed before always does).
-    fn file(&mut self, kind: CloudKind, o: Arc<DynamicObject>) -> bool {
+    fn file(&mut self, kind: CloudKind, o: DynamicObject) -> bool {
         let key = key_of(kind, &o);
         let before = self.unfile(&key);
         let Some(owner) = o
@@ -153,7 +151,7 @@ impl State {
         self.by_owner
             .entry(owner.clone())
             .or_default()
-            .insert(key.clone(), o);
+            .insert(key.clone(), Arc::new(o));
         let changed = before.as_ref() != Some(&(owner.clone(), digest));
         self.filed.insert(key, (owner, digest));
         changed
@@ -234,10 +232,10 @@ where
             .modify(strata_runtime::cache::trim)
             .map_ok(|e| strata_runtime::lean::map_event(e, |o: LeanObject| o.0))
             .flat_map(move |event| {
-                let woken = match event {
+                let woken = match &event {
                     Ok(event) => filed
                         .observe(kind, event)
-                        .map(|o| wake(owners::<K, _>(o.as_ref())))
+                        .map(|o| wake(owners::<K, _>(o)))
                         .unwrap_or_default(),
                     Err(e) => {
                         warn!(error = %e, kind = kind.as_str(), "watch error (owned CRs)");
@@ -304,11 +302,11 @@ mod tests {
     }
 
     fn listed(cache: &OwnedCache, kind: CloudKind, objects: Vec<DynamicObject>) {
-        cache.observe(kind, watcher::Event::Init);
+        cache.observe(kind, &watcher::Event::Init);
         for o in objects {
-            cache.observe(kind, watcher::Event::InitApply(o));
+            cache.observe(kind, &watcher::Event::InitApply(o));
         }
-        cache.observe(kind, watcher::Event::InitDone);
+        cache.observe(kind, &watcher::Event::InitDone);
     }
 
     #[test]
@@ -341,7 +339,7 @@ mod tests {
         );
         let mut elsewhere = cr(CloudKind::VirtualNetwork, "vnet-other-ns", "c1", Some("u1"));
         elsewhere.metadata.namespace = Some("other".into());
-        cache.observe(CloudKind::VirtualNetwork, watcher::Event::Apply(elsewhere));
+        cache.observe(CloudKind::VirtualNetwork, &watcher::Event::Apply(elsewhere));
         assert_eq!(names(cache.owned("ns", "c1", "u1")), ["rg1", "vnet1"]);
         assert_eq!(names(cache.owned("ns", "c2", "u2")), ["rg2"]);
         assert_eq!(
@@ -356,7 +354,7 @@ mod tests {
         let kind = CloudKind::ResourceGroup;
         let woke = |o: &DynamicObject| {
             cache
-                .observe(kind, watcher::Event::Apply(o.clone()))
+                .observe(kind, &watcher::Event::Apply(o.clone()))
                 .is_some()
         };
         let mut rg = cr(kind, "rg", "c", Some("u1"));
@@ -378,9 +376,9 @@ mod tests {
         let other_owner = cr(kind, "rg", "c", Some("u2"));
         assert!(woke(&other_owner), "handed to another owner");
         let deleted = watcher::Event::Delete(other_owner.clone());
-        assert!(cache.observe(kind, deleted).is_some(), "deleted");
+        assert!(cache.observe(kind, &deleted).is_some(), "deleted");
         let relisted = watcher::Event::InitApply(other_owner);
-        assert!(cache.observe(kind, relisted).is_some(), "relisted");
+        assert!(cache.observe(kind, &relisted).is_some(), "relisted");
     }
 
     #[test]
@@ -398,27 +396,27 @@ mod tests {
         // A CR handed to another owner moves; a deleted one goes; a new one comes.
         cache.observe(
             CloudKind::ResourceGroup,
-            watcher::Event::Apply(cr(CloudKind::ResourceGroup, "a", "c", Some("u2"))),
+            &watcher::Event::Apply(cr(CloudKind::ResourceGroup, "a", "c", Some("u2"))),
         );
         cache.observe(
             CloudKind::ResourceGroup,
-            watcher::Event::Delete(cr(CloudKind::ResourceGroup, "b", "c", Some("u1"))),
+            &watcher::Event::Delete(cr(CloudKind::ResourceGroup, "b", "c", Some("u1"))),
         );
         cache.observe(
             CloudKind::VirtualNetwork,
-            watcher::Event::Apply(cr(CloudKind::VirtualNetwork, "v", "c", Some("u1"))),
+            &watcher::Event::Apply(cr(CloudKind::VirtualNetwork, "v", "c", Some("u1"))),
         );
         assert_eq!(names(cache.owned("ns", "c", "u1")), ["v"]);
         assert_eq!(names(cache.owned("ns", "c", "u2")), ["a"]);
         // A relist (after a watch expired) replaces the kind: what it no longer returns was
         // deleted meanwhile, and the other kind is untouched; the cache stays trusted during it.
-        cache.observe(CloudKind::ResourceGroup, watcher::Event::Init);
+        cache.observe(CloudKind::ResourceGroup, &watcher::Event::Init);
         cache.observe(
             CloudKind::ResourceGroup,
-            watcher::Event::InitApply(cr(CloudKind::ResourceGroup, "c", "c", Some("u2"))),
+            &watcher::Event::InitApply(cr(CloudKind::ResourceGroup, "c", "c", Some("u2"))),
         );
         assert_eq!(names(cache.owned("ns", "c", "u2")), ["a"]);
-        cache.observe(CloudKind::ResourceGroup, watcher::Event::InitDone);
+        cache.observe(CloudKind::ResourceGroup, &watcher::Event::InitDone);
         assert_eq!(names(cache.owned("ns", "c", "u2")), ["c"]);
         assert_eq!(names(cache.owned("ns", "c", "u1")), ["v"]);
     }
