@@ -67,9 +67,9 @@ impl OwnedCache {
         let mut state = self.write();
         match event {
             // Filed as a copy: filing the event's own object instead saved the copy's 1.6 %
-            // of the translator's CPU at 1,000 x 3 and cost 12.5 MiB of its peak RSS (3-5 MiB
-            // at 100 x 3; docs/performance.md, twenty-third session) - the copy is compact,
-            // the decoded object keeps the capacity its arrays grew to while parsing.
+            // of the translator's CPU at 1,000 x 3 and cost 12.5 MiB of its peak RSS there
+            // (docs/performance.md, twenty-third session) - the copy is compact, while the
+            // decoded object keeps the capacity its arrays grew to while parsing.
             watcher::Event::Apply(o) => return state.file(kind, o.clone()).then_some(o),
             watcher::Event::Delete(o) => {
                 state.unfile(&key_of(kind, o));
