@@ -1552,20 +1552,7 @@ async fn the_translator_lists_and_watches_only_labelled_secrets_and_writes_only_
 // the translator's reconcile metric; neither writes the status.
 #[tokio::test]
 async fn a_reconcile_that_changes_nothing_writes_no_status() {
-    use std::sync::Arc;
-    use strata_runtime::metrics::ControllerMetrics;
-    use strata_translator::controller::{METRICS_PREFIX, Settings, run_observed};
-
-    let metrics = Arc::new(ControllerMetrics::new(METRICS_PREFIX, |_| {}));
-    let m = metrics.clone();
-    let env = start_with("tr-no-status", move |_, client, ns| {
-        let settings = Settings {
-            namespace: Some(ns.to_owned()),
-            ..Settings::default()
-        };
-        tokio::spawn(run_observed(client, settings, m, Arc::default()))
-    })
-    .await;
+    let (env, metrics) = start_with_metrics("tr-no-status").await;
     let input = format!(
         "{}\n{}",
         sample("default-cluster.yaml"),
@@ -1578,18 +1565,11 @@ async fn a_reconcile_that_changes_nothing_writes_no_status() {
     // the last status back writes it once more (a no-op on the server). The touches start once
     // the translator has written nothing and reconciled no AzureMachine for a second.
     let reconciled = || {
-        metrics
-            .encode()
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(
-                    "strata_translator_reconcile_total{kind=\"AzureMachine\",result=\"ok\"}",
-                )?
-                .trim()
-                .parse::<f64>()
-                .ok()
-            })
-            .unwrap_or_default()
+        sample_value(
+            &metrics.encode(),
+            "strata_translator_reconcile_total{kind=\"AzureMachine\",result=\"ok\"}",
+        )
+        .unwrap_or_default()
     };
     let mut quiet = (usize::MAX, f64::NAN);
     for _ in 0..40 {

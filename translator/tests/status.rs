@@ -201,29 +201,9 @@ async fn status_names_the_blocking_cr_lists_resources_and_reports_addresses_and_
     );
 }
 
-/// The value of the sample `name{labels}` in a Prometheus text exposition, if present.
-fn sample_value(exposition: &str, series: &str) -> Option<f64> {
-    exposition
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-}
-
 #[tokio::test]
 async fn metrics_count_reconciles_and_the_queue_drains_to_zero() {
-    use std::sync::Arc;
-    use strata_runtime::metrics::ControllerMetrics;
-    use strata_translator::controller::{METRICS_PREFIX, Settings, run_observed};
-
-    let metrics = Arc::new(ControllerMetrics::new(METRICS_PREFIX, |_| {}));
-    let m = metrics.clone();
-    let env = start_with("tr-metrics", move |_, client, ns| {
-        let settings = Settings {
-            namespace: Some(ns.to_owned()),
-            ..Settings::default()
-        };
-        tokio::spawn(run_observed(client, settings, m, Arc::default()))
-    })
-    .await;
+    let (env, metrics) = start_with_metrics("tr-metrics").await;
     create_all(
         &env,
         &format!(

@@ -46,6 +46,42 @@ pub async fn start(ns: &str) -> Env {
     .await
 }
 
+/// As [`start`], with the translator counting into metrics the test reads.
+pub async fn start_with_metrics(
+    ns: &str,
+) -> (
+    Env,
+    std::sync::Arc<strata_runtime::metrics::ControllerMetrics>,
+) {
+    use std::sync::Arc;
+    let metrics = Arc::new(strata_runtime::metrics::ControllerMetrics::new(
+        strata_translator::controller::METRICS_PREFIX,
+        |_| {},
+    ));
+    let m = metrics.clone();
+    let env = start_with(ns, move |_, client, ns| {
+        let settings = Settings {
+            namespace: Some(ns.to_owned()),
+            ..Settings::default()
+        };
+        tokio::spawn(strata_translator::controller::run_observed(
+            client,
+            settings,
+            m,
+            Arc::default(),
+        ))
+    })
+    .await;
+    (env, metrics)
+}
+
+/// The value of one series (name and labels, as exposed) in a Prometheus exposition.
+pub fn sample_value(exposition: &str, series: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
 /// The API test server with the namespace `ns`, and the translator `spawn` starts.
 pub async fn start_with(
     ns: &str,
