@@ -70,6 +70,8 @@ pub enum Azure {
 pub struct Observation {
     pub deleting: bool,
     pub has_finalizer: bool,
+    /// The CR records that Strata creates (or created) its resource (`strata.dev/created`).
+    pub recorded: bool,
     pub policy: Policy,
     pub paused: bool,
     pub adopt: bool,
@@ -133,7 +135,12 @@ pub fn decide(o: &Observation) -> Step {
         return decide_delete(o);
     }
     let manage = o.policy != Policy::Observe;
-    if manage && !o.has_finalizer {
+    // The finalizer guards what Strata created: it goes on with the creation record, in the
+    // patch before the create (or adoption) PUT, as Crossplane's managed reconciler adds its
+    // own only once it is about to create. A CR that waits, is refused or uses a foreign
+    // resource as it is has nothing to clean up and carries none. One that lost it while
+    // Strata's resource exists gets it back first.
+    if manage && !o.has_finalizer && o.recorded {
         return Step::AddFinalizer;
     }
     if o.dependencies != Dependencies::Ready {
@@ -147,6 +154,10 @@ pub fn decide(o: &Observation) -> Step {
     };
     match azure {
         Azure::Absent if manage => Step::Create,
+        Azure::Present {
+            ownership: Ownership::Ours,
+            ..
+        } if manage && !o.has_finalizer => Step::AddFinalizer,
         Azure::Absent => Step::NotFound,
         Azure::Present { busy: true, .. } => Step::InProgress,
         Azure::Present { .. } if !manage => Step::Ready,
@@ -206,6 +217,7 @@ mod tests {
         Observation {
             deleting: false,
             has_finalizer: true,
+            recorded: true,
             policy: Policy::Manage,
             paused: false,
             adopt: false,
@@ -253,7 +265,14 @@ mod tests {
         #[rustfmt::skip]
         let cases: Vec<(&str, Observation, Step)> = vec![
             ("paused wins over everything", Observation { paused: true, deleting: true, ..base() }, Step::Paused),
-            ("finalizer before any write", Observation { has_finalizer: false, ..base() }, Step::AddFinalizer),
+            ("created, finalizer lost → put back first", Observation { has_finalizer: false, dependencies: waiting.clone(), ..base() }, Step::AddFinalizer),
+            ("nothing created: waiting needs no finalizer", Observation { has_finalizer: false, recorded: false, dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
+            ("nothing created: observed first", Observation { has_finalizer: false, recorded: false, ..base() }, Step::Observe),
+            ("absent → create: the finalizer goes with the creation record", Observation { has_finalizer: false, recorded: false, azure: Some(Azure::Absent), ..base() }, Step::Create),
+            ("ours in Azure, no finalizer → put back first", Observation { has_finalizer: false, recorded: false, azure: busy.clone(), ..base() }, Step::AddFinalizer),
+            ("foreign and refused: no finalizer", Observation { has_finalizer: false, recorded: false, azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
+            ("foreign, used as it is: no finalizer", Observation { has_finalizer: false, recorded: false, use_existing: true, azure: present(Ownership::Untagged), ..base() }, Step::UseExisting),
+            ("adopting: the finalizer goes with the creation record", Observation { has_finalizer: false, recorded: false, adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
             ("observe needs no finalizer", Observation { has_finalizer: false, policy: Policy::Observe, ..base() }, Step::Observe),
             ("waiting: no Azure call", Observation { dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
             ("held until the spec changes", Observation { held: true, ..base() }, Step::Hold),

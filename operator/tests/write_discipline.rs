@@ -404,3 +404,95 @@ async fn a_policy_the_operator_cannot_act_on_is_invalid_spec_without_azure_calls
     let requests = w.arm_requests().await;
     assert_eq!(writes(&requests), [write("PUT", &rg_id("odd"), 201)]);
 }
+
+/// Whether `obj` carries the operator's finalizer, and its creation record.
+fn guard_and_record(obj: &kube::api::DynamicObject) -> (bool, bool) {
+    let finalizer = obj
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == "azure.strata.dev/finalizer");
+    let record = obj
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("strata.dev/created"));
+    (finalizer, record)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_creates() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let w = World::start("guard").await;
+    // A CR that waits for its owner has created nothing: no finalizer, and deleting it needs
+    // no reconcile of the operator.
+    w.apply(vnet("early", "late", "10.1.0.0/16", json!({})))
+        .await;
+    w.wait_reason(&w.ns, "VirtualNetwork", "early", "WaitingForOwner", T)
+        .await;
+    let waiting = w.get("VirtualNetwork", "early").await.unwrap();
+    assert_eq!(guard_and_record(&waiting), (false, false), "{waiting:?}");
+    w.api("VirtualNetwork")
+        .delete("early", &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        w.get("VirtualNetwork", "early").await.is_none(),
+        "deleted at once: nothing to clean up in Azure"
+    );
+
+    // Every version of a CR being created: the finalizer arrives with the record, in the one
+    // patch before the PUT.
+    let versions = tokio::spawn(
+        watcher(w.api("ResourceGroup"), watcher::Config::default())
+            .applied_objects()
+            .filter_map(|o| async move { o.ok() })
+            .filter(|o| std::future::ready(o.metadata.name.as_deref() == Some("made")))
+            .take_while(|o| {
+                let ready = o
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    });
+                std::future::ready(!ready)
+            })
+            .collect::<Vec<_>>(),
+    );
+    // The watch is open before the CR exists (a watch from "now" lists nothing yet).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.apply(rg("made", json!({}), json!({}))).await;
+    w.wait_all_ready(&[key("ResourceGroup", "made")], T).await;
+    let versions = tokio::time::timeout(T, versions).await.unwrap().unwrap();
+    let seen: Vec<(bool, bool)> = versions.iter().map(guard_and_record).collect();
+    assert!(
+        seen.iter().all(|(finalizer, record)| finalizer == record),
+        "never the finalizer without the record, nor the record without it: {seen:?}"
+    );
+    assert!(seen.contains(&(true, true)), "{seen:?}");
+    let made = w.get("ResourceGroup", "made").await.unwrap();
+    assert_eq!(guard_and_record(&made), (true, true));
+
+    // Taken off while Strata's resource exists, it is put back, without a write to Azure.
+    w.clear_requests().await;
+    w.api("ResourceGroup")
+        .patch(
+            "made",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    w.eventually("the finalizer is put back", T, || async {
+        w.get("ResourceGroup", "made")
+            .await
+            .is_some_and(|o| guard_and_record(&o) == (true, true))
+    })
+    .await;
+    assert_eq!(writes(&w.arm_requests().await), Vec::<String>::new());
+}

@@ -106,12 +106,20 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
             && age < ctx.timing.sync_period
     }) || ctx.is_held(&key, generation);
     let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
+    let recorded_id = ctx.created.read(&key, |written| {
+        creation_record(&annotations, meta.uid.as_deref(), written)
+    });
+    // A copy without the record that this process wrote predates that write, which carried
+    // the finalizer too (`act::write`).
+    let finalizer_written = recorded_id.is_some() && !annotations.contains_key(CREATED);
     let obs = Observation {
         deleting: meta.deletion_timestamp.is_some(),
-        has_finalizer: meta
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+        has_finalizer: finalizer_written
+            || meta
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+        recorded: recorded_id.is_some(),
         policy,
         paused: flag(PAUSED),
         adopt: flag(ADOPT),
@@ -130,9 +138,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
         current: obj.clone(),
-        recorded_id: ctx.created.read(&key, |written| {
-            creation_record(&annotations, meta.uid.as_deref(), written)
-        }),
+        recorded_id,
         obj,
         key,
         namespace,
