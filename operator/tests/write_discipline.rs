@@ -421,11 +421,47 @@ fn guard_and_record(obj: &kube::api::DynamicObject) -> (bool, bool) {
     (finalizer, record)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_creates() {
+/// Every version of `kind/name` the watch delivers, from its creation up to (not including) the
+/// first that is Ready; the watch is open when this returns.
+async fn versions_until_ready(
+    w: &World,
+    kind: &str,
+    name: &str,
+) -> tokio::task::JoinHandle<Vec<kube::api::DynamicObject>> {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
+    let name = name.to_owned();
+    let versions = tokio::spawn(
+        watcher(w.api(kind), watcher::Config::default())
+            .applied_objects()
+            .filter_map(|o| async move { o.ok() })
+            .filter(move |o| std::future::ready(o.metadata.name.as_deref() == Some(name.as_str())))
+            .take_while(|o| std::future::ready(condition(o).0 != "True"))
+            .collect::<Vec<_>>(),
+    );
+    // The watch lists before it watches: give it the time to be open before the CR exists.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    versions
+}
 
+/// The Ready condition's status and message ("" when there is none).
+fn condition(obj: &kube::api::DynamicObject) -> (String, String) {
+    let ready = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let field = |k: &str| {
+        ready
+            .and_then(|c| c[k].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (field("status"), field("message"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_creates() {
     let w = World::start("guard").await;
     // A CR that waits for its owner has created nothing: no finalizer, and deleting it needs
     // no reconcile of the operator.
@@ -446,26 +482,7 @@ async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_cr
 
     // Every version of a CR being created: the finalizer arrives with the record, in the one
     // patch before the PUT.
-    let versions = tokio::spawn(
-        watcher(w.api("ResourceGroup"), watcher::Config::default())
-            .applied_objects()
-            .filter_map(|o| async move { o.ok() })
-            .filter(|o| std::future::ready(o.metadata.name.as_deref() == Some("made")))
-            .take_while(|o| {
-                let ready = o
-                    .data
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    });
-                std::future::ready(!ready)
-            })
-            .collect::<Vec<_>>(),
-    );
-    // The watch is open before the CR exists (a watch from "now" lists nothing yet).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let versions = versions_until_ready(&w, "ResourceGroup", "made").await;
     w.apply(rg("made", json!({}), json!({}))).await;
     w.wait_all_ready(&[key("ResourceGroup", "made")], T).await;
     let versions = tokio::time::timeout(T, versions).await.unwrap().unwrap();
@@ -495,4 +512,37 @@ async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_cr
     })
     .await;
     assert_eq!(writes(&w.arm_requests().await), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_writes_one_status_while_azure_works_and_one_when_ready() {
+    let w = World::start("one-status").await;
+    w.apply(rg("g", json!({}), json!({}))).await;
+    w.wait_all_ready(&[key("ResourceGroup", "g")], T).await;
+    let versions = versions_until_ready(&w, "NetworkSecurityGroup", "nsg").await;
+    w.apply(json!({
+        "apiVersion": "azure.strata.dev/v1alpha1", "kind": "NetworkSecurityGroup",
+        "metadata": {"name": "nsg"},
+        "spec": {"owner": {"name": "g"}, "location": "westeurope"}
+    }))
+    .await;
+    w.wait_all_ready(&[key("NetworkSecurityGroup", "nsg")], T)
+        .await;
+    let versions = tokio::time::timeout(T, versions).await.unwrap().unwrap();
+    // The statuses shown before Ready, each once: the PUT's own reconcile writes the state of
+    // the operation it started, with the resource's ID, and nothing before it.
+    let mut shown: Vec<(String, String)> = versions.iter().map(condition).collect();
+    shown.dedup();
+    assert!(
+        shown.len() == 2
+            && shown[0] == (String::new(), String::new())
+            && shown[1].0 == "Unknown"
+            && shown[1].1.starts_with("provisioningState "),
+        "{shown:?}"
+    );
+    let working = versions.last().unwrap();
+    assert!(
+        working.data.pointer("/status/id").is_some(),
+        "the ID with the first status: {working:?}"
+    );
 }

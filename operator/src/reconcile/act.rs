@@ -1,7 +1,6 @@
 //! Act: the steps that change something — finalizers, the one PUT or DELETE of a reconcile,
 //! and the registration of a CR that waits for its dependencies.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
@@ -13,7 +12,7 @@ use tracing::{info, warn};
 
 use super::failure::arm_failure;
 use super::observe::{azure_state, resolve};
-use super::report::{Report, report};
+use super::report::Report;
 use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue, answers};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
@@ -153,7 +152,7 @@ pub(super) async fn write<K: AzureResource>(
         // record is what tells our resource from a foreign one (and the only record a subnet,
         // which has no tags, ever has). The finalizer that guards the resource goes with it.
         let finalizer = !a.obs.has_finalizer;
-        record_creation(&a.api, a.current.as_ref(), &own, finalizer).await?;
+        record_creation(&a.api, a.obj.as_ref(), &own, finalizer).await?;
         a.obs.has_finalizer = true;
         if let Some(uid) = a.obj.meta().uid.clone() {
             ctx.created.set(&a.key, (uid, own.to_string()));
@@ -167,25 +166,18 @@ pub(super) async fn write<K: AzureResource>(
         Ok(answer) => answer,
         Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
     };
-    a.wrote = true;
+    // No status of its own: the step decided from the PUT's answer ends the reconcile with the
+    // one status write (the operation's state, or Ready when Azure completed at once).
+    a.wrote = Some(if matches!(step, Step::Create) {
+        "creating"
+    } else {
+        "updating"
+    });
     let (reason, note) = match step {
         Step::Update(path) => ("Updated", format!("PUT {own} (drift at {path})")),
         _ => ("Created", format!("PUT {own}")),
     };
     ctx.event(a.obj.as_ref(), false, reason, "Put", note).await;
-    let message = if matches!(step, Step::Create) {
-        "creating"
-    } else {
-        "updating"
-    };
-    // Later reports of this reconcile compare with the status just written, not with the one
-    // the reconcile started from: an update that Azure completes at once (a resource group's
-    // tags) would otherwise find "Ready" unchanged from before the PUT and leave the CR showing
-    // "updating" until the next resync.
-    let written = Report::new(Reason::Reconciling, message).observed(&own, Some(&answer));
-    if let Some(written) = report(ctx, &a.api, a.current.as_ref(), written).await? {
-        a.current = Arc::new(written);
-    }
     // The baseline's resync PUT is one PUT; what follows only monitors it.
     a.obs.resync_put = false;
     // The follow-up was decided from instances listed before this PUT: the next reconcile
@@ -219,7 +211,7 @@ pub(super) async fn follow_up<K: AzureResource>(ctx: &Context, a: &mut Attempt<K
     if let Err(e) = client.arm.post(K::KIND, &own, f.action, &f.body).await {
         return arm_failure(ctx, a, &own, e, false);
     }
-    a.wrote = true;
+    a.wrote = Some("acting");
     // The action changes Azure on purpose (a deletion lowers the capacity the next PUT raises
     // again): a drift found after it is new, not one our PUTs failed to repair.
     ctx.repeats.remove(&a.key);

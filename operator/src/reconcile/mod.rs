@@ -207,7 +207,7 @@ async fn reconcile_inner<K: AzureResource>(
         Ok(a) => a,
         Err(end) => {
             let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-            let finished = finish(&ctx, &api, obj.as_ref(), obj.as_ref(), *end);
+            let finished = finish(&ctx, &api, obj.as_ref(), *end);
             return crate::throttle::REQUESTER.scope(requester, finished).await;
         }
     };
@@ -235,9 +235,14 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
                 End::quietly(Requeue::After(ctx.timing.sync_period))
             }
             Step::Observe => observe::observe(ctx, &mut a).await?,
-            // One write per reconcile: look again after the poll interval.
-            Step::Create | Step::Update(_) | Step::FollowUp if a.wrote => {
-                End::quietly(Requeue::Poll(ctx.pacing.operation_poll(&a.key, None)))
+            // One write per reconcile: Azure's answer to it still differs from the spec; what
+            // was sent, and a look again after the poll interval.
+            Step::Create | Step::Update(_) | Step::FollowUp if a.wrote.is_some() => {
+                let mut r = Report::new(Reason::Reconciling, a.wrote.unwrap_or_default());
+                if let Some(own) = &a.id {
+                    r = r.observed(own, a.observed.as_ref());
+                }
+                End::report(r, Requeue::Poll(ctx.pacing.operation_poll(&a.key, None)))
             }
             Step::Create | Step::Update(_) => act::write(ctx, &mut a, &step).await?,
             Step::FollowUp => act::follow_up(ctx, &mut a).await,
@@ -257,7 +262,7 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
             Step::AdoptionRefused(why) => report::adoption_refused(ctx, &a, why),
         };
         if let Outcome::End(end) = outcome {
-            return finish(ctx, &a.api, a.obj.as_ref(), a.current.as_ref(), *end).await;
+            return finish(ctx, &a.api, a.obj.as_ref(), *end).await;
         }
     }
     leave_line(ctx);
@@ -285,20 +290,19 @@ fn leave_line(ctx: &Context) {
     }
 }
 
-/// Where every reconcile ends: the event, then the status (against `current`, the newest copy of
-/// the CR this reconcile holds), then the requeue.
+/// Where every reconcile ends: the event, then the status (its one write: steps before the end
+/// write none), then the requeue.
 async fn finish<K: AzureResource>(
     ctx: &Context,
     api: &Api<K>,
     obj: &K,
-    current: &K,
     end: End,
 ) -> Result<Action, Error> {
     if let Some(e) = end.event {
         ctx.event(obj, e.warning, e.reason, e.action, e.note).await;
     }
     if let Some(r) = end.report {
-        report::report(ctx, api, current, r).await?;
+        report::report(ctx, api, obj, r).await?;
     }
     let key = object_key(obj);
     if let Requeue::Poll(d) | Requeue::Turn(d) = end.requeue {

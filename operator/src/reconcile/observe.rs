@@ -31,8 +31,6 @@ use crate::reason::Reason;
 pub(super) struct Attempt<K> {
     /// The CR as the reconcile started.
     pub(super) obj: Arc<K>,
-    /// The CR as the server holds it after this reconcile's own status writes.
-    pub(super) current: Arc<K>,
     pub(super) api: Api<K>,
     pub(super) key: String,
     pub(super) namespace: String,
@@ -52,8 +50,9 @@ pub(super) struct Attempt<K> {
     pub(super) listed: Option<Vec<Value>>,
     /// The kind's action due once Azure matches the spec (`AzureResource::follow_up`).
     pub(super) follow_up: Option<FollowUp>,
-    /// A PUT was sent in this reconcile (one write per reconcile).
-    pub(super) wrote: bool,
+    /// What the write this reconcile sent does ("creating", "updating"): one write per
+    /// reconcile, and `None` before it.
+    pub(super) wrote: Option<&'static str>,
     /// The tag `strata.dev/adopt-requires-tag` asks for, when the resource lacks it.
     pub(super) missing_tag: Option<String>,
 }
@@ -137,7 +136,6 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     };
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
-        current: obj.clone(),
         recorded_id,
         obj,
         key,
@@ -152,7 +150,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         desired: None,
         listed: None,
         follow_up: None,
-        wrote: false,
+        wrote: None,
         missing_tag: None,
     })
 }

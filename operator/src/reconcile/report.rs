@@ -72,14 +72,13 @@ pub(crate) fn provisioning_state(body: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Writes the status when it differs from what the CR shows; returns the CR as written (`None`
-/// when nothing changed).
+/// Writes the status when it differs from what the CR shows.
 pub(crate) async fn report<K: AzureResource>(
     ctx: &Context,
     api: &Api<K>,
     obj: &K,
     r: Report,
-) -> Result<Option<K>, Error> {
+) -> Result<(), Error> {
     let key = object_key(obj);
     let generation = obj.meta().generation;
     // Recorded before the status is read: an event that lands from now on is compared with this
@@ -130,7 +129,7 @@ pub(crate) async fn report<K: AzureResource>(
         && provisioning_state == current.provisioning_state
         && outputs_unchanged
     {
-        return Ok(None);
+        return Ok(());
     }
     let condition = Condition {
         type_: "Ready".to_owned(),
@@ -177,8 +176,7 @@ pub(crate) async fn report<K: AzureResource>(
     } else {
         debug!(reason = r.reason.as_str(), message = %r.message, "status");
     }
-    // The answer is read (its resourceVersion, and the CR as written for the rest of the
-    // reconcile), without its managedFields.
+    // The answer is read for its resourceVersion, without its managedFields.
     let Lean(written) = answers::<K, Lean<K>>(api)
         .patch_status(
             &obj.name_any(),
@@ -187,7 +185,7 @@ pub(crate) async fn report<K: AzureResource>(
         )
         .await?;
     ctx.reported.wrote(&key, written.resource_version());
-    Ok(Some(written))
+    Ok(())
 }
 
 /// An operation runs in Azure: the state it is in, and a look again after the poll interval.
