@@ -422,25 +422,45 @@ fn guard_and_record(obj: &kube::api::DynamicObject) -> (bool, bool) {
 }
 
 /// Every version of `kind/name` the watch delivers, from its creation up to (not including) the
-/// first that is Ready; the watch is open when this returns.
+/// first that is Ready. Returns once the watch has listed (before the CR exists), so that it
+/// sees every version that follows.
 async fn versions_until_ready(
     w: &World,
     kind: &str,
     name: &str,
 ) -> tokio::task::JoinHandle<Vec<kube::api::DynamicObject>> {
     use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
+    use kube::runtime::watcher::{self, Event};
     let name = name.to_owned();
-    let versions = tokio::spawn(
-        watcher(w.api(kind), watcher::Config::default())
-            .applied_objects()
-            .filter_map(|o| async move { o.ok() })
-            .filter(move |o| std::future::ready(o.metadata.name.as_deref() == Some(name.as_str())))
-            .take_while(|o| std::future::ready(condition(o).0 != "True"))
-            .collect::<Vec<_>>(),
-    );
-    // The watch lists before it watches: give it the time to be open before the CR exists.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
+    let mut events = watcher::watcher(w.api(kind), watcher::Config::default()).boxed();
+    let versions = tokio::spawn(async move {
+        let mut listed_tx = Some(listed_tx);
+        let mut versions = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(Event::Apply(o) | Event::InitApply(o))
+                    if o.metadata.name.as_deref() == Some(name.as_str()) =>
+                {
+                    if condition(&o).0 == "True" {
+                        break;
+                    }
+                    versions.push(o);
+                }
+                _ => {}
+            }
+        }
+        versions
+    });
+    tokio::time::timeout(T, listed)
+        .await
+        .expect("the watch lists in time")
+        .expect("the watch task runs");
     versions
 }
 
