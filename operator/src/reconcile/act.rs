@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use strata_crds::annotations::CREATED;
 use strata_runtime::lean::Unread;
 use tracing::{info, warn};
@@ -24,9 +24,7 @@ use crate::kind::Kind;
 use crate::reason::Reason;
 
 pub(super) async fn add_finalizer<K: AzureResource>(a: &mut Attempt<K>) -> Result<Outcome, Error> {
-    let mut finalizers = a.obj.meta().finalizers.clone().unwrap_or_default();
-    finalizers.push(FINALIZER.to_owned());
-    patch_finalizers(&a.api, a.obj.as_ref(), finalizers).await?;
+    patch_finalizers(&a.api, a.obj.as_ref(), with_ours(a.obj.as_ref())).await?;
     a.obs.has_finalizer = true;
     Ok(Outcome::Next)
 }
@@ -276,23 +274,13 @@ pub(super) async fn record_creation<K: AzureResource>(
     id: &ArmId,
     finalizer: bool,
 ) -> Result<(), Error> {
-    let mut patch = json!({"metadata": {"annotations": {CREATED: id.to_string()}}});
-    if finalizer {
-        let mut finalizers = obj.meta().finalizers.clone().unwrap_or_default();
-        finalizers.push(FINALIZER.to_owned());
-        // A compare-and-swap, as in `patch_finalizers`: a merge patch replaces the whole list.
-        patch["metadata"]["finalizers"] = json!(finalizers);
-        patch["metadata"]["resourceVersion"] = json!(obj.resource_version());
-    }
-    // The CR the API server answers with is not read.
-    answers::<K, Unread<K>>(api)
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    Ok(())
+    let mut metadata = if finalizer {
+        guarded_finalizers(obj, with_ours(obj))
+    } else {
+        json!({})
+    };
+    metadata["annotations"] = json!({CREATED: id.to_string()});
+    merge_metadata(api, obj, metadata).await
 }
 
 /// Counts how often the same drift was found for the same generation after our own PUTs.
@@ -331,15 +319,35 @@ pub(super) async fn patch_finalizers<K: AzureResource>(
     obj: &K,
     finalizers: Vec<String>,
 ) -> Result<(), Error> {
-    // The resourceVersion makes this a compare-and-swap: a concurrent change to the list fails
-    // (409) and the reconcile retries with the fresh object instead of dropping a finalizer.
-    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
-    // The CR the API server answers with is not read (the watch brings it).
+    merge_metadata(api, obj, guarded_finalizers(obj, finalizers)).await
+}
+
+/// The CR's finalizers with ours added.
+fn with_ours<K: AzureResource>(obj: &K) -> Vec<String> {
+    let mut finalizers = obj.meta().finalizers.clone().unwrap_or_default();
+    finalizers.push(FINALIZER.to_owned());
+    finalizers
+}
+
+/// The metadata of a patch that sets the finalizer list. The resourceVersion makes it a
+/// compare-and-swap (a merge patch replaces the whole list): a concurrent change to the list
+/// fails (409) and the reconcile retries with the fresh object instead of dropping a finalizer.
+fn guarded_finalizers<K: AzureResource>(obj: &K, finalizers: Vec<String>) -> Value {
+    json!({ "finalizers": finalizers, "resourceVersion": obj.resource_version() })
+}
+
+/// A merge patch of the CR's `metadata`; the CR the API server answers with is not read (the
+/// watch brings it).
+async fn merge_metadata<K: AzureResource>(
+    api: &Api<K>,
+    obj: &K,
+    metadata: Value,
+) -> Result<(), Error> {
     answers::<K, Unread<K>>(api)
         .patch(
             &obj.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Merge(json!({ "metadata": metadata })),
         )
         .await?;
     Ok(())
