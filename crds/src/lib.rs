@@ -15,6 +15,7 @@ pub mod azure;
 pub mod capi;
 pub mod capz;
 pub mod common;
+pub mod contract;
 pub mod kinds;
 mod registry;
 pub mod rules;

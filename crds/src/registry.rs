@@ -30,7 +30,8 @@ pub fn crds() -> Vec<CrdFile> {
         capz::AzureMachineTemplate::crd(),
         capz::AzureMachinePool::crd(),
         capz::AzureClusterIdentity::crd(),
-    ];
+    ]
+    .map(with_contract_labels);
     let capi = [
         capi::Cluster::crd(),
         capi::Machine::crd(),
@@ -50,6 +51,16 @@ pub fn crds() -> Vec<CrdFile> {
             crd,
         })
         .collect()
+}
+
+/// Cluster API resolves an `infrastructureRef` (and an identity's, a template's) to an API version
+/// through the referenced CRD's contract labels ([`crate::contract`]); a provider CRD without them
+/// cannot be referenced at all, so every CRD that CAPI may meet carries one label per contract
+/// Strata satisfies, naming the served versions that satisfy it.
+fn with_contract_labels(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let labels = crd.metadata.labels.get_or_insert_with(Default::default);
+    labels.extend(crate::contract::labels());
+    crd
 }
 
 /// Every cloud CR shows the same state columns in `kubectl get` (docs/design.md: Ready, its reason,

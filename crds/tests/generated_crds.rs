@@ -113,3 +113,59 @@ fn every_kind_of_the_design_is_served() {
         );
     }
 }
+
+/// Every infrastructure CRD in crds/generated resolves through its contract labels as Cluster API
+/// resolves an `infrastructureRef` (the newest contract label, then its newest version), and every
+/// version a label names is served: read from the YAML a management cluster installs, not from the
+/// Rust types.
+#[test]
+fn every_infrastructure_crd_resolves_through_its_contract_labels_as_capi_does() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut resolved = Vec::new();
+    for path in support::yaml_files("crds/generated") {
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        if crd.spec.group != "infrastructure.cluster.x-k8s.io" {
+            continue;
+        }
+        let name = crd.metadata.name.clone().unwrap();
+        let labels = crd.metadata.labels.clone().unwrap_or_default();
+        let served: Vec<String> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| v.name.clone())
+            .collect();
+        let r = strata_crds::contract::resolve(&name, &labels, &served)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // Every contract label, not only the one CAPI picks, names served versions only.
+        for (contract, _) in strata_crds::contract::STRATA_CONTRACTS {
+            let value = labels
+                .get(&format!("cluster.x-k8s.io/{contract}"))
+                .unwrap_or_else(|| panic!("{name}: no label for contract {contract}"));
+            for v in value.split('_') {
+                assert!(served.iter().any(|s| s == v), "{name}: {v} not served");
+            }
+        }
+        resolved.push((crd.spec.names.kind, r.contract, r.version));
+    }
+    resolved.sort();
+    let kinds: Vec<&str> = resolved.iter().map(|(k, _, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "AzureCluster",
+            "AzureClusterIdentity",
+            "AzureMachine",
+            "AzureMachinePool",
+            "AzureMachineTemplate"
+        ]
+    );
+    assert!(
+        resolved
+            .iter()
+            .all(|(_, c, v)| *c == "v1beta1" && v == "v1beta1"),
+        "{resolved:?}"
+    );
+}
