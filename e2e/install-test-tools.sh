@@ -6,6 +6,7 @@
 #   - Debian's kubectl 1.20 (package kubernetes-client, unpacked into target/tools/kubectl-1.20/,
 #     not installed system-wide) so the API test server is also tested with an old kubectl that
 #     validates client-side against the protobuf /openapi/v2.
+#   - the real Cluster API core manager (../shared/tools/cluster-api/), unpacked into target/tools/capi/.
 #   - the Python `kubernetes` client (PyPI), for the API test server's client-compatibility tests.
 #   - etcd (Debian's `etcd-server`, /usr/bin/etcd): any etcd on the PATH is used; the API test
 #     server's KUBEBUILDER_ASSETS launcher starts a real one in its tests.
@@ -58,6 +59,24 @@ if [ -f "$kube_xz" ]; then
     "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
 else
     echo "install-test-tools: no kube-apiserver at $kube_xz; the real-server tests will fail" >&2
+fi
+
+# The real Cluster API core manager (../shared/tools/cluster-api/capi-manager.xz, see its README),
+# for the suite that runs Strata under CAPI itself (e2e/tests/real_capi.rs).
+capi_dir="$repo/target/tools/capi"
+capi_xz="${CAPI_MANAGER_XZ:-$repo/../shared/tools/cluster-api/capi-manager.xz}"
+capi_sha=00ab404073559fd70ae25bde396d75d21af6afed3668bbe107ff1181332dd207
+if [ -f "$capi_xz" ]; then
+    if ! echo "$capi_sha  $capi_dir/capi-manager" | sha256sum -c --status 2>/dev/null; then
+        echo "install-test-tools: unpacking Cluster API's manager into $capi_dir"
+        mkdir -p "$capi_dir"
+        xz -dc "$capi_xz" >"$capi_dir/capi-manager.tmp"
+        echo "$capi_sha  $capi_dir/capi-manager.tmp" | sha256sum -c --status
+        chmod +x "$capi_dir/capi-manager.tmp"
+        mv "$capi_dir/capi-manager.tmp" "$capi_dir/capi-manager"
+    fi
+else
+    echo "install-test-tools: no Cluster API manager at $capi_xz; the real-CAPI tests will fail" >&2
 fi
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then

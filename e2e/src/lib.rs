@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 pub mod aso;
 pub mod bench;
+pub mod real_capi;
 pub mod standin;
 
 /// The cloud CR kinds' names, in dependency order (the registry's list).
@@ -196,6 +197,12 @@ impl Stack {
             .start()
             .await
             .expect("API test server");
+        Self::start_on(env, test, options).await
+    }
+
+    /// The stack on an API server the caller started (with Cluster API's own CRDs, say), with a
+    /// translator and an operator in a namespace of its own.
+    pub async fn start_on(env: TestEnv, test: &str, options: StackOptions) -> Stack {
         let sim = Server::start(
             Options {
                 time_scale: options.time_scale,

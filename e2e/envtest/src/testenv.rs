@@ -62,6 +62,30 @@ impl TestEnvError {
     }
 }
 
+/// Records that a test skips itself: prints `SKIPPED <test>: <reason>` and appends
+/// `<test>: <reason>` to the file named by `STRATA_ENVTEST_SKIP_LOG`, which `make test`'s runner
+/// sets for every test binary and checks against `e2e/expected-skips.txt` (an unexpected skip
+/// fails the run). The caller then returns.
+pub fn skip_test(test: &str, reason: &str) {
+    eprintln!("SKIPPED {test}: {reason}");
+    if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
+        use std::io::Write;
+        let line = format!("{test}: {reason}\n");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        // A skip that cannot be recorded must not pass unseen: the test fails instead.
+        if let Err(e) = written {
+            panic!(
+                "recording the skip of {test} in {}: {e}",
+                log.to_string_lossy()
+            );
+        }
+    }
+}
+
 /// Read every CustomResourceDefinition from the YAML files (multi-document) in a directory.
 pub fn read_crds(dir: &Path) -> Result<Vec<Value>, TestEnvError> {
     let mut out = Vec::new();

@@ -480,16 +480,7 @@ pub fn skip_on_existing_cluster(env: &TestEnv, test: &str, reason: &str) -> bool
     if env.is_embedded() || env.request_log().is_some() {
         return false;
     }
-    eprintln!("SKIPPED {test}: {reason}");
-    if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .and_then(|mut f| writeln!(f, "{test}: {reason}"))
-            .unwrap();
-    }
+    strata_envtest::testenv::skip_test(test, reason);
     true
 }
 

@@ -159,17 +159,7 @@ pub fn server() -> Server {
 /// the caller must return.
 pub fn skip_if(cond: bool, test: &str, reason: &str) -> bool {
     if cond {
-        eprintln!("SKIPPED {test}: {reason}");
-        if let Some(log) = std::env::var_os("STRATA_ENVTEST_SKIP_LOG") {
-            use std::io::Write;
-            let line = format!("{test}: {reason}\n");
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-                .unwrap();
-        }
+        strata_envtest::testenv::skip_test(test, reason);
     }
     cond
 }
