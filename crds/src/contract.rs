@@ -139,7 +139,10 @@ mod tests {
         let e = resolve("x", &l, &served(&["v1beta1"])).unwrap_err();
         assert!(matches!(e, ContractError::NotServed { ref version, .. } if version == "v1beta3"));
         // Labels of other prefixes or unknown contracts are not contract labels.
-        let l = labels(&[("cluster.x-k8s.io/provider", "x"), ("cluster.x-k8s.io/v1alpha3", "v1")]);
+        let l = labels(&[
+            ("cluster.x-k8s.io/provider", "x"),
+            ("cluster.x-k8s.io/v1alpha3", "v1"),
+        ]);
         assert!(resolve("x", &l, &served(&["v1"])).is_err());
     }
 }
