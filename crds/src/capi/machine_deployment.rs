@@ -33,6 +33,7 @@ pub struct MachineDeploymentSpec {
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Selects the machines this deployment owns.
+    #[schemars(schema_with = "capi_selector")]
     pub selector: LabelSelector,
     /// Template of the machines.
     pub template: MachineTemplateSpec,
@@ -67,12 +68,33 @@ pub struct MachineSetSpec {
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
     /// Selects the machines this set owns.
+    #[schemars(schema_with = "capi_selector")]
     pub selector: LabelSelector,
     /// Template of the machines.
     pub template: MachineTemplateSpec,
     /// Which machines go first on scale-down: Random, Newest, Oldest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_policy: Option<String>,
+}
+
+/// A label selector whose `matchLabels` and `matchExpressions` may be `null`. CAPZ's templates
+/// ship `selector: {matchLabels: null}`; Cluster API's CRD accepts it because its defaulting
+/// webhook fills the selector (cluster and deployment labels) before the schema is checked,
+/// while a schema alone refuses the `null` in a server-side apply ("must be of type object").
+/// These CRDs have no webhook, so their schema lets the `null` through instead, and the object
+/// decodes as an empty selector, which is what CAPI's webhook starts from.
+fn capi_selector(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<LabelSelector>();
+    for field in ["matchLabels", "matchExpressions"] {
+        if let Some(property) = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(field))
+            .and_then(|p| p.as_object_mut())
+        {
+            property.insert("nullable".into(), true.into());
+        }
+    }
+    schema
 }
 
 /// Template of a machine.
