@@ -54,6 +54,8 @@ fn round_trip(input: &Value) -> Value {
 fn lost(input: &Value, output: &Value, path: &str) -> Option<String> {
     match (input, output) {
         (Value::Object(i), Value::Object(o)) => i.iter().find_map(|(k, v)| match o.get(k) {
+            // A `null` says what an absent field says (CAPZ's `matchLabels: null`).
+            None if v.is_null() => None,
             None => Some(format!("{path}.{k} dropped")),
             Some(ov) => lost(v, ov, &format!("{path}.{k}")),
         }),

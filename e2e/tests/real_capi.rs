@@ -4,7 +4,10 @@
 //! emulator. No kubeadm provider runs, so Machines get their bootstrap data directly
 //! (`dataSecretName`) and the control plane is a plain Machine; the test plays the workload
 //! cluster on the same API server (its `<cluster>-kubeconfig` Secret, and a Ready Node per
-//! Machine with its providerID, as a kubelet registers it).
+//! Machine with its providerID, as a kubelet registers it). One cluster goes through what CAPI
+//! does to a provider: provisioning, a Kubernetes version rollout of its MachineDeployment, scaling
+//! up and down, a Machine deleted as a MachineHealthCheck remediates it, and deletion in CAPI's
+//! order, with the emulator's VMs checked at each step.
 //!
 //! The API test server does not call admission or conversion webhooks yet, so on it this suite
 //! skips (listed by `make test`); CAPI cannot run without them.
@@ -206,10 +209,10 @@ async fn vms(stack: &Stack) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_capi_provisions_a_cluster_rolls_a_version_change_and_deletes_to_nothing() {
+async fn real_capi_provisions_rolls_scales_remediates_and_deletes_to_nothing() {
     let Some((stack, manager)) = start(
         "realcapi",
-        "real_capi_provisions_a_cluster_rolls_a_version_change_and_deletes_to_nothing",
+        "real_capi_provisions_rolls_scales_remediates_and_deletes_to_nothing",
     )
     .await
     else {
@@ -333,6 +336,60 @@ async fn real_capi_provisions_a_cluster_rolls_a_version_change_and_deletes_to_no
         after[&cp], before[&cp],
         "the control plane was not replaced"
     );
+
+    // Scaling the MachineDeployment up and down: one VM per Machine each way, the AzureMachines
+    // CAPI clones and deletes followed by the VMs.
+    let md = format!("{CLUSTER}-md-0");
+    for workers in [3usize, 1] {
+        mds.patch(
+            &md,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": workers}})),
+        )
+        .await
+        .unwrap();
+        stack
+            .eventually(
+                &format!("{workers} workers Running, one VM each"),
+                Duration::from_secs(240),
+                || async {
+                    let m = machines(&stack).await;
+                    m.len() == workers + 1
+                        && m.values().all(|(p, _, _)| p == "Running")
+                        && vms(&stack).await.len() == workers + 1
+                },
+            )
+            .await;
+    }
+
+    // Remediation as a MachineHealthCheck does it: the unhealthy Machine is deleted, its
+    // MachineSet makes a new one, and the old VM goes.
+    let old_worker = machines(&stack)
+        .await
+        .into_keys()
+        .find(|n| !n.contains("control-plane"))
+        .unwrap();
+    let old_vm = vms(&stack).await;
+    stack
+        .api("cluster.x-k8s.io", "v1beta2", "Machine", "machines")
+        .delete(&old_worker, &DeleteParams::default())
+        .await
+        .unwrap();
+    stack
+        .eventually(
+            "a new worker Running in place of the deleted one, with a VM of its own",
+            Duration::from_secs(240),
+            || async {
+                let m = machines(&stack).await;
+                let now = vms(&stack).await;
+                m.len() == 2
+                    && !m.contains_key(&old_worker)
+                    && m.values().all(|(p, _, _)| p == "Running")
+                    && now.len() == 2
+                    && now != old_vm
+            },
+        )
+        .await;
 
     // Deleting the Cluster: CAPI deletes the MachineDeployment and Machines (each waiting for its
     // AzureMachine's finalizer), then the AzureCluster; Azure ends empty.

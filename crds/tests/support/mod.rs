@@ -43,10 +43,29 @@ pub fn schema_for(api_version: &str, kind: &str) -> Value {
         if crd["spec"]["group"] == group && crd["spec"]["names"]["kind"] == kind {
             let versions = crd["spec"]["versions"].as_array().unwrap();
             let v = versions.iter().find(|v| v["name"] == version).unwrap();
-            return v["schema"]["openAPIV3Schema"].clone();
+            let mut schema = v["schema"]["openAPIV3Schema"].clone();
+            nullable_as_json_schema(&mut schema);
+            return schema;
         }
     }
     panic!("no generated CRD for {api_version} {kind}")
+}
+
+/// OpenAPI's `nullable: true` means JSON Schema's `type: [<type>, "null"]`: kube-apiserver takes
+/// a `null` there, and `jsonschema` knows only the JSON Schema spelling.
+fn nullable_as_json_schema(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("nullable") == Some(&Value::Bool(true))
+                && let Some(Value::String(t)) = map.get("type").cloned()
+            {
+                map.insert("type".into(), serde_json::json!([t, "null"]));
+            }
+            map.values_mut().for_each(nullable_as_json_schema);
+        }
+        Value::Array(items) => items.iter_mut().for_each(nullable_as_json_schema),
+        _ => {}
+    }
 }
 
 /// Everything the schemas say is wrong with `object` (an update of `old` when given), each as
