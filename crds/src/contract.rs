@@ -101,6 +101,7 @@ pub fn resolve(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
