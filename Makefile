@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: test tools demo-tools crds lint fmt demo
+.PHONY: test tools demo-tools crds lint fmt demo provider-repo
 
 ## Run every test of the workspace (installs kubectl / the Python kubernetes client if missing)
 ## twice: on the in-memory API test server, then the suites of the API test server, the operator,
@@ -22,6 +22,7 @@ TEST_BUILD := $(CURDIR)/target/test-build.json
 TEST_JOBS ?= 3
 test: tools
 	python3 -m unittest discover -s $(CURDIR)/e2e/runner-tests -v
+	python3 -m unittest discover -s $(CURDIR)/e2e/provider-repo-tests -v
 	$(CARGO) test --workspace --lib --bins --tests --locked --no-run \
 		--message-format=json-render-diagnostics > $(TEST_BUILD)
 	$(CARGO) test --workspace --doc --locked
@@ -44,6 +45,13 @@ tools:
 ## e2e/install-demo-tools.sh.
 demo-tools:
 	bash e2e/install-demo-tools.sh
+
+## The clusterctl provider repository (metadata.yaml, infrastructure-components.yaml, the
+## cluster templates of templates/) in $(PROVIDER_REPO), and a clusterctl.yaml pointing the
+## provider `strata` at it. Needs kubectl (its built-in kustomize) and PyYAML: `make tools`.
+PROVIDER_REPO ?= $(CURDIR)/target/provider-repo
+provider-repo: demo-tools
+	python3 e2e/provider-repo.py $(PROVIDER_REPO)
 
 ## Regenerate crds/generated/*.yaml from the Rust types.
 crds:
