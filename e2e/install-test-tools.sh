@@ -42,42 +42,42 @@ fi
 etcd --version 2>/dev/null | head -1 || true
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-kube_dir="$repo/target/tools/kube"
-kube_xz="${KUBE_APISERVER_XZ:-$repo/../shared/tools/kube-apiserver/kube-apiserver.xz}"
-# The binary's checksum (from the README beside the .xz): a half-written or stale unpack is redone.
-kube_sha=1fa969db51c6e2c0e151be3cafe1c5374dd9f5fea5dc494ddc094454839896a5
-if [ -f "$kube_xz" ]; then
-    if ! echo "$kube_sha  $kube_dir/kube-apiserver" | sha256sum -c --status 2>/dev/null; then
-        echo "install-test-tools: unpacking kube-apiserver into $kube_dir"
-        mkdir -p "$kube_dir"
-        xz -dc "$kube_xz" >"$kube_dir/kube-apiserver.tmp"
-        echo "$kube_sha  $kube_dir/kube-apiserver.tmp" | sha256sum -c --status
-        chmod +x "$kube_dir/kube-apiserver.tmp"
-        mv "$kube_dir/kube-apiserver.tmp" "$kube_dir/kube-apiserver"
+
+# unpack XZ DIR NAME SHA256: the binary NAME of XZ into DIR, unless DIR/NAME already has the
+# checksum (from the README beside the .xz): a half-written or stale unpack is redone. Returns 1
+# (with a warning) when XZ is missing, so that the caller skips what needs the binary.
+unpack() {
+    local xz="$1" dir="$2" name="$3" sha="$4"
+    if [ ! -f "$xz" ]; then
+        echo "install-test-tools: no $name at $xz; the tests that run it will fail" >&2
+        return 1
     fi
+    if ! echo "$sha  $dir/$name" | sha256sum -c --status 2>/dev/null; then
+        echo "install-test-tools: unpacking $name into $dir"
+        mkdir -p "$dir"
+        # Explicit exits: `set -e` does not hold inside a function called as an `if` condition.
+        xz -dc "$xz" >"$dir/$name.tmp" || exit 1
+        if ! echo "$sha  $dir/$name.tmp" | sha256sum -c --status; then
+            echo "install-test-tools: $xz does not unpack to the $name its README names" >&2
+            exit 1
+        fi
+        chmod +x "$dir/$name.tmp"
+        mv "$dir/$name.tmp" "$dir/$name"
+    fi
+}
+
+kube_dir="$repo/target/tools/kube"
+if unpack "${KUBE_APISERVER_XZ:-$repo/../shared/tools/kube-apiserver/kube-apiserver.xz}" \
+    "$kube_dir" kube-apiserver 1fa969db51c6e2c0e151be3cafe1c5374dd9f5fea5dc494ddc094454839896a5; then
     ln -sf "$(command -v etcd)" "$kube_dir/etcd"
     "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
-else
-    echo "install-test-tools: no kube-apiserver at $kube_xz; the real-server tests will fail" >&2
 fi
 
-# The real Cluster API core manager (../shared/tools/cluster-api/capi-manager.xz, see its README),
-# for the suite that runs Strata under CAPI itself (e2e/tests/real_capi.rs).
-capi_dir="$repo/target/tools/capi"
-capi_xz="${CAPI_MANAGER_XZ:-$repo/../shared/tools/cluster-api/capi-manager.xz}"
-capi_sha=00ab404073559fd70ae25bde396d75d21af6afed3668bbe107ff1181332dd207
-if [ -f "$capi_xz" ]; then
-    if ! echo "$capi_sha  $capi_dir/capi-manager" | sha256sum -c --status 2>/dev/null; then
-        echo "install-test-tools: unpacking Cluster API's manager into $capi_dir"
-        mkdir -p "$capi_dir"
-        xz -dc "$capi_xz" >"$capi_dir/capi-manager.tmp"
-        echo "$capi_sha  $capi_dir/capi-manager.tmp" | sha256sum -c --status
-        chmod +x "$capi_dir/capi-manager.tmp"
-        mv "$capi_dir/capi-manager.tmp" "$capi_dir/capi-manager"
-    fi
-else
-    echo "install-test-tools: no Cluster API manager at $capi_xz; the real-CAPI tests will fail" >&2
-fi
+# The real Cluster API core manager (../shared/tools/cluster-api/, see its README), for the suite
+# that runs Strata under CAPI itself (e2e/tests/real_capi.rs).
+unpack "${CAPI_MANAGER_XZ:-$repo/../shared/tools/cluster-api/capi-manager.xz}" \
+    "$repo/target/tools/capi" capi-manager \
+    00ab404073559fd70ae25bde396d75d21af6afed3668bbe107ff1181332dd207 || true
 
 if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
     echo "install-test-tools: installing the Python kubernetes client"
