@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -152,15 +152,18 @@ impl Violations {
 /// has two VMs. The CRs are listed before and after the emulator's state: a CR is created before
 /// its first PUT and loses its finalizer only after Azure deleted the resource, so a resource
 /// seen in between belongs to a CR in one of the two lists.
-async fn check(client: &kube::Client, ns: &str, sim: &Inspector, found: &Violations) {
+///
+/// True when the look was made; false when a list failed (a killed connection, a loaded server),
+/// so that the checker counts looks made, not tried.
+async fn check(client: &kube::Client, ns: &str, sim: &Inspector, found: &Violations) -> bool {
     let Some(before) = cloud_crs(client, ns).await else {
-        return;
+        return false;
     };
     let Ok(resources) = sim.resources().await else {
-        return;
+        return false;
     };
     let Some(after) = cloud_crs(client, ns).await else {
-        return;
+        return false;
     };
     let mut vms_per_machine: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in &resources {
@@ -192,7 +195,12 @@ async fn check(client: &kube::Client, ns: &str, sim: &Inspector, found: &Violati
             found.add(format!("{machine} has {} VMs: {vms:?}", vms.len()));
         }
     }
+    true
 }
+
+/// The fewest looks the checker must have made in each phase: a checker whose every list
+/// failed would else have checked nothing while the test passed.
+const MIN_LOOKS_PER_PHASE: u64 = 2;
 
 /// The clusters whose every cloud CR is Ready, whose AzureCluster is ready and whose Machines all
 /// carry a providerID; and, for the others, what blocks them.
@@ -444,21 +452,26 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
     // The background checker, with its own client and until the end of the test.
     let violations = Arc::new(Violations::default());
     let stop = Arc::new(AtomicBool::new(false));
+    // Looks the checker made (every list answered), read at the end of each phase.
+    let looks_made = Arc::new(AtomicU64::new(0));
     let checker = {
         let (client, ns, sim) = (
             stack.fresh_client().await,
             stack.ns.clone(),
             stack.inspector(),
         );
-        let (found, stop) = (violations.clone(), stop.clone());
+        let (found, stop, made) = (violations.clone(), stop.clone(), looks_made.clone());
         tokio::spawn(async move {
-            let mut looks = 0u64;
+            let mut failed = 0u64;
             while !stop.load(Ordering::SeqCst) {
-                check(&client, &ns, &sim, &found).await;
-                looks += 1;
+                if check(&client, &ns, &sim, &found).await {
+                    made.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    failed += 1;
+                }
                 tokio::time::sleep(Duration::from_millis(1000)).await;
             }
-            looks
+            failed
         })
     };
     // Abort the checker whatever happens (a failed assertion unwinds through this guard).
@@ -528,6 +541,11 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(looks);
+    let converging_looks = looks_made.load(Ordering::SeqCst);
+    assert!(
+        converging_looks >= MIN_LOOKS_PER_PHASE,
+        "the checker made {converging_looks} looks while the clusters converged (at least {MIN_LOOKS_PER_PHASE})"
+    );
     println!(
         "chaos: all {} clusters Ready after {:?} ({} operator and {} translator kills); first Ready at {:?}, last at {:?}",
         clusters.len(),
@@ -571,7 +589,18 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
     }
     drop(left_looks);
     stop.store(true, Ordering::SeqCst);
-    let looks = checker.await.unwrap_or_default();
+    // A panic in the checker fails the test with the checker's own message.
+    let failed_looks = match checker.await {
+        Ok(failed) => failed,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("the checker did not finish: {e}"),
+    };
+    let looks = looks_made.load(Ordering::SeqCst);
+    let deleting_looks = looks - converging_looks;
+    assert!(
+        deleting_looks >= MIN_LOOKS_PER_PHASE,
+        "the checker made {deleting_looks} looks while the clusters were deleted (at least {MIN_LOOKS_PER_PHASE})"
+    );
     let v = violations.list();
     assert!(v.is_empty(), "invariants broken: {v:#?}");
     let requests = stack.arm_requests().await;
@@ -580,7 +609,7 @@ async fn clusters_converge_and_delete_while_controllers_are_killed_and_azure_fai
         .filter(|r| r["status"].as_u64().is_some_and(|s| s == 429 || s >= 500))
         .count();
     println!(
-        "chaos: deleted to an empty cloud in {:?}; {} operator and {} translator kills in all; {} ARM requests, {faulted} answered 429/5xx; {looks} looks by the checker; {:?} in all",
+        "chaos: deleted to an empty cloud in {:?}; {} operator and {} translator kills in all; {} ARM requests, {faulted} answered 429/5xx; {looks} looks by the checker ({converging_looks} converging, {deleting_looks} deleting; {failed_looks} could not list); {:?} in all",
         phase.elapsed(),
         chaos.operator_kills,
         chaos.translator_kills,
