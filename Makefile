@@ -10,7 +10,7 @@ CARGO ?= cargo
 ## the translator and the end-to-end tests again against the real kube-apiserver + etcd that
 ## `make tools` unpacks (KUBEBUILDER_ASSETS mode), listing the tests skipped in each pass and why
 ## (a skip not listed in e2e/expected-skips.txt fails the run). The runner's own tests
-## (e2e/runner-tests/) run first. One build serves both passes (test targets only: the examples
+## (e2e/runner-tests/) and the provider repository's (e2e/provider-repo-tests/) run first. One build serves both passes (test targets only: the examples
 ## are benchmarks, with no test, and `make lint` checks that they compile);
 ## e2e/run-test-binaries.py runs their test binaries
 ## TEST_JOBS at a time (they mostly wait: three at a time keep two cores busy; TEST_JOBS=1 runs
