@@ -28,6 +28,11 @@ pub const SUBSCRIPTION: &str = "strata.dev/subscription";
 /// from foreign ones after a restart between the PUT and the status write.
 pub const CREATED: &str = "strata.dev/created";
 
+/// Beside [`CREATED`]: the operator's proof that it wrote that record for this CR (an HMAC of
+/// the CR's UID and the ID under a key only the operator holds). A record without a valid
+/// proof is no record: a tenant cannot make another tenant's resource its own by writing one.
+pub const CREATED_PROOF: &str = "strata.dev/created-proof";
+
 /// Splits an [`IDENTITY`] value into (namespace, name); a bare name is in `default_namespace`.
 /// `None` for a value that is not `name` or `namespace/name` with non-empty parts.
 pub fn identity_ref<'a>(value: &'a str, default_namespace: &'a str) -> Option<(&'a str, &'a str)> {
@@ -39,10 +44,51 @@ pub fn identity_ref<'a>(value: &'a str, default_namespace: &'a str) -> Option<(&
     (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some((ns, name))
 }
 
+/// Whether `s` is a valid name for a Secret and most other objects (Kubernetes' DNS-1123
+/// subdomain: at most 253 characters, dot-separated labels of lower-case letters, digits and
+/// `-`, each starting and ending with a letter or digit). A name an annotation gives goes into
+/// a request path: `/`, `..` or `%` must never reach it.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    s.len() <= 253 && s.split('.').all(label)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::identity_ref;
+    use super::{identity_ref, is_dns_subdomain};
+
+    #[test]
+    fn secret_names_are_dns_subdomains_and_nothing_that_moves_a_path() {
+        for good in ["a", "team-credential", "sp.v2", "0abc", &"a".repeat(253)] {
+            assert!(is_dns_subdomain(good), "{good}");
+        }
+        for bad in [
+            "",
+            "..",
+            "../x",
+            "a/b",
+            "a..b",
+            ".a",
+            "a.",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a%2fb",
+            "a b",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn identity_refs_name_a_namespace_or_default_to_the_crs() {

@@ -4,7 +4,7 @@ serving writes finishes the fleet soonest, and what each order costs a started c
 
 Not a test and not the product: a discrete-time model (0.05 s steps) of one subscription's
 write bucket and the clusters' dependency chains, to try an order in seconds before building it
-into the operator's throttle (docs/performance.md, "The twenty-first session"). Calibrated
+into the operator's throttle (docs/performance.md, "ARM's write line"). Calibrated
 against `strata-bench --sides strata --time-scale 0.25` runs (within 3 % of their time to all
 Ready at 30 x 3, 100 x 3 and 1,000 x 3 for the orders the operator has run, but first come at
 1,000 x 3, which lost its time in the operator's line); it leaves out the operator's own

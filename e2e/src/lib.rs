@@ -18,10 +18,13 @@ use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
 
+pub mod arm_principal;
 pub mod aso;
 pub mod bench;
 pub mod real_capi;
 pub mod standin;
+
+pub use arm_principal::ArmPrincipal;
 
 /// The cloud CR kinds' names, in dependency order (the registry's list).
 pub const KINDS: &[&str] = CloudKind::NAMES;
@@ -105,8 +108,15 @@ pub fn operator_settings(
             managed_identity: false,
         }),
         // Granted explicitly, to the namespace the operator watches (none when it watches all):
-        // the secure default grants the operator's credential nowhere.
-        grant: GlobalGrant::namespaces(namespace),
+        // the secure default grants the operator's credential nowhere. That namespace plays the
+        // operator's own (CAPZ's samples keep their WorkloadIdentity identity beside the
+        // cluster), where identities that lend the operator's token are honoured.
+        grant: GlobalGrant::namespaces(namespace).lending_from(namespace),
+        // One key per Settings: an operator restarted with these settings (a clone) proves and
+        // reads the same creation records.
+        ownership_key: strata_operator::ownership::OwnershipKey::generate()
+            .expect("the system's random number generator")
+            .1,
         limits: Limits::default().scaled(time_scale),
         timing: Timing {
             poll_interval: Duration::from_millis(100),

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
@@ -26,84 +26,6 @@ fn rg_id(name: &str) -> String {
 
 fn net_id(rest: &str) -> String {
     format!("{}/providers/Microsoft.Network/{rest}", rg_id(SHARED))
-}
-
-/// The network team's own ARM client: a token from the emulator's Azure AD, then PUT and wait.
-struct Netops {
-    http: reqwest::Client,
-    url: String,
-    token: String,
-}
-
-impl Netops {
-    async fn login(stack: &Stack) -> Netops {
-        let http = reqwest::Client::new();
-        let url = stack.sim.url.trim_end_matches('/').to_owned();
-        let answer: Value = http
-            .post(format!("{url}/tenant/oauth2/v2.0/token"))
-            .form(&[
-                ("grant_type", "client_credentials"),
-                ("client_id", NETOPS),
-                ("client_secret", "netops-secret"),
-                ("scope", "https://management.azure.com/.default"),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let token = answer["access_token"].as_str().expect("a token").to_owned();
-        Netops { http, url, token }
-    }
-
-    async fn get(&self, id: &str, version: &str) -> Option<Value> {
-        let r = self
-            .http
-            .get(format!("{}{id}?{version}", self.url))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == reqwest::StatusCode::NOT_FOUND {
-            return None;
-        }
-        assert!(r.status().is_success(), "GET {id}: {}", r.status());
-        Some(r.json().await.unwrap())
-    }
-
-    /// PUTs and waits until the resource's provisioning state is Succeeded.
-    async fn put(&self, id: &str, version: &str, body: Value) {
-        let r = self
-            .http
-            .put(format!("{}{id}?{version}", self.url))
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        assert!(
-            status.is_success(),
-            "PUT {id}: {status} {}",
-            r.text().await.unwrap()
-        );
-        let started = Instant::now();
-        loop {
-            let state = self
-                .get(id, version)
-                .await
-                .and_then(|b| b.pointer("/properties/provisioningState").cloned());
-            if state.as_ref().is_none_or(|s| s == "Succeeded") {
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{id}: {state:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
 /// The default cluster with CAPZ's custom-VNet network: the VNet `shared-vnet` of resource
@@ -150,7 +72,7 @@ fn byo_cluster() -> String {
 }
 
 /// Every foreign resource as the emulator serves it, by ID.
-async fn foreign(netops: &Netops, ids: &[(String, &str)]) -> BTreeMap<String, Value> {
+async fn foreign(netops: &ArmPrincipal, ids: &[(String, &str)]) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for (id, version) in ids {
         let mut body = netops.get(id, version).await.unwrap_or(Value::Null);
@@ -179,7 +101,7 @@ fn strip(body: &mut Value, properties: &[&str]) {
 
 /// As [`foreign`], without what a running cluster adds by merely using a resource: the NICs a
 /// subnet lists as its IP configurations (and the etag that changes with them).
-async fn foreign_in_use(netops: &Netops, ids: &[(String, &str)]) -> BTreeMap<String, Value> {
+async fn foreign_in_use(netops: &ArmPrincipal, ids: &[(String, &str)]) -> BTreeMap<String, Value> {
     let mut out = foreign(netops, ids).await;
     for body in out.values_mut() {
         strip(body, &["ipConfigurations"]);
@@ -200,7 +122,7 @@ fn azure_name(o: &kube::api::DynamicObject) -> String {
 async fn a_bring_your_own_vnet_cluster_leaves_foreign_resources_as_they_were() {
     let mut stack = Stack::start("byo-vnet").await;
     stack.start_standin();
-    let netops = Netops::login(&stack).await;
+    let netops = ArmPrincipal::login(&stack, NETOPS, "netops-secret").await;
 
     // The network team's network, built before the cluster: a VNet holding a foreign subnet with
     // its own NSG and route table, and the subnet the cluster's control plane is told to use.

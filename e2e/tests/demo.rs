@@ -120,12 +120,24 @@ fn exit_when_ready_prints_the_summary_and_exits_zero() {
         "3 VirtualMachine",
         "3 NetworkInterface",
         "ARM requests:",
-        "PUT 18",
         "control-plane endpoint https://",
         "kubectl get azure",
     ] {
         assert!(stdout.contains(want), "{want:?} in:\n{stdout}");
     }
+    // One accepted PUT per cloud CR; a PUT ARM refused (two subnets of one VNet at once: 409
+    // AnotherOperationInProgress, as ARM answers) is retried, and the summary says so.
+    let puts = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ARM requests:"))
+        .and_then(|l| l.split(", ").find_map(|m| m.trim().strip_prefix("PUT ")))
+        .unwrap_or_else(|| panic!("a PUT count in:\n{stdout}"));
+    let (total, refused) = match puts.split_once(" (") {
+        Some((n, rest)) => (n, rest.split(' ').next().unwrap_or("?")),
+        None => (puts, "0"),
+    };
+    let accepted = total.parse::<usize>().unwrap() - refused.parse::<usize>().unwrap();
+    assert_eq!(accepted, 18, "one accepted PUT per cloud CR: {puts}");
     let kubeconfig = std::fs::read_to_string(dir.join("kubeconfig")).unwrap();
     assert!(kubeconfig.contains("server: http://127.0.0.1:"));
     let log = std::fs::read_to_string(dir.join("demo.log")).unwrap();

@@ -106,22 +106,25 @@ async fn resource_group(stack: &Stack, ns: &str, name: &str, annotations: Value)
         .unwrap();
 }
 
-/// Waits until the CR's Ready condition has `reason`; returns its message.
+/// Waits until the ResourceGroup CR's Ready condition has `reason`; returns its message.
 async fn wait_reason(stack: &Stack, ns: &str, name: &str, reason: &str) -> String {
-    let api = stack.cloud(ns, "ResourceGroup");
-    let started = std::time::Instant::now();
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if let Some(c) = ready_condition(&obj).filter(|c| c["reason"] == reason) {
-            return c["message"].as_str().unwrap_or_default().to_owned();
-        }
-        assert!(
-            started.elapsed() < T,
-            "{ns}/{name}: wanted reason {reason}, Ready is {:?}",
-            ready_condition(&obj)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_reason_of(stack, "ResourceGroup", ns, name, reason).await
+}
+
+/// Waits until an Event about `name` in `ns` has `reason` (kubectl describe shows it).
+async fn wait_event(stack: &Stack, ns: &str, name: &str, reason: &str) {
+    stack
+        .eventually(&format!("an Event {reason} on {name}"), T, || async {
+            let events = Api::<Event>::namespaced(stack.env.client(), ns)
+                .list(&ListParams::default())
+                .await
+                .unwrap();
+            events.items.iter().any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+        })
+        .await;
 }
 
 /// The emulator's whole request log, token requests included: (principal, method, path).
@@ -192,7 +195,10 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     let a = namespace(&stack, "a", json!({"tenant": "a"})).await;
     let b = namespace(&stack, "b", json!({"tenant": "b"})).await;
     let grant = admin.clone();
-    stack.start_operator_with(None, move |s| s.grant = GlobalGrant::namespaces([grant]));
+    // The administrator's namespace is also where identities that lend the operator's token live.
+    stack.start_operator_with(None, move |s| {
+        s.grant = GlobalGrant::namespaces([grant.clone()]).lending_from([grant])
+    });
 
     // The principals Azure AD knows: the operator's own, and the identities' service principals.
     let principals = [
@@ -311,6 +317,34 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         json!({"strata.dev/identity": "borrowed"}),
     )
     .await;
+    // - identities of its own (CAPZ's templates carry one, so b may create them) that lend what
+    //   the operator holds: its federated token for team a's app, its host's managed identity;
+    identity(&stack, &b, "own-wi", wi(CLIENT_WI, json!({}))).await;
+    resource_group(
+        &stack,
+        &b,
+        "b-own-wi",
+        json!({"strata.dev/identity": "own-wi"}),
+    )
+    .await;
+    let msi = json!({"type": "UserAssignedMSI", "tenantID": TENANT, "clientID": CLIENT_WI,
+        "resourceID": format!("/subscriptions/{SUB}/resourceGroups/ids/providers/Microsoft.ManagedIdentity/userAssignedIdentities/operator")});
+    identity(&stack, &b, "own-msi", msi).await;
+    resource_group(
+        &stack,
+        &b,
+        "b-own-msi",
+        json!({"strata.dev/identity": "own-msi"}),
+    )
+    .await;
+    // - a credential Secret named by a path that leaves its namespace.
+    resource_group(
+        &stack,
+        &b,
+        "b-path",
+        json!({"strata.dev/credential-from": format!("../../{admin}/secrets/sp-a")}),
+    )
+    .await;
 
     wait_reason(&stack, &a, "a-sp", "Succeeded").await;
     wait_reason(&stack, &a, "a-selector", "Succeeded").await;
@@ -330,23 +364,15 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         ("b-blank", "CredentialError", "AZURE_CLIENT_SECRET"),
         ("b-blank-tenant", "CredentialError", "AZURE_TENANT_ID"),
         ("b-borrowed", "CredentialError", "own namespace"),
+        ("b-own-wi", "IdentityNotAllowed", "--identity-namespaces"),
+        ("b-own-msi", "IdentityNotAllowed", "--identity-namespaces"),
+        ("b-path", "CredentialError", "not a Secret name"),
     ];
     for (name, reason, says) in refusals {
         let message = wait_reason(&stack, &b, name, reason).await;
         assert!(message.contains(says), "{name}: {message}");
         // The refusal is an Event too (kubectl describe).
-        stack
-            .eventually(&format!("an Event on {name}"), T, || async {
-                let events = Api::<Event>::namespaced(stack.env.client(), &b)
-                    .list(&ListParams::default())
-                    .await
-                    .unwrap();
-                events.items.iter().any(|e| {
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                        && e.reason.as_deref() == Some(reason)
-                })
-            })
-            .await;
+        wait_event(&stack, &b, name, reason).await;
     }
 
     let log = requests(&stack).await;
@@ -560,4 +586,266 @@ async fn a_cluster_identity_is_granted_never_copied() {
             "the identity's secret was copied into {ns}"
         );
     }
+}
+
+/// The Ready reason of a cloud CR of `kind`, once it is `reason`; returns its message.
+async fn wait_reason_of(stack: &Stack, kind: &str, ns: &str, name: &str, reason: &str) -> String {
+    let api = stack.cloud(ns, kind);
+    let started = std::time::Instant::now();
+    loop {
+        let obj = api.get(name).await.unwrap();
+        if let Some(c) = ready_condition(&obj).filter(|c| c["reason"] == reason) {
+            return c["message"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(
+            started.elapsed() < T,
+            "{kind} {ns}/{name}: wanted reason {reason}, Ready is {:?}",
+            ready_condition(&obj)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What the emulator holds in resource group `rg`, by ID (the whole bodies).
+async fn held_in(stack: &Stack, rg: &str) -> std::collections::BTreeMap<String, Value> {
+    let needle = format!("/resourcegroups/{}", rg.to_ascii_lowercase());
+    stack
+        .sim_resources()
+        .await
+        .into_iter()
+        .filter_map(|r| {
+            let id = r["id"].as_str()?.to_owned();
+            let lower = id.to_ascii_lowercase();
+            (lower.ends_with(&needle) || lower.contains(&format!("{needle}/"))).then_some((id, r))
+        })
+        .collect()
+}
+
+/// Two tenants share one principal (the operator's own credential, granted to both, as a
+/// platform team grants one per subscription): tenant b tries to take over, use, observe, build
+/// inside, or forge its way into what Strata made for tenant a. Every attempt is refused with
+/// `AdoptionRefused` and an Event; no ARM write reaches a's resources, which read back byte for
+/// byte; b's CRs are deleted afterwards without touching Azure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_take_what_strata_made_for_another_namespace() {
+    let mut stack = Stack::start("takeover").await;
+    stack.stop_operators();
+    let a = namespace(&stack, "a", json!({})).await;
+    let b = namespace(&stack, "b", json!({})).await;
+    let shared = [a.clone(), b.clone()];
+    stack.start_operator_with(None, move |s| s.grant = GlobalGrant::namespaces(shared));
+
+    // Tenant a's group, VNet and subnet.
+    let rg_a = format!("{a}-rg");
+    let cr = |kind: &str, name: &str, annotations: Value, spec: Value| {
+        json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "annotations": annotations}, "spec": spec})
+    };
+    let put = |ns: String, kind: &'static str, name: &'static str, body: Value| {
+        let api = stack.cloud(&ns, kind);
+        async move { apply(&api, name, body).await.unwrap() }
+    };
+    put(
+        a.clone(),
+        "ResourceGroup",
+        "rg",
+        cr(
+            "ResourceGroup",
+            "rg",
+            json!({}),
+            json!({"azureName": rg_a, "location": "westeurope"}),
+        ),
+    )
+    .await;
+    put(
+        a.clone(),
+        "VirtualNetwork",
+        "vnet",
+        cr(
+            "VirtualNetwork",
+            "vnet",
+            json!({}),
+            json!({"owner": {"name": "rg"}, "location": "westeurope",
+                "addressPrefixes": ["10.0.0.0/16"]}),
+        ),
+    )
+    .await;
+    put(
+        a.clone(),
+        "Subnet",
+        "subnet",
+        cr(
+            "Subnet",
+            "subnet",
+            json!({}),
+            json!({"owner": {"name": "vnet"}, "addressPrefix": "10.0.1.0/24"}),
+        ),
+    )
+    .await;
+    for kind in ["ResourceGroup", "VirtualNetwork", "Subnet"] {
+        let name = match kind {
+            "ResourceGroup" => "rg",
+            "VirtualNetwork" => "vnet",
+            _ => "subnet",
+        };
+        wait_reason_of(&stack, kind, &a, name, "Succeeded").await;
+    }
+    // And a subnet Strata made for a in a network team's VNet (not Strata's: no tag), which is
+    // Strata's only by a's creation record.
+    let net_rg = format!("{a}-net");
+    let netops = ArmPrincipal::login(&stack, "4e7000b5-0000-4000-8000-0000000000e7", "n").await;
+    let net_rg_id = format!("/subscriptions/{SUB}/resourceGroups/{net_rg}");
+    netops
+        .put(
+            &net_rg_id,
+            "api-version=2024-03-01",
+            json!({"location": "westeurope"}),
+        )
+        .await;
+    let shared_vnet = format!("{net_rg_id}/providers/Microsoft.Network/virtualNetworks/shared");
+    netops
+        .put(
+            &shared_vnet,
+            "api-version=2024-03-01",
+            json!({"location": "westeurope",
+                "properties": {"addressSpace": {"addressPrefixes": ["10.30.0.0/16"]}}}),
+        )
+        .await;
+    put(
+        a.clone(),
+        "Subnet",
+        "byo",
+        cr(
+            "Subnet",
+            "byo",
+            json!({}),
+            json!({"owner": {"armId": shared_vnet}, "addressPrefix": "10.30.1.0/24"}),
+        ),
+    )
+    .await;
+    wait_reason_of(&stack, "Subnet", &a, "byo", "Succeeded").await;
+    let record = |name: &'static str| {
+        let api = stack.cloud(&a, "Subnet");
+        async move {
+            let o = api.get(name).await.unwrap();
+            let ann = o.metadata.annotations.unwrap_or_default();
+            (
+                ann["strata.dev/created"].clone(),
+                ann["strata.dev/created-proof"].clone(),
+            )
+        }
+    };
+    let (subnet_id, _) = record("subnet").await;
+    let vnet_id = subnet_id.rsplit_once("/subnets/").unwrap().0.to_owned();
+    let (byo_id, byo_proof) = record("byo").await;
+    let before = (held_in(&stack, &rg_a).await, held_in(&stack, &net_rg).await);
+    assert_eq!(before.0.len(), 3, "{:#?}", before.0.keys());
+    assert_eq!(before.1.len(), 3, "{:#?}", before.1.keys());
+    let writes_before = stack.arm_requests().await.len();
+
+    // Tenant b: every way to reach a's resources with the principal they share.
+    let attacks: Vec<(&str, &str, Value, Value, &str)> = vec![
+        // adopt a's group by its Azure name, and use it, and observe it;
+        (
+            "ResourceGroup",
+            "b-adopt",
+            json!({"strata.dev/adopt": "true"}),
+            json!({"azureName": rg_a, "location": "westeurope"}),
+            "another namespace",
+        ),
+        (
+            "ResourceGroup",
+            "b-use",
+            json!({"strata.dev/use-existing": "true"}),
+            json!({"azureName": rg_a, "location": "westeurope"}),
+            "another namespace",
+        ),
+        (
+            "ResourceGroup",
+            "b-observe",
+            json!({"strata.dev/reconcile-policy": "observe"}),
+            json!({"azureName": rg_a, "location": "westeurope"}),
+            "another namespace",
+        ),
+        // a subnet of its own inside a's VNet, named by ARM ID;
+        (
+            "Subnet",
+            "b-inside",
+            json!({}),
+            json!({"owner": {"armId": vnet_id}, "azureName": "b-subnet",
+                "addressPrefix": "10.0.2.0/24"}),
+            "another namespace",
+        ),
+        // a's subnet in the network team's VNet with a forged creation record: a's own proof
+        // copied, or none at all (with it, b's CR would PUT over a's subnet and delete it).
+        (
+            "Subnet",
+            "b-copied",
+            json!({"strata.dev/created": byo_id,
+                "strata.dev/created-proof": byo_proof}),
+            json!({"owner": {"armId": shared_vnet}, "azureName": "byo",
+                "addressPrefix": "10.30.9.0/24"}),
+            "strata.dev/created-proof is not the operator's",
+        ),
+        (
+            "Subnet",
+            "b-bare",
+            json!({"strata.dev/created": byo_id}),
+            json!({"owner": {"armId": shared_vnet}, "azureName": "byo",
+                "addressPrefix": "10.30.9.0/24"}),
+            "strata.dev/created-proof is not the operator's",
+        ),
+    ];
+    for (kind, name, annotations, spec, _) in &attacks {
+        let body = cr(kind, name, annotations.clone(), spec.clone());
+        apply(&stack.cloud(&b, kind), name, body).await.unwrap();
+    }
+    for (kind, name, _, _, says) in &attacks {
+        let message = wait_reason_of(&stack, kind, &b, name, "AdoptionRefused").await;
+        assert!(message.contains(says), "{name}: {message}");
+        if says.contains("another namespace") {
+            assert!(
+                !message.contains("to take it over"),
+                "{name}: no annotation takes another namespace's resource: {message}"
+            );
+        }
+        wait_event(&stack, &b, name, "AdoptionRefused").await;
+    }
+
+    // Nothing was written to a's resources, by anyone, and they read back as they were.
+    let after = async || (held_in(&stack, &rg_a).await, held_in(&stack, &net_rg).await);
+    let log = stack.arm_requests().await;
+    let writes: Vec<_> = log[writes_before..]
+        .iter()
+        .filter(|r| r["method"] != "GET")
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "ARM writes after a's resources were Ready: {writes:#?}"
+    );
+    assert_eq!(after().await, before, "a's resources changed");
+
+    // b's CRs go without touching Azure; a's resources stay.
+    for (kind, name, _, _, _) in &attacks {
+        stack
+            .cloud(&b, kind)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    for (kind, name, _, _, _) in &attacks {
+        let api = stack.cloud(&b, kind);
+        stack
+            .eventually(&format!("{name} deleted"), T, || async {
+                api.get_opt(name).await.unwrap().is_none()
+            })
+            .await;
+    }
+    let log = stack.arm_requests().await;
+    let deletes: Vec<_> = log[writes_before..]
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .collect();
+    assert!(deletes.is_empty(), "deleted in Azure: {deletes:#?}");
+    assert_eq!(after().await, before, "a's resources changed");
 }

@@ -185,7 +185,7 @@ fn remaining(headers: &Headers, class: Class) -> Option<u64> {
 /// A header's value, `None` when absent. Not `Headers::get_optional_str`: it makes an error for
 /// an absent header, and the error captures a backtrace when `RUST_BACKTRACE` is set — for the
 /// `Retry-After` and rate-limit headers most responses lack, about 3 % of the operator's CPU in
-/// a benchmark run with it set (docs/performance.md, cut 27).
+/// a benchmark run with it set (docs/performance.md, "No backtrace per ARM request").
 fn header<'a>(headers: &'a Headers, name: &'static str) -> Option<&'a str> {
     headers
         .get_optional_with(&HeaderName::from_static(name), |v| {

@@ -10,7 +10,7 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use strata_crds::annotations::{CREATED, IDENTITY, identity_ref};
+use strata_crds::annotations::{CREATED, CREATED_PROOF, IDENTITY, identity_ref};
 use strata_crds::azure::*;
 use strata_crds::capz::AzureClusterIdentity;
 use strata_runtime::Shard;
@@ -146,7 +146,7 @@ pub(crate) fn intent<K: Resource>(obj: &K) -> u64 {
     meta.annotations
         .iter()
         .flatten()
-        .filter(|(k, _)| k.as_str() != CREATED)
+        .filter(|(k, _)| k.as_str() != CREATED && k.as_str() != CREATED_PROOF)
         .for_each(|a| a.hash(&mut h));
     // A user moving a CR to another shard hands it over at once.
     meta.labels

@@ -45,8 +45,12 @@ pub enum Ownership {
     Ours,
     /// No `strata-owner` tag: created outside Strata.
     Untagged,
-    /// Tagged by another CR (the tag's value).
+    /// Tagged by another CR of the same namespace (the tag's value).
     Other(String),
+    /// Tagged by a CR of another namespace (the tag's value): Strata's resources belong to the
+    /// namespace that created them, so no annotation of this one takes, uses or observes it
+    /// (with a principal shared between namespaces, it would be a takeover of another tenant).
+    OtherNamespace(String),
 }
 
 /// What a GET of the Azure resource showed.
@@ -85,6 +89,9 @@ pub struct Observation {
     pub held: bool,
     /// `None` until the loop has fetched the resource.
     pub azure: Option<Azure>,
+    /// The owner, named by ARM ID, is a Strata resource of another namespace (its tag, and
+    /// the owner's ID): nothing is created, taken, used or deleted inside it.
+    pub owner_elsewhere: Option<String>,
     /// PUT even when Azure matches the spec: the ASO-like baseline of the benchmark re-sends
     /// every resource on each resync, as ASO does by default. Never set for Strata itself.
     pub resync_put: bool,
@@ -152,7 +159,17 @@ pub fn decide(o: &Observation) -> Step {
     let Some(azure) = &o.azure else {
         return Step::Observe;
     };
+    if let Some(owner) = &o.owner_elsewhere {
+        return Step::AdoptionRefused(format!(
+            "it would be inside {owner}, a resource of another namespace"
+        ));
+    }
     match azure {
+        // Before a running operation and the observe policy: nothing of it is ours to read.
+        Azure::Present {
+            ownership: Ownership::OtherNamespace(owner),
+            ..
+        } => elsewhere(owner),
         Azure::Absent if manage => Step::Create,
         Azure::Present {
             ownership: Ownership::Ours,
@@ -177,6 +194,7 @@ pub fn decide(o: &Observation) -> Step {
                 })
             }
             Ownership::Untagged | Ownership::Other(_) => Step::Update("adoption".to_owned()),
+            Ownership::OtherNamespace(owner) => elsewhere(owner),
             Ownership::Ours if *failed => Step::Update("provisioningState Failed".to_owned()),
             Ownership::Ours => match drift {
                 Some(path) => Step::Update(path.clone()),
@@ -186,6 +204,13 @@ pub fn decide(o: &Observation) -> Step {
             },
         },
     }
+}
+
+/// The refusal of a resource another namespace's CR owns.
+fn elsewhere(owner: &str) -> Step {
+    Step::AdoptionRefused(format!(
+        "the resource belongs to {owner}, a CR of another namespace"
+    ))
 }
 
 fn decide_delete(o: &Observation) -> Step {
@@ -200,7 +225,7 @@ fn decide_delete(o: &Observation) -> Step {
         Some(Azure::Absent) => Step::RemoveFinalizer,
         // Never delete what Strata did not create (or what another CR owns).
         Some(Azure::Present {
-            ownership: Ownership::Untagged | Ownership::Other(_),
+            ownership: Ownership::Untagged | Ownership::Other(_) | Ownership::OtherNamespace(_),
             ..
         }) => Step::RemoveFinalizer,
         Some(Azure::Present { busy: true, .. }) => Step::InProgress,
@@ -226,6 +251,7 @@ mod tests {
             id_known: true,
             held: false,
             azure: None,
+            owner_elsewhere: None,
             resync_put: false,
             follow_up: false,
         }
@@ -262,6 +288,12 @@ mod tests {
             drift: None,
         });
         let other = Ownership::Other("ns/VirtualNetwork/x".into());
+        let elsewhere = Ownership::OtherNamespace("a/VirtualNetwork/x".into());
+        let refused_elsewhere = || {
+            Step::AdoptionRefused(
+                "the resource belongs to a/VirtualNetwork/x, a CR of another namespace".into(),
+            )
+        };
         #[rustfmt::skip]
         let cases: Vec<(&str, Observation, Step)> = vec![
             ("paused wins over everything", Observation { paused: true, deleting: true, ..base() }, Step::Paused),
@@ -293,6 +325,16 @@ mod tests {
             ("adopt → update", Observation { adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
             ("use-existing, foreign → used as it is", Observation { use_existing: true, azure: present(Ownership::Untagged), ..base() }, Step::UseExisting),
             ("use-existing, another CR's → used as it is", Observation { use_existing: true, azure: present(other.clone()), ..base() }, Step::UseExisting),
+            // Another namespace's resource: no annotation and no policy reaches it.
+            ("another namespace's → refused", Observation { azure: present(elsewhere.clone()), ..base() }, refused_elsewhere()),
+            ("another namespace's, adopt → still refused", Observation { adopt: true, has_finalizer: false, recorded: false, azure: present(elsewhere.clone()), ..base() }, refused_elsewhere()),
+            ("another namespace's, use-existing → refused", Observation { use_existing: true, azure: present(elsewhere.clone()), ..base() }, refused_elsewhere()),
+            ("another namespace's, observe policy → refused", Observation { policy: Policy::Observe, azure: present(elsewhere.clone()), ..base() }, refused_elsewhere()),
+            ("another namespace's, busy → refused", Observation { azure: Some(Azure::Present { ownership: elsewhere.clone(), busy: true, failed: false, drift: None }), ..base() }, refused_elsewhere()),
+            // Inside another namespace's resource (an owner named by ARM ID): nothing at all.
+            ("owner elsewhere, absent → not created", Observation { owner_elsewhere: Some("a/VirtualNetwork/x (its owner /v)".into()), azure: Some(Azure::Absent), ..base() }, Step::AdoptionRefused("it would be inside a/VirtualNetwork/x (its owner /v), a resource of another namespace".into())),
+            ("owner elsewhere, adopt → refused", Observation { owner_elsewhere: Some("a/VirtualNetwork/x (its owner /v)".into()), adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("it would be inside a/VirtualNetwork/x (its owner /v), a resource of another namespace".into())),
+            ("owner elsewhere, delete: only what is ours", Observation { owner_elsewhere: Some("a/VirtualNetwork/x (its owner /v)".into()), deleting: true, azure: present(Ownership::Untagged), ..base() }, Step::RemoveFinalizer),
             ("use-existing + adopt → adoption wins", Observation { use_existing: true, adopt: true, azure: present(Ownership::Untagged), ..base() }, Step::Update("adoption".into())),
             ("use-existing, absent → created", Observation { use_existing: true, azure: Some(Azure::Absent), ..base() }, Step::Create),
             ("use-existing, ours → ordinary", Observation { use_existing: true, azure: present(Ownership::Ours), ..base() }, Step::Ready),
@@ -315,6 +357,7 @@ mod tests {
             ("delete: running operation", Observation { deleting: true, azure: busy, ..base() }, Step::InProgress),
             ("delete: never what is not ours", Observation { deleting: true, azure: present(Ownership::Untagged), ..base() }, Step::RemoveFinalizer),
             ("delete: nor another CR's", Observation { deleting: true, azure: present(other), ..base() }, Step::RemoveFinalizer),
+            ("delete: nor another namespace's", Observation { deleting: true, azure: present(elsewhere.clone()), ..base() }, Step::RemoveFinalizer),
             ("detach-on-delete", Observation { deleting: true, policy: Policy::DetachOnDelete, ..base() }, Step::RemoveFinalizer),
             ("observe never deletes", Observation { deleting: true, policy: Policy::Observe, ..base() }, Step::RemoveFinalizer),
         ];

@@ -26,6 +26,7 @@ pub mod error;
 pub mod index;
 pub mod kind;
 pub mod metrics;
+pub mod ownership;
 mod per_object;
 pub mod reason;
 pub mod reconcile;
@@ -56,6 +57,8 @@ pub struct Settings {
     pub global: Option<credentials::Credential>,
     /// The namespaces the global credential may be used in (none by default).
     pub grant: credentials::GlobalGrant,
+    /// The key of the creation records' proofs ([`ownership`]).
+    pub ownership_key: ownership::OwnershipKey,
     pub limits: throttle::Limits,
     pub timing: Timing,
     pub scope: Scope,
@@ -104,6 +107,7 @@ pub async fn run_with(
         metrics.clone(),
     ));
     let (timing, scope) = (settings.timing, settings.scope);
+    let ownership_key = settings.ownership_key;
     let client = kube.clone();
     let common = metrics.common.clone();
     // One term per leadership: a fresh readiness index and context, so that no wake-up
@@ -121,6 +125,7 @@ pub async fn run_with(
             identities,
             index,
             timing.clone(),
+            ownership_key.clone(),
         ));
         controller::run(ctx, scope.clone(), identity_writer)
     };

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use strata_operator::api_versions::{ApiVersions, Override};
 use strata_operator::credentials::{Credential, GlobalGrant};
+use strata_operator::ownership::OwnershipKey;
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use strata_runtime::RunArgs;
@@ -50,6 +51,12 @@ struct Args {
     /// (`key=value[,key=value…]`).
     #[arg(long, env = "STRATA_GLOBAL_CREDENTIAL_SELECTOR")]
     global_credential_selector: Option<String>,
+    /// Namespaces (comma-separated) whose WorkloadIdentity and UserAssignedMSI
+    /// AzureClusterIdentities are honoured: such an identity lends the operator's own token, or
+    /// its host's managed identities, to the client ID it names. Default: the operator's own
+    /// namespace (POD_NAMESPACE), where tenants have no RBAC.
+    #[arg(long, value_delimiter = ',', env = "STRATA_IDENTITY_NAMESPACES")]
+    identity_namespaces: Vec<String>,
     /// Scale ARM's rate limits to an emulator running this much faster than real time (its
     /// --time-scale); 1 for Azure.
     #[arg(long, default_value_t = 1.0)]
@@ -61,7 +68,7 @@ struct Args {
 }
 
 /// mimalloc rather than glibc's malloc: at 18,000 CRs the operator's peak RSS was 206 MiB
-/// with it, 270.5 MiB without, and its CPU a sixth less (docs/performance.md, cut 22).
+/// with it, 270.5 MiB without, and its CPU a sixth less (docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -100,14 +107,14 @@ fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
 }
 
 async fn configure(args: &Args) -> anyhow::Result<(Settings, kube::Client)> {
-    let settings = settings(args)?;
     let kube =
         strata_runtime::client(concat!("strata-operator/", env!("CARGO_PKG_VERSION"))).await?;
-    Ok((settings, kube))
+    let key = ownership_key(args, &kube).await?;
+    Ok((settings(args, key)?, kube))
 }
 
 /// The settings from the flags and the environment; an error here is the user's to fix.
-fn settings(args: &Args) -> anyhow::Result<Settings> {
+fn settings(args: &Args, ownership_key: OwnershipKey) -> anyhow::Result<Settings> {
     if !(args.arm_time_scale.is_finite() && args.arm_time_scale > 0.0) {
         anyhow::bail!("--arm-time-scale must be a positive number");
     }
@@ -147,7 +154,9 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
                 .map(GlobalGrant::parse_selector)
                 .transpose()
                 .context("--global-credential-selector")?,
+            identity_namespaces: identity_namespaces(args),
         },
+        ownership_key,
         limits: Limits::default().scaled(args.arm_time_scale),
         timing: Timing {
             sync_period: args.sync_period,
@@ -168,6 +177,39 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
     })
 }
 
+/// `--identity-namespaces`, else the operator's own namespace (`POD_NAMESPACE`, which the
+/// Deployment sets), else none: an identity that lends the operator's credential is then
+/// honoured nowhere.
+fn identity_namespaces(args: &Args) -> Vec<String> {
+    let named: Vec<String> = args
+        .identity_namespaces
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    args.run.leader_elect_namespace.iter().cloned().collect()
+}
+
+/// The key of the creation records' proofs: `STRATA_OWNERSHIP_KEY` (base64) if set, else the
+/// Secret `strata-ownership-key` of the operator's namespace (the Lease's: POD_NAMESPACE, else
+/// `default`), created with a random key by the first replica that finds none.
+async fn ownership_key(args: &Args, kube: &kube::Client) -> anyhow::Result<OwnershipKey> {
+    if let Ok(text) = std::env::var("STRATA_OWNERSHIP_KEY") {
+        return OwnershipKey::from_base64(&text).context("STRATA_OWNERSHIP_KEY");
+    }
+    let namespace = args
+        .run
+        .leader_elect_namespace
+        .as_deref()
+        .unwrap_or("default");
+    OwnershipKey::load_or_create(kube, namespace)
+        .await
+        .context("the ownership key (docs/security.md, \"Ownership\")")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -182,5 +224,24 @@ mod tests {
             .try_parse_from(["strata-operator", "--metrics-addr", "127.0.0.1:9"])
             .unwrap();
         assert_eq!(args.run.metrics_addr, "127.0.0.1:9".parse().unwrap());
+    }
+
+    #[test]
+    fn identities_lend_the_operators_credential_from_its_own_namespace_unless_told() {
+        let parse = |argv: &[&str]| -> Args { OPERATOR_ADDRS.try_parse_from(argv).unwrap() };
+        let own = parse(&[
+            "strata-operator",
+            "--leader-elect-namespace",
+            "strata-system",
+        ]);
+        assert_eq!(identity_namespaces(&own), ["strata-system"]);
+        let named = parse(&[
+            "strata-operator",
+            "--leader-elect-namespace",
+            "strata-system",
+            "--identity-namespaces",
+            "ids, more",
+        ]);
+        assert_eq!(identity_namespaces(&named), ["ids", "more"]);
     }
 }

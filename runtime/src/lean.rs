@@ -4,7 +4,7 @@
 //!
 //! Server-side apply's field sets are the largest part of a CR's metadata, and each status write
 //! sends the whole object to every watch again: decoding them (`ManagedFieldsEntry`) was 4.3 %
-//! of strata-operator's CPU at 1,000 clusters (docs/performance.md, the twenty-second session).
+//! of strata-operator's CPU at 1,000 clusters (docs/performance.md, "Decoding").
 //! Kubernetes cannot leave them out of a watch, and k8s-openapi's `ObjectMeta` decodes every
 //! field it has, so the decoder given to the object's own `Deserialize` hides that one key: the
 //! top-level map's `metadata` value is read through a map that skips `managedFields` (serde's

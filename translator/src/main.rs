@@ -56,7 +56,7 @@ struct RunCmd {
 
 /// mimalloc rather than glibc's malloc, as in strata-operator: at 18,000 CRs the translator's
 /// peak RSS was 288.2 MiB with it, 323.8 MiB without, and its CPU a sixth less
-/// (docs/performance.md, cut 22).
+/// (docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -170,8 +170,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     // The demo's hand-written cloud CRs (`kubectl apply -f samples/azure/`) name no credential:
     // the operator's own is granted to the namespace they land in, explicitly, as an
-    // administrator would (the secure default grants it nowhere; docs/security.md).
-    settings.grant = strata_operator::credentials::GlobalGrant::namespaces(["default"]);
+    // administrator would (the secure default grants it nowhere; docs/security.md), and the
+    // clusters' WorkloadIdentity identity (CAPZ's, in the same namespace) lends its token there.
+    settings.grant = strata_operator::credentials::GlobalGrant::namespaces(["default"])
+        .lending_from(["default"]);
     let op_client = client.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = strata_operator::run(op_client, settings).await {
@@ -651,13 +653,26 @@ async fn summary(
         .map(|(k, n)| format!("{n} {}", KINDS[*k]))
         .collect();
     let in_azure = inspector.resources().await?.len();
-    let mut methods: BTreeMap<String, usize> = BTreeMap::new();
+    // Per method: how many requests, and how many of them ARM refused (a 409 when two subnets
+    // of one VNet are PUT at once, as ARM answers too), each retried by the operator.
+    let mut methods: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for r in inspector.arm_requests().await? {
-        *methods
+        let entry = methods
             .entry(r["method"].as_str().unwrap_or("?").to_owned())
-            .or_default() += 1;
+            .or_default();
+        entry.0 += 1;
+        // A GET's 404 is an answer (the resource is not there yet), not a refusal.
+        if r["method"] != "GET" && r["status"].as_u64().is_some_and(|s| s >= 400) {
+            entry.1 += 1;
+        }
     }
-    let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{m} {n}")).collect();
+    let methods: Vec<String> = methods
+        .iter()
+        .map(|(m, (n, refused))| match refused {
+            0 => format!("{m} {n}"),
+            r => format!("{m} {n} ({r} refused, retried)"),
+        })
+        .collect();
     let clusters = capi_api(client, "cluster.x-k8s.io", "Cluster")
         .list(&ListParams::default())
         .await?;

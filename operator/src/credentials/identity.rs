@@ -50,6 +50,29 @@ impl Credentials {
             Err(e) => return Err(not_allowed(format!("{what}: {e}"))),
         }
         let spec = &identity.spec;
+        // An identity that lends what the operator itself holds is honoured only where the
+        // administrator designated: otherwise a tenant allowed to create identities in its own
+        // namespace (CAPZ's templates carry one) names any client ID that trusts the operator's
+        // token, its own principal included, and borrows it.
+        let lends = matches!(
+            spec.type_,
+            IdentityType::WorkloadIdentity | IdentityType::UserAssignedMSI
+        );
+        if lends && !self.grant.lends_from(id_ns) {
+            let lent = if spec.type_ == IdentityType::WorkloadIdentity {
+                "the operator's own federated token"
+            } else {
+                "the managed identities of the operator's host"
+            };
+            let designated = match self.grant.identity_namespaces.as_slice() {
+                [] => "none".to_owned(),
+                names => names.join(", "),
+            };
+            return Err(not_allowed(format!(
+                "{what} is a {:?}, which lends {lent}: only identities in the namespaces the operator designates may (--identity-namespaces: {designated}); an administrator creates it there",
+                spec.type_
+            )));
+        }
         let (tenant, client_id) = (spec.tenant_id.trim(), spec.client_id.trim());
         check_ids(&what, tenant, client_id)?;
         let subscription = match l.annotations.get(SUBSCRIPTION).map(|s| s.trim()) {
@@ -96,6 +119,11 @@ impl Credentials {
                     )));
                 }
                 let secret_name = r.name.as_deref().unwrap_or_default();
+                if !is_dns_subdomain(secret_name) {
+                    return Err(CredentialError::invalid(format!(
+                        "{what}: clientSecret.name {secret_name:?} is not a Secret name"
+                    )));
+                }
                 let secret = Api::<Secret>::namespaced(l.kube.clone(), id_ns)
                     .get_opt(secret_name)
                     .await

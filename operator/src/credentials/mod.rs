@@ -34,7 +34,9 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
-use strata_crds::annotations::{CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, identity_ref};
+use strata_crds::annotations::{
+    CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, identity_ref, is_dns_subdomain,
+};
 use strata_crds::capz::{AzureClusterIdentity, IdentityType, is_guid, selector_matches};
 
 use crate::api_versions::ApiVersions;
@@ -100,13 +102,19 @@ impl CredentialError {
     }
 }
 
-/// Where the operator's own credential may be used: namespaces by name, or by labels. The
-/// secure default grants it nowhere.
+/// Where the operator's own credential may be used: namespaces by name, or by labels; and
+/// where the identities that lend it live. The secure default grants it nowhere.
 #[derive(Clone, Debug, Default)]
 pub struct GlobalGrant {
     pub namespaces: Vec<String>,
     /// Namespaces whose labels match this selector.
     pub selector: Option<LabelSelector>,
+    /// The namespaces whose `WorkloadIdentity` and `UserAssignedMSI` identities are honoured
+    /// (`--identity-namespaces`; default: the operator's own). Such an identity lends what the
+    /// operator itself holds (its federated token, its host's managed identities) to whatever
+    /// client ID it names, so creating one is an administrator's grant: an identity a tenant made
+    /// in its own namespace must not reach the operator's principal (docs/security.md).
+    pub identity_namespaces: Vec<String>,
 }
 
 impl GlobalGrant {
@@ -115,7 +123,23 @@ impl GlobalGrant {
         GlobalGrant {
             namespaces: names.into_iter().map(Into::into).collect(),
             selector: None,
+            identity_namespaces: Vec::new(),
         }
+    }
+
+    /// The same grant, with identities that lend the operator's own credential honoured in
+    /// these namespaces.
+    pub fn lending_from<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        namespaces: I,
+    ) -> GlobalGrant {
+        self.identity_namespaces = namespaces.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether an identity in `namespace` may lend the operator's own credential.
+    pub fn lends_from(&self, namespace: &str) -> bool {
+        self.identity_namespaces.iter().any(|n| n == namespace)
     }
 
     /// Parses `key=value[,key=value…]` (a label selector's `matchLabels`).
@@ -323,7 +347,13 @@ impl Credentials {
             e => CredentialError::invalid(format!("cannot read a credential Secret: {e}")),
         };
         if let Some(name) = l.annotations.get(CREDENTIAL_FROM) {
-            // Same namespace only: a name is all the annotation can say.
+            // Same namespace only: a name is all the annotation can say, and it goes into a
+            // request path, so it must be a Secret's name (no `/`, no `..`).
+            if !is_dns_subdomain(name) {
+                return Err(CredentialError::invalid(format!(
+                    "{CREDENTIAL_FROM}: {name:?} is not a Secret name (lower-case letters, digits, '-' and '.', at most 253 characters)"
+                )));
+            }
             let secret = secrets.get_opt(name).await.map_err(read)?.ok_or_else(|| {
                 CredentialError::invalid(format!(
                     "{CREDENTIAL_FROM} names Secret {name}, which does not exist in namespace {ns}"

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use strata_crds::annotations::CREATED;
+use strata_crds::annotations::{CREATED, CREATED_PROOF};
 use strata_runtime::lean::Unread;
 use tracing::{info, warn};
 
@@ -21,6 +21,7 @@ use crate::decide::{self, Dependencies, Ownership, Step};
 use crate::drift;
 use crate::error::Error;
 use crate::kind::Kind;
+use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
 
 pub(super) async fn add_finalizer<K: AzureResource>(a: &mut Attempt<K>) -> Result<Outcome, Error> {
@@ -150,7 +151,7 @@ pub(super) async fn write<K: AzureResource>(
         // record is what tells our resource from a foreign one (and the only record a subnet,
         // which has no tags, ever has). The finalizer that guards the resource goes with it.
         let finalizer = !a.obs.has_finalizer;
-        record_creation(&a.api, a.obj.as_ref(), &own, finalizer).await?;
+        record_creation(&a.api, a.obj.as_ref(), &own, finalizer, &ctx.ownership_key).await?;
         a.obs.has_finalizer = true;
         if let Some(uid) = a.obj.meta().uid.clone() {
             ctx.created.set(&a.key, (uid, own.to_string()));
@@ -265,21 +266,25 @@ pub(super) fn poll_pace(ctx: &Context, key: &str, client: &Azure, id: &ArmId) ->
     ctx.pacing.operation_poll(key, client.arm.poll_after(id))
 }
 
-/// Writes `strata.dev/created: <id>` on the CR (a merge patch of that one annotation), and with
-/// `finalizer` our finalizer too, in the same patch: one write and one watch event per created
-/// CR instead of two.
+/// Writes `strata.dev/created: <id>` on the CR with its proof (a merge patch of those two
+/// annotations), and with `finalizer` our finalizer too, in the same patch: one write and one
+/// watch event per created CR instead of two.
 pub(super) async fn record_creation<K: AzureResource>(
     api: &Api<K>,
     obj: &K,
     id: &ArmId,
     finalizer: bool,
+    key: &OwnershipKey,
 ) -> Result<(), Error> {
     let mut metadata = if finalizer {
         guarded_finalizers(obj, with_ours(obj))
     } else {
         json!({})
     };
-    metadata["annotations"] = json!({CREATED: id.to_string()});
+    let id = id.to_string();
+    // A stored object always has a UID; without one the proof would hold for no CR.
+    let proof = key.proof(obj.meta().uid.as_deref().unwrap_or_default(), &id);
+    metadata["annotations"] = json!({CREATED: id, CREATED_PROOF: proof});
     merge_metadata(api, obj, metadata).await
 }
 

@@ -16,6 +16,7 @@ use crate::adapters::AzureResource;
 use crate::credentials::Credentials;
 use crate::index::Index;
 use crate::kind::Kind;
+use crate::ownership::OwnershipKey;
 use crate::per_object::PerObject;
 use crate::reported::Reported;
 
@@ -83,6 +84,8 @@ pub struct Context {
     /// watch had not delivered it yet), and must not then take our own new resource for a
     /// foreign one and refuse it for an hour.
     pub(super) created: PerObject<(String, String)>,
+    /// Proves the creation records this operator writes, and checks those it reads.
+    pub(super) ownership_key: OwnershipKey,
     /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
     /// when Azure normalises a value in a way the comparison does not know.
     pub(super) repeats: PerObject<(i64, String, u32)>,
@@ -107,6 +110,7 @@ impl Context {
         identities: Store<AzureClusterIdentity>,
         index: Arc<Index>,
         timing: Timing,
+        ownership_key: OwnershipKey,
     ) -> Context {
         let reporter = kube::runtime::events::Reporter {
             controller: MANAGER.to_owned(),
@@ -129,6 +133,7 @@ impl Context {
             held: PerObject::default(),
             polling: PerObject::default(),
             created: PerObject::default(),
+            ownership_key,
             repeats: PerObject::default(),
             reported: Reported::default(),
             stores: Mutex::default(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
-use strata_crds::annotations::{CREATED, USE_EXISTING};
+use strata_crds::annotations::{CREATED, CREATED_PROOF, USE_EXISTING};
 use strata_crds::common::ResourceRef;
 
 use super::act::read_custom_data;
@@ -25,6 +25,7 @@ use crate::drift;
 use crate::error::Error;
 use crate::index::Index;
 use crate::kind::Kind;
+use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
 
 /// One reconcile of one CR: what it started from and what its steps learnt so far.
@@ -41,6 +42,9 @@ pub(super) struct Attempt<K> {
     pub(super) obs: Observation,
     /// Strata's record that it creates (or created) the resource at this ARM ID.
     pub(super) recorded_id: Option<String>,
+    /// A `strata.dev/created` whose proof does not verify (the ID it names): no record, and the
+    /// refusal says why.
+    pub(super) unproven_record: Option<String>,
     // Filled by the Observe step.
     pub(super) azure: Option<Arc<Azure>>,
     pub(super) id: Option<ArmId>,
@@ -106,8 +110,17 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     }) || ctx.is_held(&key, generation);
     let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
     let recorded_id = ctx.created.read(&key, |written| {
-        creation_record(&annotations, meta.uid.as_deref(), written)
+        creation_record(
+            &annotations,
+            meta.uid.as_deref(),
+            written,
+            &ctx.ownership_key,
+        )
     });
+    let unproven_record = annotations
+        .get(CREATED)
+        .filter(|_| recorded_id.is_none())
+        .cloned();
     // A copy without the record that this process wrote predates that write, which carried
     // the finalizer too (`act::write`).
     let finalizer_written = recorded_id.is_some() && !annotations.contains_key(CREATED);
@@ -127,6 +140,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         id_known: known_id.is_some() || deps.parent.is_some() || K::OWNER.is_none(),
         held,
         azure: None,
+        owner_elsewhere: None,
         // A pacing that PUTs on resync does so once the previous reconcile left the resource
         // Ready (the reconciles that follow an operation only monitor it).
         resync_put: ctx.pacing.resync_puts()
@@ -137,6 +151,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
         recorded_id,
+        unproven_record,
         obj,
         key,
         namespace,
@@ -155,20 +170,30 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     })
 }
 
-/// Strata's record that it creates the resource at an ARM ID: the CR's `strata.dev/created`, or
-/// — when this copy of the CR predates that write, which the watch had not delivered yet — what
-/// this process remembers writing on the same CR (`written`: its UID and the ID; a CR deleted and
-/// made again under the same name has another UID and inherits nothing).
+/// Strata's record that it creates the resource at an ARM ID: the CR's `strata.dev/created` when
+/// its `strata.dev/created-proof` is the operator's for this CR's UID and that ID, or — when this
+/// copy of the CR predates that write, which the watch had not delivered yet — what this process
+/// remembers writing on the same CR (`written`: its UID and the ID; a CR deleted and made again
+/// under the same name has another UID and inherits nothing).
 fn creation_record(
     annotations: &BTreeMap<String, String>,
     uid: Option<&str>,
     written: Option<&(String, String)>,
+    key: &OwnershipKey,
 ) -> Option<String> {
-    annotations.get(CREATED).cloned().or_else(|| {
-        written
-            .filter(|(w, _)| uid == Some(w.as_str()))
-            .map(|(_, id)| id.clone())
-    })
+    let proven = |id: &String| {
+        let proof = annotations.get(CREATED_PROOF).map(String::as_str);
+        matches!((uid, proof), (Some(uid), Some(p)) if key.verifies(uid, id, p))
+    };
+    annotations
+        .get(CREATED)
+        .filter(|id| proven(id))
+        .cloned()
+        .or_else(|| {
+            written
+                .filter(|(w, _)| uid == Some(w.as_str()))
+                .map(|(_, id)| id.clone())
+        })
 }
 
 /// The Observe step: resolves the credential (refused before any token request or ARM call),
@@ -202,9 +227,15 @@ pub(super) async fn observe<K: AzureResource>(
         }
     };
     let obj = a.obj.clone();
-    let own = match (&a.id, &a.deps.parent) {
-        (Some(id), _) => id.clone(),
-        (None, Some(parent)) => parent.child(K::KIND, azure_name(obj.as_ref())),
+    // The ID the spec derives comes first: `status.id` is only what a status writer said (a
+    // tenant may write its CRs' status), and is used only when the spec cannot say, a deletion
+    // whose owner is gone.
+    let own = match (&a.deps.parent, &a.id) {
+        (Some(parent), _) => parent.child(K::KIND, azure_name(obj.as_ref())),
+        (None, _) if K::OWNER.is_none() => {
+            ArmId::resource_group(&client.subscription, azure_name(obj.as_ref()))
+        }
+        (None, Some(id)) => id.clone(),
         (None, None) => ArmId::resource_group(&client.subscription, azure_name(obj.as_ref())),
     };
     tracing::Span::current().record("arm_id", tracing::field::display(&own));
@@ -221,6 +252,21 @@ pub(super) async fn observe<K: AzureResource>(
         Ok(b) => b,
         Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
     };
+    // An owner named by ARM ID may be a resource Strata manages for another namespace: with a
+    // principal the namespaces share, this CR would create, take or read resources inside it.
+    if let (true, Some(parent), Some(owner_kind)) = (a.deps.parent_by_id, &a.deps.parent, K::OWNER)
+    {
+        let parent_body = match client.arm.get(owner_kind, parent).await {
+            Ok(b) => b,
+            Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
+        };
+        a.obs.owner_elsewhere = parent_body
+            .as_ref()
+            .and_then(|b| b.pointer(&format!("/tags/{OWNER_TAG}")))
+            .and_then(Value::as_str)
+            .filter(|t| namespace_of(t) != a.namespace)
+            .map(|t| format!("{t} (its owner {parent})"));
+    }
     // The listed collection (a scale set's instances) is read while the resource is there and
     // not being deleted; its status is reported once the resource is Ready.
     if let (Some(segment), Some(_)) = (K::LISTED, &body)
@@ -298,6 +344,11 @@ pub(super) fn azure_name<K: AzureResource>(obj: &K) -> &str {
         .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
 }
 
+/// The namespace part of a `strata-owner` tag (`<namespace>/<Kind>/<name>`).
+fn namespace_of(tag: &str) -> &str {
+    tag.split('/').next().unwrap_or_default()
+}
+
 /// Azure's view of a resource, as `decide` needs it. `recorded`: the CR's own record says Strata
 /// created this resource (`strata.dev/created`, written before the create PUT) — the only proof
 /// of ownership for a kind without tags.
@@ -315,6 +366,10 @@ pub(super) fn azure_state(
             .and_then(Value::as_str)
         {
             Some(t) if t == tag => Ownership::Ours,
+            // The tag is `<namespace>/<Kind>/<name>`, like `tag`.
+            Some(other) if namespace_of(other) != namespace_of(tag) => {
+                Ownership::OtherNamespace(other.to_owned())
+            }
             Some(other) => Ownership::Other(other.to_owned()),
             None => Ownership::Untagged,
         }
@@ -339,6 +394,9 @@ pub(super) struct Resolution {
     /// The CRs (kind, name) not usable yet: the ones to be woken by.
     pub(super) blocking: Vec<(Kind, String)>,
     pub(super) parent: Option<ArmId>,
+    /// The owner is named by its ARM ID, not by a CR of this namespace: whose it is must be
+    /// read from Azure (a CR of this namespace that is Ready is ours by its own reconcile).
+    pub(super) parent_by_id: bool,
     pub(super) resolved: Resolved,
 }
 
@@ -347,6 +405,7 @@ pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str)
         state: Dependencies::Ready,
         blocking: Vec::new(),
         parent: None,
+        parent_by_id: false,
         resolved: Resolved::default(),
     };
     let describe = |kind: Kind, r: &ResourceRef, index: &Index| -> Result<String, String> {
@@ -363,6 +422,7 @@ pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str)
         }
     };
     if let (Some(owner), Some(owner_kind)) = (obj.owner(), K::OWNER) {
+        out.parent_by_id = owner.arm_id.is_some();
         match describe(owner_kind, owner, index) {
             Ok(id) => match ArmId::parse(&id) {
                 Ok(id) => out.parent = Some(id),
@@ -396,6 +456,7 @@ pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str)
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -403,22 +464,43 @@ mod tests {
         "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/a";
 
     #[test]
-    fn our_creation_record_is_the_annotation_or_what_we_wrote_on_the_same_cr() {
-        let annotated = BTreeMap::from([(CREATED.to_owned(), ID.to_owned())]);
+    fn our_creation_record_is_the_proven_annotation_or_what_we_wrote_on_the_same_cr() {
+        let (_, key) = OwnershipKey::generate().unwrap();
+        let record = |proof: &str| {
+            BTreeMap::from([
+                (CREATED.to_owned(), ID.to_owned()),
+                (CREATED_PROOF.to_owned(), proof.to_owned()),
+            ])
+        };
+        let annotated = record(&key.proof("uid-1", ID));
         let none = BTreeMap::new();
         let written = ("uid-1".to_owned(), ID.to_owned());
-        // The annotation, whatever this process remembers.
+        // The annotation with its proof, whatever this process remembers.
         assert_eq!(
-            creation_record(&annotated, Some("uid-1"), None).as_deref(),
+            creation_record(&annotated, Some("uid-1"), None, &key).as_deref(),
             Some(ID)
         );
         // A copy older than our own write: the memory of the write on this CR.
         assert_eq!(
-            creation_record(&none, Some("uid-1"), Some(&written)).as_deref(),
+            creation_record(&none, Some("uid-1"), Some(&written), &key).as_deref(),
             Some(ID)
         );
         // Another CR under the same name (deleted and made again): no record.
-        assert_eq!(creation_record(&none, Some("uid-2"), Some(&written)), None);
-        assert_eq!(creation_record(&none, Some("uid-1"), None), None);
+        assert_eq!(
+            creation_record(&none, Some("uid-2"), Some(&written), &key),
+            None
+        );
+        assert_eq!(creation_record(&none, Some("uid-1"), None, &key), None);
+        // Forged: no proof, a made-up one, one copied from another CR, another key's.
+        let (_, other) = OwnershipKey::generate().unwrap();
+        let bare = BTreeMap::from([(CREATED.to_owned(), ID.to_owned())]);
+        for forged in [
+            bare,
+            record("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            record(&key.proof("uid-a", ID)),
+            record(&other.proof("uid-1", ID)),
+        ] {
+            assert_eq!(creation_record(&forged, Some("uid-1"), None, &key), None);
+        }
     }
 }

@@ -16,6 +16,7 @@ use super::{ADOPT, ADOPT_REQUIRES_TAG, Attempt, Context, End, EventNote, Outcome
 use super::{answers, object_key};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
+use crate::decide::{Azure, Ownership};
 use crate::error::Error;
 use crate::reason::Reason;
 use crate::reported::Decision;
@@ -252,7 +253,25 @@ pub(super) fn adoption_refused<K: AzureResource>(
     a: &Attempt<K>,
     why: String,
 ) -> Outcome {
+    let elsewhere = a.obs.owner_elsewhere.is_some()
+        || matches!(
+            &a.obs.azure,
+            Some(Azure::Present {
+                ownership: Ownership::OtherNamespace(_),
+                ..
+            })
+        );
+    // A record this operator cannot prove is named, so that a forged one is seen for what it is.
+    let why = match &a.unproven_record {
+        Some(id) => format!(
+            "{why} (the CR's strata.dev/created names {id}, but its strata.dev/created-proof is not the operator's for this CR: a record Strata did not write proves nothing)"
+        ),
+        None => why,
+    };
     let message = match &a.missing_tag {
+        _ if elsewhere => format!(
+            "{why}: Strata's resources belong to the namespace whose CR created them, and no annotation here takes, uses, observes or builds inside them; name a resource of this namespace or one Strata does not manage"
+        ),
         Some(tag) => {
             format!("{why}, and it lacks the tag {tag} that {ADOPT_REQUIRES_TAG} asks for")
         }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use strata_armsim::{Inspector, Options, Server};
 use strata_envtest::TestEnv;
 use strata_operator::credentials::{Credential, GlobalGrant};
+use strata_operator::ownership::OwnershipKey;
 use strata_operator::throttle::Limits;
 use strata_operator::{Scope, Settings, Timing};
 use tokio::task::JoinHandle;
@@ -40,6 +41,8 @@ pub struct World {
     pub limits: Limits,
     /// Where the running operator serves its metrics and health endpoints.
     pub bound: std::sync::Arc<std::sync::Mutex<Option<strata_operator::Bound>>>,
+    /// The key of the creation records' proofs, in the test namespace's Secret.
+    pub ownership_key: OwnershipKey,
 }
 
 impl Drop for World {
@@ -68,7 +71,10 @@ pub fn settings(sim: &Server, namespace: &str) -> Settings {
             managed_identity: false,
         }),
         // Granted explicitly: the secure default grants the operator's credential nowhere.
-        grant: GlobalGrant::namespaces([namespace]),
+        // The test's namespace plays the operator's own: identities that lend its token (workload
+        // identity, the host's managed identities) are honoured there.
+        grant: GlobalGrant::namespaces([namespace]).lending_from([namespace]),
+        ownership_key: OwnershipKey::generate().unwrap().1,
         limits: Limits::default().scaled(TIME_SCALE),
         timing: Timing {
             sync_period: Duration::from_secs(3600),
@@ -128,6 +134,11 @@ impl World {
             .create(&PostParams::default(), &body)
             .await
             .unwrap();
+        // The key the operator binary keeps in its namespace's Secret (a replica's Lease is in
+        // the test's namespace): the in-process operator and the replicas share it.
+        let ownership_key = OwnershipKey::load_or_create(&env.client(), &ns)
+            .await
+            .unwrap();
         let mut world = World {
             env,
             sim,
@@ -137,6 +148,7 @@ impl World {
             all_namespaces,
             limits: Limits::default(),
             bound: Default::default(),
+            ownership_key,
         };
         world.start_operator();
         world
@@ -152,6 +164,7 @@ impl World {
     pub fn start_operator_with(&mut self, change: impl FnOnce(&mut Settings)) {
         self.stop_operator();
         let mut settings = settings(&self.sim, &self.ns);
+        settings.ownership_key = self.ownership_key.clone();
         settings.limits = self.limits.scaled(TIME_SCALE);
         if self.all_namespaces {
             // Every namespace, but only this test's objects: a shared API server

@@ -146,7 +146,8 @@ where
 /// Compared part by part, without serializing the live CR: its spec and status are JSON
 /// already, its metadata is compared field by field (`metadata_holds`). Serializing each live
 /// CR on each of its owner's reconciles was most of `apply_all`'s 10 % of the translator's CPU,
-/// and then serializing its metadata alone still 6 % (perf, docs/performance.md, cut 20).
+/// and then serializing its metadata alone still 6 % (perf, docs/performance.md,
+/// "Comparing without serializing").
 pub(crate) fn up_to_date(desired: &Value, live: &DynamicObject) -> Result<bool, Error> {
     let wanted = desired["metadata"]["annotations"]
         .as_object()
@@ -214,7 +215,10 @@ fn metadata_holds(want: &Value, live: &ObjectMeta) -> Result<bool, Error> {
 /// are not the translator's to compare.
 fn our_annotations<'a>(keys: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
     keys.filter(|k| {
-        k.starts_with("strata.dev/") && *k != annotations::PAUSED && *k != annotations::CREATED
+        k.starts_with("strata.dev/")
+            && *k != annotations::PAUSED
+            && *k != annotations::CREATED
+            && *k != annotations::CREATED_PROOF
     })
     .collect()
 }

@@ -6,10 +6,10 @@
 //! Reading the cache instead of the API server: at 1,000 clusters an AzureCluster's reconcile
 //! made four GETs (its Cluster, its identity, the API server's public IP, its zones) and an
 //! AzureMachine's four (Machine, Cluster, AzureCluster, identity), each answer decoded with
-//! its managedFields; that was a fifth of the translator's CPU (docs/performance.md, cut 17).
-//! As with controller-runtime's cached client, a cache may trail the API server by a watch
-//! event; each of these kinds' changes also wakes the reconciles that read it, so a reconcile
-//! that read a stale copy is followed by one that reads the new one.
+//! its managedFields; that was a fifth of the translator's CPU (docs/performance.md,
+//! "Caches instead of GETs"). As with controller-runtime's cached client, a cache may trail
+//! the API server by a watch event; each of these kinds' changes also wakes the reconciles
+//! that read it, so a reconcile that read a stale copy is followed by one that reads the new one.
 
 use super::*;
 

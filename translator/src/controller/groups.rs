@@ -1,7 +1,7 @@
 //! Which objects of a cache belong to each group — a Machine's cluster — so that a reconcile
-//! reads its cluster's few objects instead of walking the whole cache. The AzureCluster
-//! reconcile walked every Machine of the cache (3,000 at 1,000 clusters, each of its 55
-//! reconciles per cluster): about a tenth of the translator's CPU (docs/performance.md, cut 20).
+//! reads its cluster's few objects instead of walking the whole cache. The AzureCluster reconcile
+//! walked every Machine of the cache (3,000 at 1,000 clusters, each of its 55 reconciles per
+//! cluster): about a tenth of the translator's CPU (docs/performance.md, "Indexes and walks").
 //!
 //! Kept from the cache's own watch events, on both sides of the store's update: a name is added
 //! before the store holds its object and dropped after the store dropped it, and after a relist

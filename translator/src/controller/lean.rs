@@ -4,7 +4,7 @@
 //! The server-side-apply field sets are the largest part of a CR's metadata and every status
 //! write of strata-operator sends the whole object to these watches again; decoding them into
 //! JSON trees was 5.8 % of the translator's CPU in a 30 × 3 benchmark (docs/performance.md,
-//! the twenty-first session). The metadata is read as `strata_runtime::lean` reads a typed
+//! "Decoding"). The metadata is read as `strata_runtime::lean` reads a typed
 //! object's: without that key (serde skips it without allocating); the rest without
 //! `DynamicObject`'s `flatten`, which buffers every value before it is decoded.
 

@@ -67,7 +67,8 @@ use watches::*;
 /// owned CRs, the Cluster, the Machines, bootstrap Secrets, identities, zones), so an owner that
 /// waits for its CRs to be Ready is woken by the change it waits for. The translator used to look
 /// again every 30 s while an owner was not Ready: a reconcile (a few GETs and a walk of its CRs)
-/// per owner every 30 s, for nothing a watch would not bring (docs/performance.md, cut 13).
+/// per owner every 30 s, for nothing a watch would not bring (docs/performance.md,
+/// "Translator wake-ups").
 const RESYNC: Duration = Duration::from_secs(600);
 
 /// How long a wake-up waits for the next before its reconcile runs (kube-runtime's trailing-edge
@@ -77,7 +78,7 @@ const RESYNC: Duration = Duration::from_secs(600);
 /// against Azure's provisioning times, and an owner whose CRs keep changing faster than that
 /// for long does not exist (each CR moves a handful of times while it provisions). Longer
 /// merges more but delays every translator hop of a cluster's chain (docs/performance.md,
-/// cut 24).
+/// "Translator wake-ups").
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
 /// Controller settings.

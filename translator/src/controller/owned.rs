@@ -68,7 +68,7 @@ impl OwnedCache {
         match event {
             // Filed as a copy: filing the event's own object instead saved the copy's 1.6 %
             // of the translator's CPU at 1,000 x 3 and cost 12.5 MiB of its peak RSS there
-            // (docs/performance.md, twenty-third session) - the copy is compact, while the
+            // (docs/performance.md, "Tried and not kept") - the copy is compact, while the
             // decoded object keeps the capacity its arrays grew to while parsing.
             watcher::Event::Apply(o) => return state.file(kind, o.clone()).then_some(o),
             watcher::Event::Delete(o) => {
@@ -173,7 +173,7 @@ impl State {
 }
 
 /// What the owner of a CR reads of it: everything but its finalizers, the operator's
-/// `strata.dev/created` record and the API server's bookkeeping (resourceVersion,
+/// `strata.dev/created` record (and its proof) and the API server's bookkeeping (resourceVersion,
 /// managedFields). The operator's finalizer and its created record each came as a watch event
 /// that ran the owner's whole reconcile for nothing: two of the half-dozen updates a CR sees
 /// on its way to Ready.
@@ -184,6 +184,7 @@ pub(crate) fn digest(o: &DynamicObject) -> u64 {
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
         a.remove(annotations::CREATED);
+        a.remove(annotations::CREATED_PROOF);
         if a.is_empty() {
             meta.annotations = None;
         }
