@@ -61,10 +61,6 @@ const IN_USE: &[&str] = &[
     "NicInUse",
     "PublicIPAddressInUse",
     "InUseAvailabilitySetCannotBeDeleted",
-    // What the emulator (and ARM) answer for an availability set that still holds a VM and a
-    // load balancer still referenced: found by the e2e lifecycle test, where the last worker's
-    // VM was still being deleted when the availability set's turn came.
-    "AvailabilitySetInUse",
     "InUseLoadBalancerCannotBeDeleted",
     // A private DNS zone that still holds links or records ("Can not delete resource before
     // nested resources are deleted"): found by the RBAC test, where the zone was held as Fatal
@@ -84,13 +80,27 @@ const RETRYABLE: &[&str] = &[
     "InvalidResourceReference",
 ];
 
+/// ARM's answer for an availability set that still holds a VM: the generic `OperationNotAllowed`
+/// with this message ("Common VM error codes in Azure",
+/// learn.microsoft.com/troubleshoot/azure/virtual-machines/error-messages). The last worker's VM
+/// may still be deleting when the set's turn comes (the e2e lifecycle test).
+const SET_HOLDS_A_VM: &str =
+    "Before deleting an Availability Set please ensure that it does not contain any VM";
+
 pub fn classify(e: &ArmError) -> ErrorClass {
     match e {
         ArmError::Transport(_) => ErrorClass::Transient,
         ArmError::Held { .. } => ErrorClass::Throttled,
         ArmError::Queued { .. } => ErrorClass::Queued,
-        ArmError::Http { status, code, .. } => {
-            if IN_USE.iter().any(|c| c.eq_ignore_ascii_case(code)) {
+        ArmError::Http {
+            status,
+            code,
+            message,
+            ..
+        } => {
+            let set_in_use = code.eq_ignore_ascii_case("OperationNotAllowed")
+                && message.contains(SET_HOLDS_A_VM);
+            if set_in_use || IN_USE.iter().any(|c| c.eq_ignore_ascii_case(code)) {
                 ErrorClass::InUse
             } else if *status == 429 {
                 ErrorClass::Throttled
@@ -150,9 +160,22 @@ mod tests {
             classify(&http(429, "TooManyRequests")),
             ErrorClass::Throttled
         );
-        for code in ["InUseSubnetCannotBeDeleted", "AvailabilitySetInUse"] {
-            assert_eq!(classify(&http(400, code)), ErrorClass::InUse, "{code}");
-        }
+        assert_eq!(
+            classify(&http(400, "InUseSubnetCannotBeDeleted")),
+            ErrorClass::InUse
+        );
+        // OperationNotAllowed is in use only with ARM's availability-set message.
+        let set = ArmError::Http {
+            status: 409,
+            code: "OperationNotAllowed".into(),
+            message: format!("Availability Set as-0 cannot be deleted. {SET_HOLDS_A_VM}."),
+            retry_after: None,
+        };
+        assert_eq!(classify(&set), ErrorClass::InUse);
+        assert_eq!(
+            classify(&http(409, "OperationNotAllowed")),
+            ErrorClass::Fatal
+        );
         assert_eq!(
             classify(&ArmError::Transport("reset".into())),
             ErrorClass::Transient

@@ -109,18 +109,24 @@ fn read_only_sent(
 fn desired_of<K: AzureResource + DeserializeOwned>(doc: &Value) -> (Kind, Value) {
     let obj: K = serde_json::from_value(doc.clone()).unwrap();
     let rg = ArmId::resource_group(SUB, "rg");
-    let mut resolved = Resolved {
-        id: Some(rg.child(K::KIND, "self")),
-        custom_data: obj.custom_data().map(|_| "IyEvYmluL3NoCg==".to_owned()),
-        ..Resolved::default()
-    };
+    let mut resolved = Resolved::default();
+    resolved.id = Some(rg.child(K::KIND, "self"));
+    resolved.custom_data = obj.custom_data().map(|_| "IyEvYmluL3NoCg==".to_owned());
     for reference in obj.references() {
         if let Some(name) = &reference.to.name {
             let id = rg.child(reference.kind, name).to_string();
             resolved.refs.insert((reference.kind, name.clone()), id);
         }
     }
-    (K::KIND, obj.desired(&resolved))
+    let body = obj.desired(&resolved);
+    // Every reference the body names is one the kind lists, so the loop resolves it.
+    assert_eq!(
+        resolved.unresolved(),
+        Vec::<String>::new(),
+        "{}: references the adapter does not list",
+        K::KIND
+    );
+    (K::KIND, body)
 }
 
 fn desired(doc: &Value) -> Option<(Kind, Value)> {

@@ -924,17 +924,16 @@ fn check_in_use(store: &Store, deleting: &BTreeSet<String>) -> Result<(), ArmErr
             .filter(|d| reference == **d || reference.starts_with(&format!("{d}/")))
             .max_by_key(|d| d.len())
             .and_then(|d| store.get_key(d));
+        let spec = target.and_then(|t| types::spec(t.type_name));
         let (code, name) = match target {
-            Some(t) => (
-                types::spec(t.type_name).map_or("InUse", |s| s.in_use_code),
-                t.id.to_string(),
-            ),
+            Some(t) => (spec.map_or("InUse", |s| s.in_use_code), t.id.to_string()),
             None => ("InUse", reference.clone()),
         };
-        return Err(ArmError::bad_request(
-            code,
-            format!("{name} is in use by {referrer} and cannot be deleted."),
-        ));
+        let message = match (spec.and_then(|s| s.in_use_message), target) {
+            (Some(text), Some(t)) => text.replace("{name}", t.id.name()),
+            _ => format!("{name} is in use by {referrer} and cannot be deleted."),
+        };
+        return Err(ArmError::bad_request(code, message));
     }
     Ok(())
 }

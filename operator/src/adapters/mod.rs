@@ -86,22 +86,53 @@ pub struct Resolved {
     /// instances: its rollout's capacity depends on their models); `None` before the resource
     /// exists.
     pub listed: Option<Vec<Value>>,
+    /// The references `id` could not resolve while a body was built (kind and name). The loop
+    /// resolves every reference `references()` names before calling `desired`, so one here is
+    /// a reference an adapter forgot to list: the body is then never sent (`unresolved`).
+    missing: Missing,
+}
+
+/// The references a body could not resolve; a lock, not a `RefCell`, because a resolution lives
+/// in the reconcile's future, which must be `Sync` to be sent between threads.
+#[derive(Debug, Default)]
+struct Missing(std::sync::Mutex<Vec<String>>);
+
+impl Missing {
+    fn with<T>(&self, f: impl FnOnce(&mut Vec<String>) -> T) -> T {
+        // A panic while the lock was held leaves a list that is still a list.
+        f(&mut self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl Clone for Missing {
+    fn clone(&self) -> Missing {
+        Missing(std::sync::Mutex::new(self.with(|m| m.clone())))
+    }
 }
 
 impl Resolved {
-    /// The ARM ID a reference stands for. References by name that the loop did not resolve give
-    /// an empty ID; the loop resolves every reference `references()` names before calling
-    /// `desired`, so that only happens for a reference an adapter forgot to list.
+    /// The ARM ID a reference stands for. One the loop did not resolve is recorded as missing,
+    /// and the body that asked for it is refused before it is sent ([`Resolved::unresolved`]):
+    /// an empty ID never reaches ARM.
     pub fn id(&self, kind: Kind, r: &ResourceRef) -> String {
-        match (&r.arm_id, &r.name) {
-            (Some(id), _) => id.clone(),
-            (None, Some(name)) => self
-                .refs
-                .get(&(kind, name.clone()))
-                .cloned()
-                .unwrap_or_default(),
-            (None, None) => String::new(),
-        }
+        let found = match (&r.arm_id, &r.name) {
+            (Some(id), _) => Some(id.clone()),
+            (None, Some(name)) => self.refs.get(&(kind, name.clone())).cloned(),
+            (None, None) => None,
+        };
+        found.unwrap_or_else(|| {
+            let name = r.name.as_deref().unwrap_or("(no name nor armId)");
+            self.missing.with(|m| m.push(format!("{kind} {name}")));
+            String::new()
+        })
+    }
+
+    /// The references a body built from this resolution named and could not resolve.
+    pub fn unresolved(&self) -> Vec<String> {
+        self.missing.with(|m| m.clone())
     }
 
     /// `{"id": …}` for a reference.
@@ -155,5 +186,25 @@ pub(crate) fn prune(mut v: Value) -> Value {
 pub(crate) fn output(observed: &Value, pointer: &str, key: &str, out: &mut Map<String, Value>) {
     if let Some(s) = observed.pointer(pointer).and_then(Value::as_str) {
         out.insert(key.to_owned(), Value::String(s.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unresolved_reference_is_recorded_never_silently_empty() {
+        let mut r = Resolved::default();
+        r.refs
+            .insert((Kind::Subnet, "known".into()), "/subnets/known".into());
+        let by = |name: &str| ResourceRef {
+            name: Some(name.into()),
+            arm_id: None,
+        };
+        assert_eq!(r.id(Kind::Subnet, &by("known")), "/subnets/known");
+        assert!(r.unresolved().is_empty());
+        let _ = r.reference(Kind::Subnet, &by("forgotten"));
+        assert_eq!(r.unresolved(), ["Subnet forgotten"]);
     }
 }

@@ -296,6 +296,21 @@ pub(super) async fn observe<K: AzureResource>(
         }
     }
     let mut want = obj.desired(&resolved);
+    let unresolved = resolved.unresolved();
+    // While deleting (its references may be going too) the body is only compared, never sent.
+    if !unresolved.is_empty() && !a.obs.deleting {
+        // A reference the kind does not list among its references: Strata's bug, never a body
+        // with an empty ID.
+        let message = format!(
+            "the {} body refers to {}, which the operator did not resolve (a reference its adapter does not list: report it as a bug)",
+            K::KIND,
+            unresolved.join(", ")
+        );
+        return Ok(End::report(
+            Report::new(Reason::InvalidSpec, message),
+            Requeue::AwaitChange,
+        ));
+    }
     if K::CARRIES_TAGS {
         want["tags"][OWNER_TAG] = Value::String(a.key.clone());
     }

@@ -16,11 +16,16 @@ pub static SPEC: Spec = Spec {
         from_type: "Microsoft.Compute/virtualMachines",
         many: true,
     }],
+    // ARM's answer for a set that still holds a VM ("Common VM error codes in Azure",
+    // learn.microsoft.com/troubleshoot/azure/virtual-machines/error-messages).
+    in_use_message: Some(
+        "Availability Set {name} cannot be deleted. Before deleting an Availability Set please ensure that it does not contain any VM.",
+    ),
     ..Spec::compute(
         "Microsoft.Compute/availabilitySets",
         0.0,
         0.0,
-        "AvailabilitySetInUse",
+        "OperationNotAllowed",
     )
 };
 

@@ -243,6 +243,9 @@ pub struct Spec {
     pub resource_guid: bool,
     /// Error code when deleting it while referenced.
     pub in_use_code: &'static str,
+    /// ARM's message for that refusal, where its error-code reference gives one (`{name}`: the
+    /// resource's name); otherwise "<id> is in use by <referrer> and cannot be deleted."
+    pub in_use_message: Option<&'static str>,
     /// Nested resource types kept as separate resources and shown inline: `(type segment, property)`.
     pub children: &'static [(&'static str, &'static str)],
     /// Array properties whose elements are sub-resources that get an `id` (`ipConfigurations`).
@@ -344,6 +347,7 @@ impl Spec {
             updating_state: "Updating",
             resource_guid: false,
             in_use_code,
+            in_use_message: None,
             children: &[],
             sub_resources: &[],
             prepare: no_prepare,
@@ -458,6 +462,6 @@ mod tests {
         let set = spec("Microsoft.Compute/availabilitySets").unwrap();
         assert_eq!(set.api_versions, COMPUTE_API_VERSIONS);
         assert_eq!((set.put_seconds, set.delete_seconds), (0.0, 0.0));
-        assert_eq!(set.in_use_code, "AvailabilitySetInUse");
+        assert_eq!(set.in_use_code, "OperationNotAllowed");
     }
 }
