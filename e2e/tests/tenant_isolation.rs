@@ -621,23 +621,71 @@ async fn held_in(stack: &Stack, rg: &str) -> std::collections::BTreeMap<String, 
         .collect()
 }
 
-/// Two tenants share one principal (the operator's own credential, granted to both, as a
-/// platform team grants one per subscription): tenant b tries to take over, use, observe, build
-/// inside, or forge its way into what Strata made for tenant a. Every attempt is refused with
-/// `AdoptionRefused` and an Event; no ARM write reaches a's resources, which read back byte for
-/// byte; b's CRs are deleted afterwards without touching Azure.
+/// How tenants a and b come to share one principal.
+#[derive(Clone, Copy, Debug)]
+enum Shared {
+    /// The operator's own credential, granted to both namespaces.
+    GlobalCredential,
+    /// An administrator's ServicePrincipal identity that admits both.
+    Identity,
+}
+
+/// Two tenants share one principal (one per subscription, as platform teams grant them): tenant
+/// b tries to take over, use, observe, build inside, or forge its way into what Strata made for
+/// tenant a. Every attempt is refused with `AdoptionRefused` and an Event; no ARM write reaches
+/// a's resources, which read back byte for byte; b's CRs are deleted afterwards without touching
+/// Azure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_take_what_strata_made_for_another_namespace() {
+    takeover(Shared::GlobalCredential).await;
+}
+
+/// The same attacks with the two tenants sharing an administrator's identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_sharing_an_identity_cannot_take_what_strata_made_for_another() {
+    takeover(Shared::Identity).await;
+}
+
+async fn takeover(shared: Shared) {
     let mut stack = Stack::start("takeover").await;
     stack.stop_operators();
+    let admin = stack.ns.clone();
     let a = namespace(&stack, "a", json!({})).await;
     let b = namespace(&stack, "b", json!({})).await;
-    let shared = [a.clone(), b.clone()];
-    stack.start_operator_with(None, move |s| s.grant = GlobalGrant::namespaces(shared));
+    const NETOPS: &str = "4e7000b5-0000-4000-8000-0000000000e7";
+    let credential = match shared {
+        Shared::GlobalCredential => {
+            let both = [a.clone(), b.clone()];
+            stack.start_operator_with(None, move |s| s.grant = GlobalGrant::namespaces(both));
+            json!({})
+        }
+        Shared::Identity => {
+            // The operator's own credential is granted nowhere; the identity is the principal.
+            stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
+            for (tenant, client, secret) in [(TENANT, CLIENT_A, SECRET_A), ("tenant", NETOPS, "n")]
+            {
+                principal(&stack, tenant, client, secret).await;
+            }
+            secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
+            identity(
+                &stack,
+                &admin,
+                "shared",
+                json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
+                    "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a, b]}}),
+            )
+            .await;
+            json!({"strata.dev/identity": format!("{admin}/shared")})
+        }
+    };
 
     // Tenant a's group, VNet and subnet.
     let rg_a = format!("{a}-rg");
     let cr = |kind: &str, name: &str, annotations: Value, spec: Value| {
+        let mut annotations = annotations;
+        for (k, v) in credential.as_object().into_iter().flatten() {
+            annotations[k] = v.clone();
+        }
         json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": kind,
             "metadata": {"name": name, "annotations": annotations}, "spec": spec})
     };
@@ -693,7 +741,7 @@ async fn a_tenant_cannot_take_what_strata_made_for_another_namespace() {
     // And a subnet Strata made for a in a network team's VNet (not Strata's: no tag), which is
     // Strata's only by a's creation record.
     let net_rg = format!("{a}-net");
-    let netops = ArmPrincipal::login(&stack, "4e7000b5-0000-4000-8000-0000000000e7", "n").await;
+    let netops = ArmPrincipal::login(&stack, NETOPS, "n").await;
     let net_rg_id = format!("/subscriptions/{SUB}/resourceGroups/{net_rg}");
     netops
         .put(
