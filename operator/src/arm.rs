@@ -7,7 +7,8 @@
 //!
 //! The loop follows an operation by GETting the resource until its `provisioningState` is
 //! terminal, never through the SDK's pollers. ARM's answer drives the waits: each call takes a
-//! token from the subscription's bucket first; a 429's `Retry-After` holds that bucket for every
+//! token from the bucket of its subscription and principal first (ARM's are per both); a 429's
+//! `Retry-After` holds that bucket for every
 //! CR that shares it; `x-ms-ratelimit-remaining-subscription-…` lowers it; a `201`/`202`'s
 //! `Retry-After` paces the polling of that operation ([`ArmClient::poll_after`]).
 
@@ -113,6 +114,9 @@ pub struct ArmClient {
     endpoint: Url,
     versions: Arc<ApiVersions>,
     throttle: Arc<Throttle>,
+    /// Who this client is to ARM (`<tenant>/<client ID>`): ARM's buckets are per subscription
+    /// *and* principal, so each principal's budget, holds and remaining counts are its own.
+    principal: String,
     metrics: Arc<Metrics>,
     /// Per resource (lower-case ID): the `Retry-After` of the last write ARM accepted with one.
     paces: Mutex<HashMap<String, Duration>>,
@@ -125,6 +129,9 @@ pub struct Setup<'a> {
     pub versions: Arc<ApiVersions>,
     pub throttle: Arc<Throttle>,
     pub metrics: Arc<Metrics>,
+    /// The credential's principal (`<tenant>/<client ID>`), which keys its buckets with the
+    /// subscription.
+    pub principal: String,
 }
 
 /// The ARM client for a credential.
@@ -150,6 +157,7 @@ pub fn clients(credential: Arc<dyn TokenCredential>, setup: Setup<'_>) -> ArmCli
         endpoint: setup.endpoint.clone(),
         versions: setup.versions,
         throttle: setup.throttle,
+        principal: setup.principal,
         metrics: setup.metrics,
         paces: Mutex::new(HashMap::new()),
     }
@@ -256,8 +264,15 @@ impl ArmClient {
     /// would stand far back in ARM's line, and the CR comes back when its turn nears.
     pub fn write_turn_near(&self, subscription: &str, first_write: bool) -> Result<(), ArmError> {
         self.throttle
-            .turn_near(subscription, Class::Write, first_write)
+            .turn_near(&self.bucket(subscription), Class::Write, first_write)
             .map_err(|r| refused_error(Class::Write, r))
+    }
+
+    /// The key of this principal's buckets in `subscription` ("Subscription limits apply per
+    /// subscription, per service principal, and per operation type": ARM's request limits and
+    /// throttling).
+    fn bucket(&self, subscription: &str) -> String {
+        format!("{subscription}/{}", self.principal)
     }
 
     /// Sends one request after a token from the subscription's bucket; learns from ARM's
@@ -300,7 +315,8 @@ impl ArmClient {
         url: Url,
         body: Option<&Value>,
     ) -> Result<(RawResponse, Option<Duration>), ArmError> {
-        if let Err(refused) = self.throttle.acquire(subscription, class).await {
+        let bucket = self.bucket(subscription);
+        if let Err(refused) = self.throttle.acquire(&bucket, class).await {
             return Err(refused_error(class, refused));
         }
         let mut request = Request::new(url, method);
@@ -340,18 +356,19 @@ impl ArmClient {
         let status = u16::from(response.status());
         self.metrics.arm_request(verb, status);
         if let Some(left) = remaining(response.headers(), class) {
-            self.throttle.observe_remaining(subscription, class, left);
+            self.throttle.observe_remaining(&bucket, class, left);
         }
         let wait = retry_after(response.headers(), SystemTime::now());
         if status == 429 {
             if let Some(wait) = wait {
                 tracing::info!(
                     subscription = %subscription,
+                    principal = %self.principal,
                     class = class_name(class),
                     retry_after_s = wait.as_secs_f64(),
-                    "ARM throttled the subscription: holding its bucket"
+                    "ARM throttled the principal in the subscription: holding its bucket"
                 );
-                self.throttle.hold(subscription, class, wait);
+                self.throttle.hold(&bucket, class, wait);
             }
             return Err(http_error(&response, wait));
         }

@@ -154,6 +154,9 @@ pub struct Throttle {
     /// Off: every request goes out at once and ARM's own answers (429s) are the only limit —
     /// for a pacing that models an operator without client-side buckets.
     enabled: bool,
+    /// By bucket key and class. The key is what ARM keys its buckets by: the subscription and
+    /// the principal (`<subscription>/<tenant>/<client ID>`, `ArmClient::bucket`); the
+    /// functions below call it `subscription` for short.
     buckets: Mutex<HashMap<(String, Class), State>>,
     waits: Counter,
     /// Numbers the places in every line, in the order the requests first asked (the low bits of
@@ -682,7 +685,7 @@ impl Throttle {
             let remaining = remaining as f64 * MARGIN;
             if remaining < state.tokens {
                 tracing::debug!(
-                    subscription,
+                    bucket = subscription,
                     ?class,
                     ours = state.tokens,
                     arm = remaining,

@@ -37,37 +37,44 @@ fn time(entry: &Value) -> DateTime<Utc> {
     entry["time"].as_str().unwrap().parse().unwrap()
 }
 
-fn puts_to(log: &[Value], subscription: &str) -> Vec<Value> {
+/// The PUTs made as `principal` (a client ID).
+fn puts_by(log: &[Value], principal: &str) -> Vec<Value> {
     log.iter()
         .filter(|e| {
             e["method"] == "PUT"
-                && e["subscription"]
+                && e["principal"]
                     .as_str()
-                    .is_some_and(|s| s.eq_ignore_ascii_case(subscription))
+                    .is_some_and(|p| p.eq_ignore_ascii_case(principal))
         })
         .cloned()
         .collect()
 }
 
-/// Three resource groups in each of two subscriptions, one worker; ARM refuses the first PUT to
-/// the first subscription with 429 and `retry` (`{"retryAfter": 7}` or the HTTP-date form).
-/// Answers the log, the time of the 429, and when the second subscription's groups were Ready.
+/// The operator's own principal in these tests, and the second credential's.
+const FIRST: &str = "operator";
+const SECOND: &str = "5ec0d000-0000-4000-8000-000000000002";
+
+/// Three resource groups as the operator's principal in the first subscription and three as a
+/// second principal in `second_subscription`, one worker; ARM refuses the first PUT of the
+/// first three with 429 and `retry` (`{"retryAfter": 7}` or the HTTP-date form). Answers the log,
+/// the time of the 429, and when the second principal's groups were Ready.
 async fn throttled_world(
     test: &str,
     rule: Value,
+    second_subscription: &str,
 ) -> (World, Vec<Value>, DateTime<Utc>, DateTime<Utc>) {
     let mut w = World::start(test).await;
     w.stop_operator();
     w.credential_secret(
         &w.ns.clone(),
         "second",
-        SUB2,
-        "5ec0d000-0000-4000-8000-000000000002",
+        second_subscription,
+        SECOND,
         "second-secret",
     )
     .await;
     let mut fault = json!({
-        "path": format!("^/subscriptions/{SUB}/resourceGroups/"),
+        "path": format!("^/subscriptions/{SUB}/resourceGroups/a"),
         "method": "PUT", "count": 1, "status": 429, "code": "TooManyRequests",
         "message": "The request is being throttled."
     });
@@ -103,7 +110,7 @@ async fn throttled_world(
         w.wait_all_ready(&objects, T).await;
     }
     let log = w.arm_requests().await;
-    let refused = puts_to(&log, SUB)
+    let refused = puts_by(&log, FIRST)
         .into_iter()
         .find(|e| e["status"] == 429)
         .expect("the fault fired");
@@ -113,8 +120,8 @@ async fn throttled_world(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_holds_the_subscription_for_every_cr_while_others_are_served() {
     let (_w, log, refused, second_ready) =
-        throttled_world("retry-after", json!({"retryAfter": 7})).await;
-    let first = puts_to(&log, SUB);
+        throttled_world("retry-after", json!({"retryAfter": 7}), SUB2).await;
+    let first = puts_by(&log, FIRST);
     let after: Vec<_> = first.iter().filter(|e| time(e) > refused).collect();
     assert_eq!(
         after.len(),
@@ -135,7 +142,31 @@ async fn retry_after_holds_the_subscription_for_every_cr_while_others_are_served
         second_ready < refused + chrono::Duration::seconds(7),
         "the second subscription was Ready at {second_ready}, during the hold that began at {refused}"
     );
-    assert_eq!(puts_to(&log, SUB2).len(), 3);
+    assert_eq!(puts_by(&log, SECOND).len(), 3);
+}
+
+/// ARM's buckets are per subscription *and* principal: a 429 answered to one principal holds
+/// that principal's writes only. The second principal, in the same subscription, is served
+/// during the hold (with one bucket per subscription it would wait the whole Retry-After).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_holds_the_principal_it_answered_not_the_others_in_the_subscription() {
+    let (_w, log, refused, second_ready) =
+        throttled_world("retry-principal", json!({"retryAfter": 7}), SUB).await;
+    let first = puts_by(&log, FIRST);
+    let next = first.iter().find(|e| time(e) > refused).unwrap();
+    let gap = (time(next) - refused).to_std().unwrap();
+    assert!(
+        gap >= Duration::from_millis(6950),
+        "the throttled principal waited its Retry-After: {gap:?}"
+    );
+    assert!(
+        second_ready < time(next),
+        "the other principal's groups must be Ready during the hold: Ready at {second_ready}, the throttled principal's next PUT at {}",
+        time(next)
+    );
+    let second = puts_by(&log, SECOND);
+    assert_eq!(second.len(), 3, "{second:?}");
+    assert!(second.iter().all(|e| e["status"] != 429), "{second:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,9 +174,10 @@ async fn retry_after_as_an_http_date_holds_until_that_date() {
     let (_w, log, refused, _) = throttled_world(
         "retry-date",
         json!({"retryAfter": 3, "retryAfterDate": true}),
+        SUB2,
     )
     .await;
-    let next = puts_to(&log, SUB)
+    let next = puts_by(&log, FIRST)
         .into_iter()
         .find(|e| time(e) > refused)
         .unwrap();
@@ -194,7 +226,7 @@ async fn remaining_count_headers_lower_the_operators_bucket() {
     objects.extend(apply_all((1..12).map(|i| rg(&format!("g{i}"), None)), &w).await);
     w.wait_all_ready(&objects, T).await;
     let log = w.arm_requests().await;
-    let puts = puts_to(&log, SUB);
+    let puts = puts_by(&log, FIRST);
     let refused = puts.iter().filter(|e| e["status"] == 429).count();
     // After the first answer the operator's bucket follows ARM's count, so the writes are
     // paced instead of sent straight into 429s (each of which would cost a Retry-After).

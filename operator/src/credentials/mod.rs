@@ -497,6 +497,7 @@ impl Credentials {
                 versions: self.versions.clone(),
                 throttle: self.throttle.clone(),
                 metrics: self.metrics.clone(),
+                principal: format!("{}/{}", credential.tenant, credential.client_id),
             },
         );
         let azure = Arc::new(Azure {
