@@ -848,6 +848,28 @@ async fn takeover(shared: Shared) {
         let body = cr(kind, name, annotations.clone(), spec.clone());
         apply(&stack.cloud(&b, kind), name, body).await.unwrap();
     }
+    // A subnet of its own, under an owner in a subscription its credential is not for: that
+    // subscription's budget is not b's to spend.
+    let elsewhere = "/subscriptions/11111111-1111-4111-8111-111111111111/resourceGroups/x/providers/Microsoft.Network/virtualNetworks/v";
+    let other_subscription = cr(
+        "Subnet",
+        "b-other-sub",
+        json!({}),
+        json!({"owner": {"armId": elsewhere}, "addressPrefix": "10.0.3.0/24"}),
+    );
+    apply(
+        &stack.cloud(&b, "Subnet"),
+        "b-other-sub",
+        other_subscription,
+    )
+    .await
+    .unwrap();
+    let message = wait_reason_of(&stack, "Subnet", &b, "b-other-sub", "InvalidSpec").await;
+    assert!(
+        message.contains("credential is for subscription"),
+        "{message}"
+    );
+    wait_event(&stack, &b, "b-other-sub", "InvalidSpec").await;
     for (kind, name, _, _, says) in &attacks {
         let message = wait_reason_of(&stack, kind, &b, name, "AdoptionRefused").await;
         assert!(message.contains(says), "{name}: {message}");
@@ -874,6 +896,8 @@ async fn takeover(shared: Shared) {
     assert_eq!(after().await, before, "a's resources changed");
 
     // b's CRs go without touching Azure; a's resources stay.
+    let mut attacks = attacks;
+    attacks.push(("Subnet", "b-other-sub", json!({}), json!({}), ""));
     for (kind, name, _, _, _) in &attacks {
         stack
             .cloud(&b, kind)

@@ -19,7 +19,6 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use strata_crds::annotations::SUBSCRIPTION;
 use strata_crds::azure::{LocationZones, LocationZonesStatus};
 
 use crate::controller::Scope;
@@ -169,10 +168,10 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
     let answer = match ctx.credentials.for_object(&lookup).await {
         Err(e) => Err((e.reason.to_string(), e.message)),
         Ok(azure) => {
-            let subscription = annotations
-                .get(SUBSCRIPTION)
-                .cloned()
-                .unwrap_or_else(|| azure.subscription.clone());
+            // The credential's subscription (an identity's takes `strata.dev/subscription`,
+            // checked as a GUID): never a value that reaches the request path unchecked, nor
+            // a subscription the credential is not for.
+            let subscription = azure.subscription.clone();
             let key = (subscription.to_ascii_lowercase(), location.clone());
             match z.cache.get(&key) {
                 Some(skus) => Ok(skus),

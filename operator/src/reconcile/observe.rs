@@ -239,6 +239,24 @@ pub(super) async fn observe<K: AzureResource>(
         (None, None) => ArmId::resource_group(&client.subscription, azure_name(obj.as_ref())),
     };
     tracing::Span::current().record("arm_id", tracing::field::display(&own));
+    // An owner named by ARM ID in another subscription would spend that subscription's budget
+    // under a credential that is not for it.
+    if !a.obs.deleting && !own.subscription.eq_ignore_ascii_case(&client.subscription) {
+        let message = format!(
+            "the resource would be in subscription {}, and its credential is for subscription {}: name an owner in the credential's subscription, or a credential for that one",
+            own.subscription, client.subscription
+        );
+        return Ok(End::with_event(
+            EventNote {
+                warning: true,
+                reason: "InvalidSpec",
+                action: "Observe",
+                note: message.clone(),
+            },
+            Report::new(Reason::InvalidSpec, message),
+            Requeue::AwaitChange,
+        ));
+    }
     // A resource Strata has never created nor seen (no creation record, no ID in its status)
     // is PUT after this GET, as is one sent away from ARM's line before: when that write would
     // wait far back in the line, the CR is sent away now, its place kept, and GETs when its
