@@ -463,6 +463,23 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     };
     assert_eq!(status.code, 422, "{status:?}");
     assert!(status.message.contains("Telepathy"), "{}", status.message);
+    // A cloud CR is bounded by its schema (every list has maxItems, tags at most Azure's 50), so
+    // that no tenant fills the operator's caches: 51 tags are refused.
+    let tags: serde_json::Map<String, Value> =
+        (0..51).map(|i| (format!("t{i}"), json!("v"))).collect();
+    let big = json!({
+        "apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+        "metadata": {"name": "b-tags"},
+        "spec": {"location": "westeurope", "tags": tags}
+    });
+    let refused = apply(&stack.cloud(&b, "ResourceGroup"), "b-tags", big)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("refused by the API server: {refused}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(status.message.contains("spec.tags"), "{}", status.message);
     assert!(
         identities(&stack, &b)
             .get_opt("id-unknown")

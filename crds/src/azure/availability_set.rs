@@ -37,8 +37,9 @@ pub struct AvailabilitySetSpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// Fault domains, 1–3 (the region's maximum). Immutable.
     #[serde(default = "two")]

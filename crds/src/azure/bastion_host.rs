@@ -42,8 +42,9 @@ pub struct BastionHostSpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// SKU (ARM `sku.name`; CAPZ's default: Basic).
     #[serde(default)]

@@ -35,8 +35,9 @@ pub struct NatGatewaySpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// Idle timeout of outbound flows, 4–120 minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -36,8 +36,9 @@ pub struct NetworkSecurityGroupSpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// Security rules. Priorities must be unique per direction.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -30,8 +30,9 @@ pub struct PrivateDnsZoneSpec {
     pub azure_name: Option<String>,
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
 }
 

@@ -28,8 +28,9 @@ pub struct ResourceGroupSpec {
     /// Azure location, e.g. `westeurope`. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
 }
 

@@ -35,8 +35,9 @@ pub struct RouteTableSpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// Routes. Kubernetes cloud providers add pod routes of their own; those are kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -51,8 +51,9 @@ pub struct VirtualMachineScaleSetSpec {
     /// Azure location. Immutable.
     #[schemars(pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags.
+    /// Azure tags (at most 50, Azure's limit per resource).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    #[schemars(extend("maxProperties" = 50))]
     pub tags: Tags,
     /// The instances' VM size (ARM `sku.name`), e.g. `Standard_D2s_v3`.
     #[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z][A-Za-z0-9_]*$"))]
