@@ -938,3 +938,102 @@ async fn takeover(shared: Shared) {
     assert!(deletes.is_empty(), "deleted in Azure: {deletes:#?}");
     assert_eq!(after().await, before, "a's resources changed");
 }
+
+/// The translator's paths into another tenant's resources, with one identity admitting both
+/// tenants (a shared principal): tenant b applies a cluster of the same name and resource group
+/// as tenant a's, annotated for adoption (the CAPZ migration path). Its ResourceGroup is refused
+/// (a's, by its `strata-owner` tag), nothing else of b's is written, a's resources read back as
+/// they were, and deleting b's cluster deletes nothing in Azure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_of_the_same_name_and_adopt_does_not_take_another_tenants_cluster() {
+    let mut stack = Stack::start("same-name").await;
+    stack.stop_operators();
+    let admin = stack.ns.clone();
+    let a = namespace(&stack, "a", json!({})).await;
+    let b = namespace(&stack, "b", json!({})).await;
+    for ns in [&a, &b] {
+        stack.start_translator_in(ns);
+        stack.start_standin_in(ns);
+    }
+    stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
+    principal(&stack, TENANT, CLIENT_A, SECRET_A).await;
+    secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
+    identity(
+        &stack,
+        &admin,
+        "shared",
+        json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
+            "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a, b]}}),
+    )
+    .await;
+    stack
+        .apply_yaml_in(&a, &tenant_cluster(&admin, "shared"))
+        .await;
+    // Converged: both machines' VMs (the control plane's and the worker's) and everything else.
+    stack
+        .eventually(
+            "tenant a's cloud CRs are all Ready, both VMs among them",
+            Duration::from_secs(90),
+            || async {
+                let crs = stack.cloud_crs(&a).await;
+                let vms = crs.iter().filter(|(k, _)| k == "VirtualMachine").count();
+                vms == 2 && crs.iter().all(|(_, o)| is_ready(o))
+            },
+        )
+        .await;
+    let rg = "strata-demo";
+    let before = held_in(&stack, rg).await;
+    assert!(before.len() > 10, "{:#?}", before.keys());
+    let writes_before = stack.arm_requests().await.len();
+
+    // Tenant b: the same cluster, asking the translator to adopt what exists.
+    let adopting = tenant_cluster(&admin, "shared").replacen(
+        "kind: AzureCluster\nmetadata:\n",
+        "kind: AzureCluster\nmetadata:\n  annotations:\n    strata.dev/adopt: \"true\"\n",
+        1,
+    );
+    assert!(
+        adopting.contains("strata.dev/adopt"),
+        "the AzureCluster's metadata"
+    );
+    stack.apply_yaml_in(&b, &adopting).await;
+    let started = std::time::Instant::now();
+    let group = loop {
+        let crs = stack.cloud_crs(&b).await;
+        if let Some((_, o)) = crs.into_iter().find(|(kind, _)| kind == "ResourceGroup") {
+            break o.metadata.name.clone().unwrap_or_default();
+        }
+        assert!(started.elapsed() < T, "no ResourceGroup CR for tenant b");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let message = wait_reason_of(&stack, "ResourceGroup", &b, &group, "AdoptionRefused").await;
+    assert!(message.contains("another namespace"), "{message}");
+    wait_event(&stack, &b, &group, "AdoptionRefused").await;
+
+    let log = stack.arm_requests().await;
+    let writes: Vec<_> = log[writes_before..]
+        .iter()
+        .filter(|r| r["method"] != "GET")
+        .collect();
+    assert!(writes.is_empty(), "ARM writes for tenant b: {writes:#?}");
+    assert_eq!(held_in(&stack, rg).await, before, "a's resources changed");
+
+    // b's cluster goes; nothing in Azure does.
+    let clusters = stack.api_in(&b, "cluster.x-k8s.io", "v1beta1", "Cluster", "clusters");
+    clusters
+        .delete("strata-demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack
+        .eventually("tenant b's cloud CRs are gone", T, || async {
+            stack.cloud_crs(&b).await.is_empty()
+        })
+        .await;
+    let log = stack.arm_requests().await;
+    let deletes: Vec<_> = log[writes_before..]
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .collect();
+    assert!(deletes.is_empty(), "deleted in Azure: {deletes:#?}");
+    assert_eq!(held_in(&stack, rg).await, before, "a's resources changed");
+}
