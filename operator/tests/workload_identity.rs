@@ -120,6 +120,16 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
     let start = chrono::Utc::now().timestamp();
     let first_expires = start + 10;
     rotate(&file, &service_account_token("first", start, first_expires));
+    // Azure AD as workload identity sets it up: each app's federated credential trusts the
+    // operator's service account and nothing else (another subject gets AADSTS70021).
+    for client in ["operator", TENANT_APP] {
+        w.sim_post(
+            "/_sim/principals",
+            json!({"tenantId": "tenant", "clientId": client, "subscriptions": [SUB],
+                "federatedSubjects": ["system:serviceaccount:strata-system:strata-operator"]}),
+        )
+        .await;
+    }
     let token_file = file.clone();
     w.start_operator_with(move |s| {
         s.global = Some(Credential {

@@ -41,6 +41,13 @@ pub struct Principal {
     /// managed-identity endpoint issues its tokens (it has no secret).
     #[serde(default)]
     pub managed_identity: bool,
+    /// The subjects its federated identity credentials trust (the `sub` of a workload-identity
+    /// assertion, e.g. `system:serviceaccount:strata-system:strata-operator`). Empty: any
+    /// assertion stands for its secret, as before federated credentials were modelled; set, an
+    /// assertion whose subject is not among them is refused as Azure AD refuses it
+    /// (`AADSTS70021`).
+    #[serde(default)]
+    pub federated_subjects: Vec<String>,
 }
 
 /// Who made a request.
@@ -188,11 +195,11 @@ impl Registry {
         // be verified here, so it stands for the principal's secret. A JWT's validity period is
         // checked as Azure AD checks it (a rotated-away, expired token file is refused).
         let assertion = form.get("client_assertion").is_some_and(|a| !a.is_empty());
-        if let Some(claims) = form
+        let claims = form
             .get("client_assertion")
             .map(String::as_str)
-            .and_then(jwt_claims)
-        {
+            .and_then(jwt_claims);
+        if let Some(claims) = &claims {
             let now = chrono::Utc::now().timestamp();
             let at = |k: &str| claims.get(k).and_then(serde_json::Value::as_i64);
             let (nbf, exp) = (at("nbf").unwrap_or(i64::MIN), at("exp").unwrap_or(i64::MAX));
@@ -237,6 +244,30 @@ impl Registry {
                         "AADSTS7000215: Invalid client secret provided: '{client_id}' is a managed identity, which gets its tokens from its host's endpoint."
                     ),
                 ));
+            }
+            // A federated credential trusts one issuer and subject: an assertion of another
+            // subject (another namespace's service account, or an opaque one) is refused.
+            if assertion && !p.federated_subjects.is_empty() {
+                let claim = |k: &str| {
+                    claims
+                        .as_ref()
+                        .and_then(|c| c.get(k))
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let subject = claim("sub");
+                if !p.federated_subjects.contains(&subject) {
+                    return Err(aad(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request",
+                        format!(
+                            "AADSTS70021: No matching federated identity record found for presented assertion. Assertion Issuer: '{}'. Assertion Subject: '{subject}'. Assertion Audience: '{}'.",
+                            claim("iss"),
+                            claim("aud")
+                        ),
+                    ));
+                }
             }
             if !assertion && p.client_secret != secret {
                 return Err(aad(
@@ -509,6 +540,7 @@ mod tests {
                 client_secret: if managed { String::new() } else { "s".into() },
                 subscriptions: Vec::new(),
                 managed_identity: managed,
+                federated_subjects: Vec::new(),
             });
         }
         let query = |client: Option<&str>| {
@@ -597,6 +629,7 @@ mod tests {
             client_secret: "s".into(),
             subscriptions: Vec::new(),
             managed_identity: false,
+            federated_subjects: Vec::new(),
         });
         assert!(registry.authenticate(&headers).is_ok(), "same credentials");
         registry.tenants.insert("other".into());
@@ -658,5 +691,30 @@ mod tests {
         );
         form.insert("client_assertion".into(), "opaque-token".into());
         assert!(registry.issue("t", &form).is_ok(), "not a JWT: unverified");
+
+        // A principal whose federated credential trusts one subject: that subject's assertion
+        // is exchanged, another's (or an opaque one) refused with AADSTS70021.
+        registry.principals.push(Principal {
+            tenant_id: "t".into(),
+            client_id: "c".into(),
+            client_secret: String::new(),
+            subscriptions: Vec::new(),
+            managed_identity: false,
+            federated_subjects: vec!["system:serviceaccount:x:y".into()],
+        });
+        form.insert("client_assertion".into(), jwt(now + 60));
+        assert!(registry.issue("t", &form).is_ok(), "the trusted subject");
+        let other = format!(
+            "{}.{}.sig",
+            b64(&json!({"alg": "RS256"})),
+            b64(&json!({"exp": now + 60, "sub": "system:serviceaccount:b:default"}))
+        );
+        for refused in [other, "opaque-token".to_owned()] {
+            form.insert("client_assertion".into(), refused);
+            let (status, body) = registry.issue("t", &form).unwrap_err();
+            assert_eq!(status, StatusCode::BAD_REQUEST);
+            let description = body["error_description"].as_str().unwrap();
+            assert!(description.starts_with("AADSTS70021"), "{body}");
+        }
     }
 }
