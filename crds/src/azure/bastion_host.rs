@@ -5,8 +5,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::naming;
 use super::AllocationMethod;
+use super::naming;
 
 /// An Azure Bastion host: browser and native-client SSH to the cluster's VMs without public IPs
 /// on them. It lives in the VNet's `AzureBastionSubnet` with a Standard public IP of its own
@@ -117,9 +117,11 @@ impl CloudObject for BastionHost {
             refs.add(CloudKind::Subnet, Some(&c.subnet), || {
                 format!("spec.ipConfigurations[{i}].subnet")
             });
-            refs.add(CloudKind::PublicIPAddress, Some(&c.public_ip_address), || {
-                format!("spec.ipConfigurations[{i}].publicIPAddress")
-            });
+            refs.add(
+                CloudKind::PublicIPAddress,
+                Some(&c.public_ip_address),
+                || format!("spec.ipConfigurations[{i}].publicIPAddress"),
+            );
         }
         refs.done()
     }

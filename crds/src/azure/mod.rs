@@ -5,17 +5,42 @@
 //! field: Azure's naming rules as patterns, CIDRs/IPs and cross-field rules as CEL, immutable
 //! fields as CEL transition rules.
 
-/// One module per kind, declared from the registry's list (`crate::kinds`), so that a new kind is
-/// its file and its line in that list.
-macro_rules! kind_modules {
-    ($($kind:ident in $file:ident),+ $(,)?) => {
-        $(
-            mod $file;
-            pub use $file::*;
-        )+
-    };
-}
-crate::with_cloud_kinds!(kind_modules);
+// One module per kind of the registry (`crate::with_cloud_kinds!`), in its order: a new kind is
+// its file, its line here and its line in that list (which does not compile without the type).
+mod availability_set;
+mod bastion_host;
+mod load_balancer;
+mod nat_gateway;
+mod network_interface;
+mod network_security_group;
+mod private_dns_a_record;
+mod private_dns_zone;
+mod private_dns_zone_virtual_network_link;
+mod public_ip_address;
+mod resource_group;
+mod route_table;
+mod subnet;
+mod virtual_machine;
+mod virtual_machine_scale_set;
+mod virtual_network;
+mod virtual_network_peering;
+pub use availability_set::*;
+pub use bastion_host::*;
+pub use load_balancer::*;
+pub use nat_gateway::*;
+pub use network_interface::*;
+pub use network_security_group::*;
+pub use private_dns_a_record::*;
+pub use private_dns_zone::*;
+pub use private_dns_zone_virtual_network_link::*;
+pub use public_ip_address::*;
+pub use resource_group::*;
+pub use route_table::*;
+pub use subnet::*;
+pub use virtual_machine::*;
+pub use virtual_machine_scale_set::*;
+pub use virtual_network::*;
+pub use virtual_network_peering::*;
 
 // Not a cloud kind: read from ARM, never written to it.
 mod location_zones;

@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, Tags, ExtendedLocation};
+use crate::common::{AzureStatus, ExtendedLocation, ResourceRef, Tags};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};

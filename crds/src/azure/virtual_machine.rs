@@ -1,4 +1,4 @@
-use crate::common::{AzureStatus, ResourceRef, SecretKeyRef, Tags, ExtendedLocation};
+use crate::common::{AzureStatus, ExtendedLocation, ResourceRef, SecretKeyRef, Tags};
 use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};

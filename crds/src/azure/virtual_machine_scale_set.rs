@@ -207,7 +207,11 @@ pub struct ScaleSetNetworkInterface {
     #[schemars(range(min = 1, max = 256))]
     pub private_ip_configs: i32,
     /// Adds an IPv6 configuration `ipConfigv6` (dual-stack clusters).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not", rename = "ipv6Enabled")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        rename = "ipv6Enabled"
+    )]
     pub ipv6_enabled: bool,
     /// Load balancer backend pools of the primary IP configuration (first interface only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

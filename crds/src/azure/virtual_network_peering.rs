@@ -1,5 +1,5 @@
 use crate::common::{AzureStatus, ResourceRef};
-use crate::kinds::{CloudKind, CloudObject, common_accessors, Reference, References};
+use crate::kinds::{CloudKind, CloudObject, Reference, References, common_accessors};
 use crate::rules;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use strata_crds::azure::LoadBalancer;
 
-use super::{AzureResource, Resolved, body, prune, in_edge_zone};
+use super::{AzureResource, Resolved, body, in_edge_zone, prune};
 use crate::kind::Kind;
 
 impl AzureResource for LoadBalancer {

@@ -4,15 +4,26 @@
 //! else (finalizer, ownership tag, adoption, policies, credentials, operations, throttling,
 //! status) lives in the generic loop (`reconcile/`).
 
-// One adapter per kind, declared from the registry's list: a kind without its adapter file does
-// not compile.
-macro_rules! adapter_modules {
-    ($($kind:ident in $file:ident),+ $(,)?) => {
-        $(mod $file;)+
-    };
-}
-strata_crds::with_cloud_kinds!(adapter_modules);
+// One adapter per kind of the registry (`strata_crds::with_cloud_kinds!`), in its order; a kind
+// without its adapter does not compile (`controller.rs` needs `AzureResource` for every kind).
+mod availability_set;
+mod bastion_host;
+mod load_balancer;
+mod nat_gateway;
+mod network_interface;
+mod network_security_group;
+mod private_dns_a_record;
+mod private_dns_zone;
+mod private_dns_zone_virtual_network_link;
+mod public_ip_address;
+mod resource_group;
+mod route_table;
 pub mod scale_set_rollout;
+mod subnet;
+mod virtual_machine;
+mod virtual_machine_scale_set;
+mod virtual_network;
+mod virtual_network_peering;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::PublicIPAddress;
 
-use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
+use super::{AzureResource, Resolved, body, in_edge_zone, output, prune};
 
 impl AzureResource for PublicIPAddress {
     fn desired(&self, _: &Resolved) -> Value {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use strata_crds::azure::{Image, OsType, VirtualMachine};
 
-use super::{AzureResource, Resolved, body, output, prune, in_edge_zone};
+use super::{AzureResource, Resolved, body, in_edge_zone, output, prune};
 use crate::kind::Kind;
 
 impl AzureResource for VirtualMachine {
@@ -15,9 +15,11 @@ impl AzureResource for VirtualMachine {
                 .map(|id| id.name().to_owned())
                 .unwrap_or_default();
         let image = image_reference(&s.image, r);
-        let diff_disk = s.os_disk.diff_disk_settings.as_ref().map(
-            |d| json!({ "option": d.option, "placement": d.placement }),
-        );
+        let diff_disk = s
+            .os_disk
+            .diff_disk_settings
+            .as_ref()
+            .map(|d| json!({ "option": d.option, "placement": d.placement }));
         let data_disks: Vec<Value> = s
             .data_disks
             .iter()
@@ -112,7 +114,6 @@ impl AzureResource for VirtualMachine {
         out
     }
 }
-
 
 /// ARM `imageReference` of an image (VMs and scale sets alike): a gallery image without
 /// subscription or resource group is in the resource's own.

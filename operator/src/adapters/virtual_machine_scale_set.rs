@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use strata_crds::azure::{OrchestrationMode, OsType, VirtualMachineScaleSet};
 
-use super::virtual_machine::{admin_password, image_reference};
 use super::scale_set_rollout::{Instance, Plan, plan};
+use super::virtual_machine::{admin_password, image_reference};
 use super::{AzureResource, FollowUp, Resolved, body, output, prune};
 use crate::kind::Kind;
 
@@ -291,13 +291,29 @@ mod tests {
         ]);
         let plain = set(None);
         assert_eq!(capacity(&plain, None), json!(3));
-        assert_eq!(capacity(&plain, Some(outdated.clone())), json!(3), "no rollout: the spec's");
-        assert_eq!(plain.follow_up(&surged), None, "no rollout: nothing deleted");
+        assert_eq!(
+            capacity(&plain, Some(outdated.clone())),
+            json!(3),
+            "no rollout: the spec's"
+        );
+        assert_eq!(
+            plain.follow_up(&surged),
+            None,
+            "no rollout: nothing deleted"
+        );
 
         let rolling = set(Some(json!({ "maxSurge": 1, "maxUnavailable": 0 })));
-        assert_eq!(capacity(&rolling, None), json!(3), "before any instance exists");
+        assert_eq!(
+            capacity(&rolling, None),
+            json!(3),
+            "before any instance exists"
+        );
         assert_eq!(capacity(&rolling, Some(outdated.clone())), json!(4));
-        assert_eq!(rolling.follow_up(&outdated), None, "no surge instance up yet");
+        assert_eq!(
+            rolling.follow_up(&outdated),
+            None,
+            "no surge instance up yet"
+        );
         assert_eq!(
             rolling.follow_up(&surged),
             Some(FollowUp {
@@ -306,7 +322,11 @@ mod tests {
                 describe: "rolling update: deleting outdated instance 0".into(),
             })
         );
-        let done = listed(&[("4", "Succeeded", true), ("5", "Succeeded", true), ("6", "Succeeded", true)]);
+        let done = listed(&[
+            ("4", "Succeeded", true),
+            ("5", "Succeeded", true),
+            ("6", "Succeeded", true),
+        ]);
         assert_eq!(capacity(&rolling, Some(done.clone())), json!(3));
         assert_eq!(rolling.follow_up(&done), None);
 
@@ -321,12 +341,22 @@ mod tests {
             custom_data: Some(data.to_owned()),
             ..Resolved::default()
         };
-        let (a, b) = (s.desired(&with("Y2xvdWQtaW5pdCAx")), s.desired(&with("Y2xvdWQtaW5pdCAy")));
+        let (a, b) = (
+            s.desired(&with("Y2xvdWQtaW5pdCAx")),
+            s.desired(&with("Y2xvdWQtaW5pdCAy")),
+        );
         let tag = |v: &Value| v["tags"][CUSTOM_DATA_HASH_TAG].as_str().unwrap().to_owned();
         assert_ne!(tag(&a), tag(&b), "another bootstrap data, another tag");
-        assert_eq!(tag(&a), tag(&s.desired(&with("Y2xvdWQtaW5pdCAx"))), "stable");
+        assert_eq!(
+            tag(&a),
+            tag(&s.desired(&with("Y2xvdWQtaW5pdCAx"))),
+            "stable"
+        );
         assert_eq!(tag(&a).len(), 64);
-        assert!(!tag(&a).contains("Y2xvdWQ"), "the data itself is not in the tag");
+        assert!(
+            !tag(&a).contains("Y2xvdWQ"),
+            "the data itself is not in the tag"
+        );
         assert!(
             s.desired(&Resolved::default())["tags"]
                 .get(CUSTOM_DATA_HASH_TAG)
