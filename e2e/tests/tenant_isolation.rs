@@ -94,6 +94,22 @@ async fn identity(stack: &Stack, ns: &str, name: &str, spec: Value) {
     apply(&identities(stack, ns), name, body).await.unwrap();
 }
 
+/// Tenant a's service principal as an administrator's `ServicePrincipal` identity `name` in
+/// `admin`, admitting `allowed`: the principal registered with Azure AD, its secret beside the
+/// identity.
+async fn sp_identity(stack: &Stack, admin: &str, name: &str, allowed: Value) {
+    principal(stack, TENANT, CLIENT_A, SECRET_A).await;
+    secret(stack, admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
+    identity(
+        stack,
+        admin,
+        name,
+        json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
+            "clientSecret": {"name": "sp-a"}, "allowedNamespaces": allowed}),
+    )
+    .await;
+}
+
 /// A ResourceGroup CR whose Azure name is its CR name, with these annotations.
 async fn resource_group(stack: &Stack, ns: &str, name: &str, annotations: Value) {
     let body = json!({
@@ -519,21 +535,8 @@ async fn a_cluster_identity_is_granted_never_copied() {
     }
     // The operator's own credential is granted nowhere.
     stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
-    for (tenant, client, secret) in [
-        ("tenant", "strata-operator", "-"),
-        (TENANT, CLIENT_A, SECRET_A),
-    ] {
-        principal(&stack, tenant, client, secret).await;
-    }
-    secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
-    identity(
-        &stack,
-        &admin,
-        "sp-identity",
-        json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
-            "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a]}}),
-    )
-    .await;
+    principal(&stack, "tenant", "strata-operator", "-").await;
+    sp_identity(&stack, &admin, "sp-identity", json!({"list": [a]})).await;
 
     // Tenant a's cluster converges on the identity granted to it; tenant b's, naming the same
     // identity, is refused on its AzureCluster and gets no cloud CR.
@@ -679,19 +682,8 @@ async fn takeover(shared: Shared) {
         Shared::Identity => {
             // The operator's own credential is granted nowhere; the identity is the principal.
             stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
-            for (tenant, client, secret) in [(TENANT, CLIENT_A, SECRET_A), ("tenant", NETOPS, "n")]
-            {
-                principal(&stack, tenant, client, secret).await;
-            }
-            secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
-            identity(
-                &stack,
-                &admin,
-                "shared",
-                json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
-                    "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a, b]}}),
-            )
-            .await;
+            principal(&stack, "tenant", NETOPS, "n").await;
+            sp_identity(&stack, &admin, "shared", json!({"list": [a, b]})).await;
             json!({"strata.dev/identity": format!("{admin}/shared")})
         }
     };
@@ -956,16 +948,7 @@ async fn a_cluster_of_the_same_name_and_adopt_does_not_take_another_tenants_clus
         stack.start_standin_in(ns);
     }
     stack.start_operator_with(None, |s| s.grant = GlobalGrant::default());
-    principal(&stack, TENANT, CLIENT_A, SECRET_A).await;
-    secret(&stack, &admin, "sp-a", json!({"clientSecret": SECRET_A})).await;
-    identity(
-        &stack,
-        &admin,
-        "shared",
-        json!({"type": "ServicePrincipal", "tenantID": TENANT, "clientID": CLIENT_A,
-            "clientSecret": {"name": "sp-a"}, "allowedNamespaces": {"list": [a, b]}}),
-    )
-    .await;
+    sp_identity(&stack, &admin, "shared", json!({"list": [a, b]})).await;
     stack
         .apply_yaml_in(&a, &tenant_cluster(&admin, "shared"))
         .await;
