@@ -12,7 +12,9 @@
 #     server's KUBEBUILDER_ASSETS launcher starts a real one in its tests.
 #   - a real kube-apiserver (../shared/tools/kube-apiserver/kube-apiserver.xz, see its README) unpacked
 #     into target/tools/kube/ next to a link to etcd: the KUBEBUILDER_ASSETS directory against which
-#     `make test` runs the API test server's suite a second time and installs Strata's CRDs.
+#     `make test` runs the API test server's suite a second time and installs Strata's CRDs, with
+#     the shared kube-controller-manager beside it for the tests that need a cluster's garbage
+#     collector and namespace controller.
 set -euo pipefail
 
 as_root() {
@@ -72,6 +74,11 @@ if unpack "${KUBE_APISERVER_XZ:-$repo/../shared/tools/kube-apiserver/kube-apiser
     ln -sf "$(command -v etcd)" "$kube_dir/etcd"
     "$kube_dir/kube-apiserver" --version 2>/dev/null | head -1 || true
 fi
+# Beside it, the shared kube-controller-manager (see its README): the garbage collector and the
+# namespace controller for the tests that need a cluster's (TestEnvBuilder::controllers).
+unpack "${KUBE_CONTROLLER_MANAGER_XZ:-$repo/../shared/tools/kube-controller-manager/kube-controller-manager.xz}" \
+    "$kube_dir" kube-controller-manager \
+    05fbfe4019fd48ab50b0bc2ffd96ee8341aedec6060a919112a01d598da07877 || true
 
 # The real Cluster API core manager (../shared/tools/cluster-api/, see its README), for the suite
 # that runs Strata under CAPI itself (e2e/tests/real_capi.rs).

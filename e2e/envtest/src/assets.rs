@@ -42,6 +42,16 @@ const ETCD_BIND_SETTLE: Duration = Duration::from_millis(300);
 /// on fresh ports this many times in all.
 const BOOT_ATTEMPTS: usize = 3;
 const STDERR_TAIL_LINES: usize = 20;
+/// The controller manager a `KUBEBUILDER_ASSETS` directory may hold beside the two binaries
+/// (envtest's own assets have none; `make tools` puts the shared one there).
+pub const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
+/// Its two controllers that the in-memory server has built in, and how it says each is ready.
+const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller";
+const CONTROLLERS_SYNCED: [&str; 2] = [
+    "Garbage collector: all resource monitors have synced",
+    "Caches are synced for namespace",
+];
+const CONTROLLERS_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The two binaries of a `KUBEBUILDER_ASSETS` directory.
 #[derive(Debug, Clone)]
@@ -71,7 +81,7 @@ impl Binaries {
     }
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -529,7 +539,9 @@ rules:
 ";
 
 pub struct ControlPlane {
-    // Fields drop in order: the processes go before their directory is removed.
+    // Fields drop in order: the processes go before their directory is removed, the
+    // controllers before the API server they watch.
+    controllers: Option<Process>,
     apiserver: Process,
     etcd: Etcd,
     dir: TempDir,
@@ -695,6 +707,7 @@ impl ControlPlane {
         }
         tracing::info!(%url, "strata-envtest: kube-apiserver and etcd from KUBEBUILDER_ASSETS ready");
         Ok(Self {
+            controllers: None,
             apiserver,
             etcd,
             dir,
@@ -704,14 +717,56 @@ impl ControlPlane {
         })
     }
 
+    /// Runs `assets`' kube-controller-manager beside kube-apiserver with the garbage collector
+    /// and the namespace controller, as a cluster has them (and the in-memory server builds
+    /// them in), until both report that their caches synced. Every controller uses the admin
+    /// kubeconfig; no serving port (`--secure-port=0`), no leader election.
+    pub async fn start_controllers(&mut self, assets: &Path) -> Result<(), TestEnvError> {
+        let binary = assets.join(KUBE_CONTROLLER_MANAGER);
+        if !is_executable(&binary) {
+            return Err(TestEnvError::AssetMissing {
+                dir: assets.to_path_buf(),
+                file: binary,
+            });
+        }
+        let args = [
+            format!("--kubeconfig={}", self.kubeconfig_path.display()),
+            format!("--controllers={CONTROLLERS}"),
+            "--leader-elect=false".into(),
+            "--use-service-account-credentials=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            "--secure-port=0".into(),
+            // Debian's etcd 3.4 has no streaming lists; without this each informer warns once
+            // before it falls back to LIST.
+            "--feature-gates=WatchListClient=false".into(),
+        ];
+        let mut process = Process::spawn(KUBE_CONTROLLER_MANAGER, &binary, &args, self.dir.path())?;
+        let log = process.log.clone();
+        wait_for(
+            &mut process,
+            CONTROLLERS_START_TIMEOUT,
+            "the garbage collector and the namespace controller synced",
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let synced = CONTROLLERS_SYNCED.iter().all(|line| text.contains(line));
+                async move { synced.then_some(()).ok_or_else(|| "not yet".to_owned()) }
+            },
+        )
+        .await?;
+        self.controllers = Some(process);
+        Ok(())
+    }
+
     /// Kill both processes (kube-apiserver first) and hand back their directory.
     fn stop(self) -> TempDir {
         let Self {
+            controllers,
             apiserver,
             etcd,
             dir,
             ..
         } = self;
+        drop(controllers);
         drop(apiserver);
         drop(etcd);
         dir

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::lifecycle::{self, Propagation};
 use crate::resources::ResourceKey;
-use crate::store::{Object, Store, finalizers, meta_str, owner_uids};
+use crate::store::{Object, Store, finalizers, meta_str};
 
 struct Owner {
     deleting: bool,
@@ -84,26 +84,31 @@ fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
             )
         })
         .collect();
-    let mut has_dependents: HashMap<String, bool> = HashMap::new();
+    // The owners a dependent still blocks: a foreground deletion waits only for the dependents
+    // whose reference says `blockOwnerDeletion: true` (the others are deleted all the same, but
+    // the owner goes without waiting for them), as kube-controller-manager's collector does.
+    let mut blocked: HashSet<String> = HashSet::new();
     // Every uid some object names as its owner (built once: no scan of all objects per owner).
     let mut referenced: HashSet<String> = HashSet::new();
     for (key, obj) in store.all_objects() {
-        let refs = owner_uids(obj);
+        let refs = owner_refs(obj);
         if refs.is_empty() {
             continue;
         }
-        referenced.extend(refs.iter().cloned());
+        referenced.extend(refs.iter().map(|(uid, _)| uid.clone()));
         let mut dangling = Vec::new();
         let mut orphaned_by = Vec::new();
         let mut delete_now = false;
-        for uid in &refs {
+        for (uid, blocks) in &refs {
             match owners.get(uid) {
                 None => dangling.push(uid.clone()),
                 Some(o) if o.deleting && o.finalizers.iter().any(|f| f == "orphan") => {
                     orphaned_by.push(uid.clone())
                 }
                 Some(o) => {
-                    has_dependents.insert(uid.clone(), true);
+                    if *blocks {
+                        blocked.insert(uid.clone());
+                    }
                     if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") {
                         delete_now = true;
                     }
@@ -126,7 +131,7 @@ fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
         }
         let uid = meta_str(obj, "uid");
         let f = finalizers(obj);
-        if f.iter().any(|x| x == "foregroundDeletion") && !has_dependents.contains_key(uid) {
+        if f.iter().any(|x| x == "foregroundDeletion") && !blocked.contains(uid) {
             actions.push(Action::RemoveFinalizer(
                 key.clone(),
                 obj.clone(),
@@ -137,6 +142,21 @@ fn plan(store: &Store, gc_enabled: bool) -> Vec<Action> {
         }
     }
     actions
+}
+
+/// The owners `obj` names, each with whether it blocks that owner's foreground deletion.
+fn owner_refs(obj: &Value) -> Vec<(String, bool)> {
+    let refs = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array);
+    refs.into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let uid = r.get("uid").and_then(Value::as_str)?;
+            let blocks = r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true);
+            Some((uid.to_owned(), blocks))
+        })
+        .collect()
 }
 
 fn perform(store: &mut Store, action: Action) {

@@ -1305,13 +1305,20 @@ fn server_side_apply(
         .rt
         .version(&req.path.version)
         .and_then(|v| v.schema.clone());
-    if let Some(schema) = schema.as_deref() {
-        let undeclared = crate::schema::undeclared_in_apply(schema, &applied);
-        if !undeclared.is_empty() {
-            let lines: Vec<String> = undeclared
-                .iter()
-                .map(|p| format!("{p}: field not declared in schema"))
-                .collect();
+    {
+        let undeclared = schema
+            .as_deref()
+            .map(|schema| crate::schema::undeclared_in_apply(schema, &applied))
+            .unwrap_or_default();
+        let lines: Vec<String> = crate::object_meta::nulls_in_apply(&applied)
+            .into_iter()
+            .chain(
+                undeclared
+                    .iter()
+                    .map(|p| format!("{p}: field not declared in schema")),
+            )
+            .collect();
+        if !lines.is_empty() {
             let errors = match lines.as_slice() {
                 [one] => one.clone(),
                 _ => format!("errors:\n  {}", lines.join("\n  ")),

@@ -19,6 +19,7 @@ pub mod flowcontrol;
 pub mod gc;
 pub mod handlers;
 pub mod lifecycle;
+pub mod object_meta;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;

@@ -10,7 +10,7 @@ use crate::apply::{self, Scope};
 use crate::error::{ApiError, Cause, Target};
 use crate::resources::{self, ResourceType};
 use crate::store::{Object, Store, Stored, finalizers, meta_str};
-use crate::{events, schema};
+use crate::{events, object_meta, schema};
 
 /// How unknown fields are reported (`fieldValidation` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,19 +80,11 @@ fn has_generation(rt: &ResourceType) -> bool {
 }
 
 fn validate_name(name: &str) -> Option<String> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    (!ok).then(|| {
+    (!object_meta::is_dns1123_subdomain(name)).then(|| {
         format!(
-            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            "Invalid value: {}: {}",
+            go_quote(name),
+            object_meta::DNS1123_SUBDOMAIN
         )
     })
 }
@@ -106,13 +98,17 @@ fn process_schema(
     opts: &WriteOptions,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    let Some(v) = rt.version(version) else {
-        return Ok(());
-    };
-    let Some(schema) = v.schema.clone() else {
-        return Ok(());
-    };
     let name = meta_str(obj, "name").to_string();
+    let Some((v, schema)) = rt
+        .version(version)
+        .and_then(|v| Some((v, v.schema.clone()?)))
+    else {
+        let causes = object_meta::validate(obj);
+        return match causes.is_empty() {
+            true => Ok(()),
+            false => Err(invalid(rt, &name, causes)),
+        };
+    };
     let mut unknown = schema::prune(&schema, obj);
     // kube-apiserver's strict decoder for custom resources lists repeated keys first (in
     // document order), then the unknown fields, sorted; for built-in kinds its typed decoder
@@ -158,6 +154,8 @@ fn process_schema(
             ) || !schema::unchanged_at(&schema, obj, old, &c.field)
         });
     }
+    // `ValidateObjectMetaAccessor` runs before the schema's validation, and never ratchets.
+    causes.splice(0..0, object_meta::validate(obj));
     // A built-in kind is decoded into its Go struct before any validation: a wrong JSON type is
     // a 400 from the decoder, not a 422.
     if rt.builtin
@@ -468,6 +466,7 @@ pub fn create(
             "the request body must be an object".into(),
         ));
     }
+    object_meta::coerce(&mut obj);
     let mut warnings = Vec::new();
     let api_version = rt.api_version(version);
     if let Some(kind) = obj.get("kind").and_then(Value::as_str)
@@ -660,6 +659,7 @@ pub fn update(
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
+    object_meta::coerce(&mut obj);
     let mut warnings = Vec::new();
     let body_name = meta_str(&obj, "name");
     if !body_name.is_empty() && body_name != name {

@@ -193,13 +193,26 @@ pub fn serve(
 pub enum Server {
     /// The in-memory server (no `USE_EXISTING_CLUSTER=true`, no `KUBEBUILDER_ASSETS`).
     Embedded,
-    /// A bare control plane: `KUBEBUILDER_ASSETS`' kube-apiserver and etcd (no controller-manager).
+    /// `KUBEBUILDER_ASSETS`' kube-apiserver and etcd, and its kube-controller-manager when it
+    /// has one and the builder asks ([`TestEnvBuilder::controllers`]).
     Assets(PathBuf),
     /// `USE_EXISTING_CLUSTER=true`: whatever the kubeconfig points at.
     Existing,
 }
 
 impl Server {
+    /// Whether [`TestEnvBuilder::controllers`] can be had: always in memory; with
+    /// `KUBEBUILDER_ASSETS`, when the directory holds a kube-controller-manager; an existing
+    /// cluster has its own (or is no cluster a test can reason about).
+    pub fn has_controllers(&self) -> bool {
+        match self {
+            Server::Assets(dir) => {
+                crate::assets::is_executable(&dir.join(crate::assets::KUBE_CONTROLLER_MANAGER))
+            }
+            Server::Embedded | Server::Existing => true,
+        }
+    }
+
     pub fn from_env() -> Server {
         if use_existing_cluster_env() {
             return Server::Existing;
@@ -236,6 +249,8 @@ pub struct TestEnvBuilder {
     embedded: bool,
     /// Set by [`TestEnvBuilder::empty_etcd`]: no seed for kube-apiserver's etcd.
     empty_etcd: bool,
+    /// Set by [`TestEnvBuilder::controllers`]: kube-controller-manager beside kube-apiserver.
+    controllers: bool,
 }
 
 impl TestEnvBuilder {
@@ -302,6 +317,16 @@ impl TestEnvBuilder {
         self
     }
 
+    /// The controllers of a cluster that a bare control plane lacks: the garbage collector and
+    /// the namespace controller. The in-memory server has both built in (the collector unless
+    /// [`TestEnvBuilder::garbage_collection`] turns it off); in `KUBEBUILDER_ASSETS` mode the
+    /// directory's `kube-controller-manager` runs beside kube-apiserver (an error when it has
+    /// none). Off by default there: it costs a process per environment.
+    pub fn controllers(mut self) -> Self {
+        self.controllers = true;
+        self
+    }
+
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let mut crds = self.crds.clone();
         for d in &self.crd_dirs {
@@ -323,11 +348,14 @@ impl TestEnvBuilder {
             .or_else(kubebuilder_assets_env)
             .filter(|d| !self.embedded && !d.as_os_str().is_empty());
         if let Some(dir) = assets {
-            let cp = if self.empty_etcd {
+            let mut cp = if self.empty_etcd {
                 ControlPlane::start_on_empty_etcd(&dir, &crds, &self.namespaces).await?
             } else {
                 ControlPlane::start(&dir, &crds, &self.namespaces).await?
             };
+            if self.controllers {
+                cp.start_controllers(&dir).await?;
+            }
             return Ok(TestEnv {
                 client: cp.client.clone(),
                 url: cp.url.clone(),

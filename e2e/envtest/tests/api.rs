@@ -55,7 +55,22 @@ fn gadget_resource() -> kube::api::ApiResource {
 
 /// A server (or the existing cluster) and a fresh namespace for one test.
 async fn env_ns() -> (TestEnv, String) {
-    let env = env().await;
+    in_new_namespace(env().await).await
+}
+
+/// [`env_ns`] with a cluster's garbage collector and namespace controller
+/// (`TestEnvBuilder::controllers`).
+async fn env_ns_with_controllers() -> (TestEnv, String) {
+    let env = TestEnv::builder()
+        .crd(widget_crd())
+        .controllers()
+        .start()
+        .await
+        .unwrap();
+    in_new_namespace(env).await
+}
+
+async fn in_new_namespace(env: TestEnv) -> (TestEnv, String) {
     let ns = format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
     Api::<Namespace>::all(env.client())
@@ -1295,7 +1310,7 @@ async fn garbage_collection_propagation_policies() {
     ) {
         return;
     }
-    let (env, ns) = env_ns().await;
+    let (env, ns) = env_ns_with_controllers().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
     let owned_by = |name: &str, owner: &ConfigMap| -> ConfigMap {
         let mut c = cm(name);
@@ -1444,6 +1459,7 @@ async fn namespace_deletion_removes_its_objects() {
     let env = TestEnv::builder()
         .crd(widget_crd())
         .namespace("doomed")
+        .controllers()
         .start()
         .await
         .unwrap();
@@ -1993,7 +2009,12 @@ async fn updating_a_terminating_namespace_keeps_it_until_its_objects_are_gone() 
     ) {
         return;
     }
-    let env = env().await;
+    let env = TestEnv::builder()
+        .crd(widget_crd())
+        .controllers()
+        .start()
+        .await
+        .unwrap();
     let ns = format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let nsapi = Api::<Namespace>::all(env.client());
     let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
@@ -2079,7 +2100,7 @@ async fn garbage_collection_deletes_object_created_with_missing_owner() {
     ) {
         return;
     }
-    let (env, ns) = env_ns().await;
+    let (env, ns) = env_ns_with_controllers().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
     api.create(&PostParams::default(), &owned_by_missing("orphan"))
         .await

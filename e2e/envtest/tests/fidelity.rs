@@ -2456,3 +2456,186 @@ async fn a_null_in_a_non_nullable_field_is_dropped_on_create_but_refused_in_an_a
     .await;
     assert_eq!(code, 404);
 }
+
+// kube-apiserver decodes `metadata` into Go's ObjectMeta: a null annotation or label value is
+// stored as "" (CAPZ's Windows machine-pool flavour has an annotation written `key:`, a null in
+// YAML), a null map or list is absent, and a null finalizer or owner reference is an empty one
+// that validation refuses. A server-side apply configuration keeps its map nulls the same way,
+// but structured-merge-diff refuses a null element of either list before anything else. Every
+// object written stays decodable by a typed client.
+#[tokio::test]
+async fn nulls_in_metadata_are_go_zero_values() {
+    let (env, ns) = env_ns().await;
+    let c = env.client();
+    let decoded = |body: &Value| -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        serde_json::from_value(body["metadata"].clone()).expect("a typed client decodes it")
+    };
+    let mut with_nulls = gizmo("m1", json!({"size": 1}));
+    with_nulls["metadata"]["annotations"] =
+        json!({"runtime": "containerd", "windowsServerVersion": null});
+    with_nulls["metadata"]["labels"] = json!({"l": null});
+    with_nulls["metadata"]["finalizers"] = Value::Null;
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(with_nulls),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let meta = decoded(&body);
+    assert_eq!(
+        meta.annotations.unwrap_or_default(),
+        [
+            ("runtime".to_string(), "containerd".to_string()),
+            ("windowsServerVersion".into(), String::new())
+        ]
+        .into()
+    );
+    assert_eq!(
+        meta.labels.unwrap_or_default(),
+        [("l".to_string(), String::new())].into()
+    );
+    assert!(body["metadata"].get("finalizers").is_none(), "{body}");
+
+    // A JSON patch that adds a null annotation, and a PUT with one.
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &format!("{}/m1", gizmos(&ns)),
+        "application/json-patch+json",
+        Some(json!([{"op": "add", "path": "/metadata/annotations/added", "value": null}])),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"]["annotations"]["added"], "", "{body}");
+    let mut put = body.clone();
+    put["metadata"]["annotations"] = json!({"q": null});
+    let (code, body) = raw(
+        &c,
+        "PUT",
+        &format!("{}/m1", gizmos(&ns)),
+        "application/json",
+        Some(put),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        decoded(&body).annotations.unwrap_or_default(),
+        [("q".to_string(), String::new())].into()
+    );
+
+    // A null finalizer or owner reference is an empty one, and refused.
+    let mut finalizer = gizmo("m2", json!({"size": 1}));
+    finalizer["metadata"]["finalizers"] = json!([null]);
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(finalizer.clone()),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let empty_name = "Invalid value: \"\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+    assert_eq!(
+        body["details"]["causes"],
+        json!([
+            {"reason": "FieldValueInvalid", "message": "Invalid value: \"\": name part must be non-empty", "field": "metadata.finalizers"},
+            {"reason": "FieldValueInvalid", "message": empty_name, "field": "metadata.finalizers"},
+        ]),
+        "{body}"
+    );
+    let mut owner = gizmo("m3", json!({"size": 1}));
+    owner["metadata"]["ownerReferences"] = json!([null]);
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &gizmos(&ns),
+        "application/json",
+        Some(owner.clone()),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let fields: Vec<_> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["field"].as_str().unwrap().to_string(),
+                c["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (
+                "metadata.ownerReferences.apiVersion",
+                "Invalid value: \"\": version must not be empty"
+            ),
+            (
+                "metadata.ownerReferences.kind",
+                "Invalid value: \"\": kind must not be empty"
+            ),
+            (
+                "metadata.ownerReferences.name",
+                "Invalid value: \"\": name must not be empty"
+            ),
+            (
+                "metadata.ownerReferences.uid",
+                "Invalid value: \"\": uid must not be empty"
+            ),
+        ]
+        .map(|(f, m)| (f.to_string(), m.to_string()))
+    );
+
+    // Server-side apply: a null annotation is stored as ""; a null list element is a 500.
+    let mut applied = gizmo("m4", json!({"size": 1}));
+    applied["metadata"]["annotations"] = json!({"windowsServerVersion": null});
+    let (code, body) = raw(
+        &c,
+        "PATCH",
+        &format!("{}/m4?fieldManager=m", gizmos(&ns)),
+        "application/apply-patch+yaml",
+        Some(applied),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        decoded(&body).annotations.unwrap_or_default(),
+        [("windowsServerVersion".to_string(), String::new())].into()
+    );
+    for (mut obj, name, line) in [
+        (
+            finalizer,
+            "m2",
+            ".metadata.finalizers: element 0: associative list without keys has an element that's an explicit null",
+        ),
+        (
+            owner,
+            "m3",
+            ".metadata.ownerReferences: element 0: associative list with keys may not have a null element",
+        ),
+    ] {
+        obj["metadata"]["name"] = json!(name);
+        let (code, body) = raw(
+            &c,
+            "PATCH",
+            &format!("{}/{name}?fieldManager=m", gizmos(&ns)),
+            "application/apply-patch+yaml",
+            Some(obj),
+        )
+        .await;
+        assert_eq!(code, 500, "{body}");
+        assert_eq!(
+            body["message"],
+            format!(
+                "failed to create typed patch object (/{name}; {GROUP}/v1, Kind=Gizmo): {line}"
+            ),
+            "{body}"
+        );
+    }
+}

@@ -23,22 +23,30 @@ struct Kubectl {
 impl Kubectl {
     /// The kubectl on the PATH (or `KUBECTL`).
     async fn new() -> Self {
-        Self::with(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())).await
+        Self::with(Self::current(), TestEnv::builder()).await
     }
 
     /// Debian's kubectl 1.20, unpacked by e2e/install-test-tools.sh (or `KUBECTL_LEGACY`).
     async fn legacy() -> Self {
+        Self::with(Self::legacy_bin(), TestEnv::builder()).await
+    }
+
+    fn current() -> String {
+        std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+    }
+
+    fn legacy_bin() -> String {
         let default = repo_root().join("target/tools/kubectl-1.20/kubectl");
         let bin = std::env::var("KUBECTL_LEGACY").unwrap_or_else(|_| default.display().to_string());
         assert!(
             std::path::Path::new(&bin).exists(),
             "{bin} is missing: run `make tools`"
         );
-        Self::with(bin).await
+        bin
     }
 
-    async fn with(bin: String) -> Self {
-        let env = TestEnv::builder()
+    async fn with(bin: String, builder: strata_envtest::TestEnvBuilder) -> Self {
+        let env = builder
             .crd_file(strata_crd_dir().join("resourcegroups.azure.strata.dev.yaml"))
             .crd_file(strata_crd_dir().join("virtualnetworks.azure.strata.dev.yaml"))
             .crd(widget_crd())
@@ -374,7 +382,8 @@ async fn kubectl_delete_foreground_and_wait() {
     ) {
         return;
     }
-    kubectl_delete_foreground_and_wait_with(Kubectl::new().await).await;
+    let k = Kubectl::with(Kubectl::current(), TestEnv::builder().controllers()).await;
+    kubectl_delete_foreground_and_wait_with(k).await;
 }
 
 #[tokio::test]
@@ -385,7 +394,8 @@ async fn legacy_kubectl_delete_foreground_and_wait() {
     ) {
         return;
     }
-    kubectl_delete_foreground_and_wait_with(Kubectl::legacy().await).await;
+    let k = Kubectl::with(Kubectl::legacy_bin(), TestEnv::builder().controllers()).await;
+    kubectl_delete_foreground_and_wait_with(k).await;
 }
 
 async fn kubectl_delete_foreground_and_wait_with(k: Kubectl) {
@@ -396,10 +406,18 @@ async fn kubectl_delete_foreground_and_wait_with(k: Kubectl) {
             None,
         )
         .await;
-    let dep = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dep\n  namespace: default\n  finalizers:\n  - test/hold\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: cm1\n    uid: {uid}\n"
-    );
-    k.ok(&["apply", "-f", "-"], Some(&dep)).await;
+    // Two dependents held by a finalizer: `dep` blocks its owner's foreground deletion
+    // (`blockOwnerDeletion`), `loose` does not — it is deleted too, but the owner does not
+    // wait for it.
+    let dependent = |name: &str, blocks: bool| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n  finalizers:\n  - test/hold\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: cm1\n    uid: {uid}\n    blockOwnerDeletion: {blocks}\n"
+        )
+    };
+    k.ok(&["apply", "-f", "-"], Some(&dependent("dep", true)))
+        .await;
+    k.ok(&["apply", "-f", "-"], Some(&dependent("loose", false)))
+        .await;
     // kubectl < 1.24 looks for dry-run support in /openapi/v2, which has no paths here.
     if k.minor().await >= 24 {
         let dry = k
@@ -462,6 +480,24 @@ async fn kubectl_delete_foreground_and_wait_with(k: Kubectl) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    // The one that did not block was deleted all the same: only its finalizer keeps it.
+    let loose = k.ok(&["get", "cm", "loose", "-o", meta], None).await;
+    assert!(
+        !loose.starts_with('|') && loose.contains("test/hold"),
+        "{loose}"
+    );
+    k.ok(
+        &[
+            "patch",
+            "cm",
+            "loose",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+        None,
+    )
+    .await;
     k.ok(&["apply", "-f", "-"], Some(RG)).await;
     let out = k.ok(&["delete", "-f", "-", "--wait"], Some(RG)).await;
     assert!(out.contains("deleted"), "{out}");
