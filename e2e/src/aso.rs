@@ -121,7 +121,6 @@ impl Bucket {
 #[derive(Debug)]
 pub struct AsoModel {
     sync_period: Duration,
-    concurrency: u16,
     /// The workqueue's per-item limiter (`setup.go`: 1 s → 1 min).
     limiter: PerItem,
     /// The workqueue's shared bucket (`generic_reconciler.go`: 10 per s, burst 100).
@@ -132,14 +131,14 @@ pub struct AsoModel {
 }
 
 impl AsoModel {
-    /// ASO's defaults with `MaxConcurrentReconciles = concurrency`, on a clock `time_scale`
-    /// times real time (every duration and rate scaled alike).
-    pub fn new(time_scale: f64, sync_period: Duration, concurrency: u16) -> AsoModel {
+    /// ASO's defaults on a clock `time_scale` times real time (every duration and rate scaled
+    /// alike). Its `MaxConcurrentReconciles` is the operator's concurrency setting
+    /// (`bench::operator_settings`).
+    pub fn new(time_scale: f64, sync_period: Duration) -> AsoModel {
         use defaults::*;
         let scaled = |d: Duration| d.mul_f64(time_scale);
         AsoModel {
             sync_period: scaled(sync_period),
-            concurrency,
             limiter: PerItem::new(scaled(LIMITER_BASE), scaled(LIMITER_MAX)),
             bucket: Bucket::new(BUCKET_PER_SECOND / time_scale, BUCKET_BURST),
             calculator: PerItem::new(scaled(FAST_BASE), scaled(FAST_MAX)),
@@ -213,12 +212,6 @@ impl Pacing for AsoModel {
     fn client_throttle(&self) -> bool {
         false
     }
-
-    /// `MaxConcurrentReconciles` per controller (one controller per kind), whatever Strata's
-    /// own setting is.
-    fn concurrency(&self, _configured: u16) -> u16 {
-        self.concurrency
-    }
 }
 
 #[cfg(test)]
@@ -229,11 +222,7 @@ mod tests {
     const S: Duration = Duration::from_secs(1);
 
     fn model() -> AsoModel {
-        AsoModel::new(
-            1.0,
-            defaults::SYNC_PERIOD,
-            defaults::MAX_CONCURRENT_RECONCILES,
-        )
+        AsoModel::new(1.0, defaults::SYNC_PERIOD)
     }
 
     /// Every rule of the model against the value ASO's source gives it.
@@ -267,14 +256,9 @@ mod tests {
         assert_eq!(m.operation_poll("ns/Disk/d", None), S);
         assert_eq!(m.operation_poll("ns/Disk/d", None), 2 * S);
 
-        // Every resync PUTs, no client-side ARM limiter, one reconcile at a time by default.
+        // Every resync PUTs, no client-side ARM limiter.
         assert!(m.resync_puts());
         assert!(!m.client_throttle());
-        assert_eq!(m.concurrency(16), 1);
-        assert_eq!(
-            AsoModel::new(1.0, defaults::SYNC_PERIOD, 10).concurrency(16),
-            10
-        );
     }
 
     #[test]
@@ -311,7 +295,7 @@ mod tests {
 
     #[test]
     fn the_clock_is_scaled() {
-        let m = AsoModel::new(0.01, defaults::SYNC_PERIOD, 1);
+        let m = AsoModel::new(0.01, defaults::SYNC_PERIOD);
         assert_eq!(m.dependency_wait("k"), Some(Duration::from_millis(10)));
         assert_eq!(m.failure_backoff("k"), Duration::from_millis(10));
         let resync = m.resync().as_secs_f64();

@@ -1559,13 +1559,13 @@ pub fn operator_settings(
 ) -> strata_operator::Settings {
     let mut settings = crate::operator_settings(arm, token_file, Some(namespace), time_scale);
     settings.service.health_addr = health_addr;
-    let aso_concurrency = match concurrency {
-        Concurrency::Strata(n) => {
-            settings.scope.concurrency = n;
-            None
-        }
-        Concurrency::Aso(n) => Some(n),
+    // Reconciles at once per kind: Strata's setting, or ASO's `MaxConcurrentReconciles` (one
+    // controller per kind there too).
+    let (per_kind, aso) = match concurrency {
+        Concurrency::Strata(n) => (n, false),
+        Concurrency::Aso(n) => (n, true),
     };
+    settings.scope.concurrency = per_kind;
     let scaled = |s: f64| Duration::from_secs_f64(s * time_scale);
     settings.timing = strata_operator::Timing {
         sync_period: scaled(sync_period_s),
@@ -1573,11 +1573,10 @@ pub fn operator_settings(
         throttled_retry: scaled(10.0),
         backoff_min: scaled(1.0),
         backoff_max: scaled(300.0),
-        pacing: aso_concurrency.map(|n| {
+        pacing: aso.then(|| {
             Arc::new(crate::aso::AsoModel::new(
                 time_scale,
                 Duration::from_secs_f64(sync_period_s),
-                n,
             )) as Arc<dyn strata_operator::Pacing>
         }),
     };

@@ -253,9 +253,8 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
             ),
         )
     });
-    let concurrency = ctx.pacing.concurrency(scope.concurrency);
     Controller::for_stream(objects, reader)
-        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .reconcile_on(wake)
         .shutdown_on_signal()
         .run(reconcile::<K>, error_policy::<K>, ctx.clone())

@@ -92,8 +92,9 @@ pub struct Observation {
     /// The owner, named by ARM ID, is a Strata resource of another namespace (its tag, and
     /// the owner's ID): nothing is created, taken, used or deleted inside it.
     pub owner_elsewhere: Option<String>,
-    /// PUT even when Azure matches the spec: the ASO-like baseline of the benchmark re-sends
-    /// every resource on each resync, as ASO does by default. Never set for Strata itself.
+    /// PUT even when Azure matches the spec: the benchmark's model of ASO re-sends every
+    /// resource on each resync, as ASO does by default (only with the `bench-hooks` feature).
+    #[cfg(feature = "bench-hooks")]
     pub resync_put: bool,
     /// The kind asks for an action once Azure matches the spec (a scale set's rollout deletes
     /// outdated instances).
@@ -198,6 +199,7 @@ pub fn decide(o: &Observation) -> Step {
             Ownership::Ours if *failed => Step::Update("provisioningState Failed".to_owned()),
             Ownership::Ours => match drift {
                 Some(path) => Step::Update(path.clone()),
+                #[cfg(feature = "bench-hooks")]
                 None if o.resync_put => Step::Update("resync".to_owned()),
                 None if o.follow_up => Step::FollowUp,
                 None => Step::Ready,
@@ -252,6 +254,7 @@ mod tests {
             held: false,
             azure: None,
             owner_elsewhere: None,
+            #[cfg(feature = "bench-hooks")]
             resync_put: false,
             follow_up: false,
         }
@@ -266,21 +269,30 @@ mod tests {
         })
     }
 
-    #[test]
-    fn decision_table() {
-        let waiting = Dependencies::WaitingForOwner("ResourceGroup rg".into());
-        let drifted = Some(Azure::Present {
+    /// Ours, with `tags.env` drifted.
+    fn drifted() -> Option<Azure> {
+        Some(Azure::Present {
             ownership: Ownership::Ours,
             busy: false,
             failed: false,
             drift: Some("tags.env".into()),
-        });
-        let busy = Some(Azure::Present {
+        })
+    }
+
+    /// Ours, an operation running.
+    fn busy() -> Option<Azure> {
+        Some(Azure::Present {
             ownership: Ownership::Ours,
             busy: true,
             failed: false,
             drift: None,
-        });
+        })
+    }
+
+    #[test]
+    fn decision_table() {
+        let waiting = Dependencies::WaitingForOwner("ResourceGroup rg".into());
+        let (drifted, busy) = (drifted(), busy());
         let failed = Some(Azure::Present {
             ownership: Ownership::Ours,
             busy: false,
@@ -339,15 +351,6 @@ mod tests {
             ("use-existing, absent → created", Observation { use_existing: true, azure: Some(Azure::Absent), ..base() }, Step::Create),
             ("use-existing, ours → ordinary", Observation { use_existing: true, azure: present(Ownership::Ours), ..base() }, Step::Ready),
             ("use-existing, delete: never what is not ours", Observation { deleting: true, use_existing: true, azure: present(Ownership::Untagged), ..base() }, Step::RemoveFinalizer),
-            // The benchmark's ASO-like baseline: a PUT on every resync, but never a write that
-            // Strata itself would not make for the other states.
-            ("baseline: up to date → PUT anyway", Observation { resync_put: true, azure: present(Ownership::Ours), ..base() }, Step::Update("resync".into())),
-            ("baseline: drift wins over resync", Observation { resync_put: true, azure: drifted.clone(), ..base() }, Step::Update("tags.env".into())),
-            ("baseline: operation running → wait", Observation { resync_put: true, azure: busy.clone(), ..base() }, Step::InProgress),
-            ("baseline: waiting still makes no call", Observation { resync_put: true, dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
-            ("baseline: observe policy never writes", Observation { resync_put: true, policy: Policy::Observe, azure: present(Ownership::Ours), ..base() }, Step::Ready),
-            ("baseline: not ours → still refused", Observation { resync_put: true, azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
-            ("baseline: deletion unchanged", Observation { resync_put: true, deleting: true, azure: present(Ownership::Ours), ..base() }, Step::Delete),
             // Deletion
             ("deleted, finalizer gone", Observation { deleting: true, has_finalizer: false, ..base() }, Step::Done),
             ("delete: observe first", Observation { deleting: true, ..base() }, Step::Observe),
@@ -360,6 +363,28 @@ mod tests {
             ("delete: nor another namespace's", Observation { deleting: true, azure: present(elsewhere.clone()), ..base() }, Step::RemoveFinalizer),
             ("detach-on-delete", Observation { deleting: true, policy: Policy::DetachOnDelete, ..base() }, Step::RemoveFinalizer),
             ("observe never deletes", Observation { deleting: true, policy: Policy::Observe, ..base() }, Step::RemoveFinalizer),
+        ];
+        for (name, obs, want) in cases {
+            assert_eq!(decide(&obs), want, "{name}");
+        }
+    }
+
+    /// The benchmark's model of ASO (`bench-hooks`): a PUT on every resync, but never a write
+    /// that Strata itself would not make for the other states.
+    #[cfg(feature = "bench-hooks")]
+    #[test]
+    fn the_benchmark_models_resync_put() {
+        let waiting = Dependencies::WaitingForOwner("ResourceGroup rg".into());
+        let (drifted, busy) = (drifted(), busy());
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Observation, Step)> = vec![
+            ("up to date → PUT anyway", Observation { resync_put: true, azure: present(Ownership::Ours), ..base() }, Step::Update("resync".into())),
+            ("drift wins over resync", Observation { resync_put: true, azure: drifted.clone(), ..base() }, Step::Update("tags.env".into())),
+            ("operation running → wait", Observation { resync_put: true, azure: busy.clone(), ..base() }, Step::InProgress),
+            ("waiting still makes no call", Observation { resync_put: true, dependencies: waiting.clone(), ..base() }, Step::Wait(waiting.clone())),
+            ("observe policy never writes", Observation { resync_put: true, policy: Policy::Observe, azure: present(Ownership::Ours), ..base() }, Step::Ready),
+            ("not ours → still refused", Observation { resync_put: true, azure: present(Ownership::Untagged), ..base() }, Step::AdoptionRefused("the resource exists and was not created by Strata".into())),
+            ("deletion unchanged", Observation { resync_put: true, deleting: true, azure: present(Ownership::Ours), ..base() }, Step::Delete),
         ];
         for (name, obs, want) in cases {
             assert_eq!(decide(&obs), want, "{name}");

@@ -38,7 +38,9 @@ pub mod zones;
 use std::sync::Arc;
 
 pub use controller::Scope;
-pub use reconcile::{Context, Pacing, StrataPacing, Timing, jittered};
+#[cfg(feature = "bench-hooks")]
+pub use reconcile::bench_hooks::Pacing;
+pub use reconcile::{Context, StrataPacing, Timing, jittered};
 pub use strata_runtime::http::Bound;
 
 /// Everything the operator needs to run, apart from the Kubernetes client.
@@ -81,17 +83,13 @@ pub async fn run_with(
     let metrics = Arc::new(metrics::Metrics::default());
     let throttle =
         throttle::Throttle::with_counter(settings.limits, metrics.throttle_waits.clone());
-    // Strata's pacing keeps ARM's rate client-side; a modelled operator may not.
-    let client_throttle = settings
-        .timing
-        .pacing
-        .as_ref()
-        .is_none_or(|p| p.client_throttle());
-    let throttle = Arc::new(if client_throttle {
-        throttle
-    } else {
-        throttle.switched_off()
-    });
+    // Strata's pacing keeps ARM's rate client-side; the benchmark's model may not.
+    #[cfg(feature = "bench-hooks")]
+    let throttle = match settings.timing.pacing.as_ref() {
+        Some(p) if !p.client_throttle() => throttle.switched_off(),
+        _ => throttle,
+    };
+    let throttle = Arc::new(throttle);
     let transport =
         transport::Transport::new(settings.extra_ca.as_deref()).map_err(std::io::Error::other)?;
     let credentials = Arc::new(credentials::Credentials::new(

@@ -51,7 +51,7 @@ pub(super) async fn remove_finalizer<K: AzureResource>(
 }
 
 /// A CR whose owner or a reference is not usable yet: registered with the readiness index to be
-/// woken when that changes — unless the pacing polls instead.
+/// woken when that changes.
 pub(super) fn wait<K: AzureResource>(
     ctx: &Context,
     a: &Attempt<K>,
@@ -62,26 +62,26 @@ pub(super) fn wait<K: AzureResource>(
         Dependencies::WaitingForReference(m) => (Reason::WaitingForReference, m),
         Dependencies::Ready => (Reason::Reconciling, String::new()),
     };
-    let next_look = match ctx.pacing.dependency_wait(&a.key) {
-        // No registration, so nothing wakes it; it looks again later.
-        Some(delay) => delay,
-        None => {
-            // Register before reporting, then look again: a dependency that became Ready in
-            // between would otherwise wake nobody.
-            let me = a.obj.name_any();
-            for (kind, name) in &a.deps.blocking {
-                ctx.index
-                    .wait_for((K::KIND, &a.namespace, &me), (*kind, &a.namespace, name));
-            }
-            if resolve(a.obj.as_ref(), &ctx.index, &a.namespace).state == Dependencies::Ready {
-                return End::quietly(Requeue::After(Duration::ZERO));
-            }
-            // Woken through the index when a dependency changes; the sync period is only a
-            // safety net.
-            ctx.timing.sync_period
-        }
-    };
-    End::report(Report::new(reason, message), Requeue::After(next_look))
+    // The benchmark's model of another operator polls instead: nothing wakes it.
+    #[cfg(feature = "bench-hooks")]
+    if let Some(delay) = ctx.pacing.dependency_wait(&a.key) {
+        return End::report(Report::new(reason, message), Requeue::After(delay));
+    }
+    // Register before reporting, then look again: a dependency that became Ready in between
+    // would otherwise wake nobody.
+    let me = a.obj.name_any();
+    for (kind, name) in &a.deps.blocking {
+        ctx.index
+            .wait_for((K::KIND, &a.namespace, &me), (*kind, &a.namespace, name));
+    }
+    if resolve(a.obj.as_ref(), &ctx.index, &a.namespace).state == Dependencies::Ready {
+        return End::quietly(Requeue::After(Duration::ZERO));
+    }
+    // Woken through the index when a dependency changes; the sync period is only a safety net.
+    End::report(
+        Report::new(reason, message),
+        Requeue::After(ctx.timing.sync_period),
+    )
 }
 
 /// Create or Update: the reconcile's one PUT, after the checks a PUT needs (a drift that
@@ -99,7 +99,12 @@ pub(super) async fn write<K: AzureResource>(
         ));
     };
     if let Step::Update(path) = step {
-        if !a.obs.resync_put && repeated_drift(ctx, &a.key, a.generation, path) {
+        // The benchmark model's resync PUT is no drift: it never holds.
+        #[cfg(feature = "bench-hooks")]
+        let repeated = !a.obs.resync_put && repeated_drift(ctx, &a.key, a.generation, path);
+        #[cfg(not(feature = "bench-hooks"))]
+        let repeated = repeated_drift(ctx, &a.key, a.generation, path);
+        if repeated {
             let message = format!(
                 "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
             );
@@ -121,7 +126,11 @@ pub(super) async fn write<K: AzureResource>(
         // check it exists rather than send a PUT that ARM refuses.
         match client
             .arm
-            .get(K::OWNER.unwrap_or(Kind::ResourceGroup), parent)
+            .get(
+                &a.requester,
+                K::OWNER.unwrap_or(Kind::ResourceGroup),
+                parent,
+            )
             .await
         {
             Ok(Some(_)) => info!("creating"),
@@ -161,7 +170,7 @@ pub(super) async fn write<K: AzureResource>(
         // resource; this guards that rule.
         return Err(Error::Invariant("a PUT without the finalizer"));
     }
-    let answer = match client.arm.put(K::KIND, &own, &body).await {
+    let answer = match client.arm.put(&a.requester, K::KIND, &own, &body).await {
         Ok(answer) => answer,
         Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
     };
@@ -177,8 +186,11 @@ pub(super) async fn write<K: AzureResource>(
         _ => ("Created", format!("PUT {own}")),
     };
     ctx.event(a.obj.as_ref(), false, reason, "Put", note).await;
-    // The baseline's resync PUT is one PUT; what follows only monitors it.
-    a.obs.resync_put = false;
+    // The benchmark model's resync PUT is one PUT; what follows only monitors it.
+    #[cfg(feature = "bench-hooks")]
+    {
+        a.obs.resync_put = false;
+    }
     // The follow-up was decided from instances listed before this PUT: the next reconcile
     // decides it again from what the PUT made.
     a.obs.follow_up = false;
@@ -207,7 +219,11 @@ pub(super) async fn follow_up<K: AzureResource>(ctx: &Context, a: &mut Attempt<K
         )));
     };
     info!(action = f.action, what = %f.describe, "follow-up");
-    if let Err(e) = client.arm.post(K::KIND, &own, f.action, &f.body).await {
+    if let Err(e) = client
+        .arm
+        .post(&a.requester, K::KIND, &own, f.action, &f.body)
+        .await
+    {
         return arm_failure(ctx, a, &own, e, false);
     }
     a.wrote = Some("acting");
@@ -251,7 +267,7 @@ pub(super) async fn delete<K: AzureResource>(ctx: &Context, a: &Attempt<K>) -> O
         format!("DELETE {own}"),
     )
     .await;
-    if let Err(e) = client.arm.delete(K::KIND, &own).await {
+    if let Err(e) = client.arm.delete(&a.requester, K::KIND, &own).await {
         return arm_failure(ctx, a, &own, e, true);
     }
     End::report(

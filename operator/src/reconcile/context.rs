@@ -1,5 +1,5 @@
 //! What every reconcile shares (`Context`), Strata's durations (`Timing`), and the per-object
-//! memories behind its holds. When to look again is the [`Pacing`]'s to say.
+//! memories behind its holds. When to look again is the [`StrataPacing`]'s to say.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::capz::AzureClusterIdentity;
 
-use super::pacing::{Pacing, StrataPacing, jittered};
+use super::pacing::{StrataPacing, jittered};
 use super::{MANAGER, object_key};
 use crate::adapters::AzureResource;
 use crate::credentials::Credentials;
@@ -20,7 +20,7 @@ use crate::ownership::OwnershipKey;
 use crate::per_object::PerObject;
 use crate::reported::Reported;
 
-/// Strata's durations (and, optionally, another pacing altogether).
+/// Strata's durations.
 #[derive(Clone, Debug)]
 pub struct Timing {
     /// How often a converged resource is checked for drift (jittered ±10 %).
@@ -34,7 +34,8 @@ pub struct Timing {
     pub backoff_max: Duration,
     /// The pacing the loop follows: `None` is Strata's own ([`StrataPacing`], from the
     /// durations above); the benchmark supplies its model of another operator here.
-    pub pacing: Option<Arc<dyn Pacing>>,
+    #[cfg(feature = "bench-hooks")]
+    pub pacing: Option<Arc<dyn super::bench_hooks::Pacing>>,
 }
 
 impl Default for Timing {
@@ -45,6 +46,7 @@ impl Default for Timing {
             throttled_retry: Duration::from_secs(10),
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            #[cfg(feature = "bench-hooks")]
             pacing: None,
         }
     }
@@ -68,8 +70,8 @@ pub struct Context {
     pub identity_changes: tokio::sync::broadcast::Sender<String>,
     pub index: Arc<Index>,
     pub timing: Timing,
-    /// The decisions about when (Strata's, unless `timing` names another).
-    pub pacing: Arc<dyn Pacing>,
+    /// The decisions about when.
+    pub pacing: LoopPacing,
     /// Generations that failed in a way only a spec change fixes, per object. The status says
     /// so too (and survives a restart), but the watch may not have delivered that status yet when
     /// the next reconcile runs.
@@ -99,6 +101,13 @@ pub struct Context {
     turns: Mutex<HashMap<Kind, Turns>>,
 }
 
+/// The pacing the loop follows: Strata's; with the `bench-hooks` feature, the one the benchmark
+/// names in [`Timing`].
+#[cfg(not(feature = "bench-hooks"))]
+pub type LoopPacing = StrataPacing;
+#[cfg(feature = "bench-hooks")]
+pub type LoopPacing = Arc<dyn super::bench_hooks::Pacing>;
+
 /// A kind's controller trigger: the CRs to reconcile, by `(namespace, name)`.
 pub type Turns = tokio::sync::mpsc::UnboundedSender<(String, String)>;
 
@@ -125,6 +134,9 @@ impl Context {
             identities_synced: strata_runtime::Synced::default(),
             identity_changes: tokio::sync::broadcast::channel(256).0,
             index,
+            #[cfg(not(feature = "bench-hooks"))]
+            pacing: StrataPacing::new(timing.clone()),
+            #[cfg(feature = "bench-hooks")]
             pacing: timing
                 .pacing
                 .clone()
@@ -249,8 +261,10 @@ impl Context {
     }
 
     /// A CR that waited for a dependency no longer does: its next wait starts from the beginning.
-    pub(super) fn stopped_waiting(&self, key: &str) {
-        self.pacing.dependencies_ready(key);
+    pub(super) fn stopped_waiting(&self, _key: &str) {
+        // Strata's waits keep no count; the benchmark's model may.
+        #[cfg(feature = "bench-hooks")]
+        self.pacing.dependencies_ready(_key);
     }
 
     pub(super) fn succeeded(&self, key: &str) {

@@ -19,6 +19,8 @@
 //! sends a second PUT for it.
 
 mod act;
+#[cfg(feature = "bench-hooks")]
+pub mod bench_hooks;
 mod context;
 mod failure;
 mod observe;
@@ -44,7 +46,7 @@ use observe::Attempt;
 use report::Report;
 
 pub use context::{Context, Timing};
-pub use pacing::{Pacing, StrataPacing, jittered};
+pub use pacing::{StrataPacing, jittered};
 /// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).
 pub use strata_crds::annotations::{ADOPT, ADOPT_REQUIRES_TAG, PAUSED, RECONCILE_POLICY as POLICY};
 
@@ -203,17 +205,15 @@ async fn reconcile_inner<K: AzureResource>(
         );
         return Ok(Action::requeue(left));
     }
-    let a = match observe::start(obj.clone(), &ctx) {
+    let id = requester.id;
+    let a = match observe::start(obj.clone(), &ctx, requester) {
         Ok(a) => a,
         Err(end) => {
             let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-            let finished = finish(&ctx, &api, obj.as_ref(), *end);
-            return crate::throttle::REQUESTER.scope(requester, finished).await;
+            return finish(&ctx, &api, obj.as_ref(), *end, id).await;
         }
     };
-    crate::throttle::REQUESTER
-        .scope(requester, steps(&ctx, a))
-        .await
+    steps(&ctx, a).await
 }
 
 /// Decides and acts, step by step (at most four), until a step ends the reconcile.
@@ -262,10 +262,10 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
             Step::AdoptionRefused(why) => report::adoption_refused(ctx, &a, why),
         };
         if let Outcome::End(end) = outcome {
-            return finish(ctx, &a.api, a.obj.as_ref(), *end).await;
+            return finish(ctx, &a.api, a.obj.as_ref(), *end, a.requester.id).await;
         }
     }
-    leave_line(ctx);
+    leave_line(ctx, a.requester.id);
     Ok(Action::requeue(ctx.timing.poll_interval))
 }
 
@@ -284,19 +284,19 @@ where
 
 /// The reconcile ends without a request waiting its turn: the places its CR holds in ARM's
 /// lines are given up, so that those behind move up at once.
-fn leave_line(ctx: &Context) {
-    if let Ok(id) = crate::throttle::REQUESTER.try_with(|r| r.id) {
-        ctx.credentials.throttle().leave(id);
-    }
+fn leave_line(ctx: &Context, requester: u64) {
+    ctx.credentials.throttle().leave(requester);
 }
 
 /// Where every reconcile ends: the event, then the status (its one write: steps before the end
-/// write none), then the requeue.
+/// write none), then the requeue; the places `requester` holds in ARM's lines are given up
+/// unless it waits its turn.
 async fn finish<K: AzureResource>(
     ctx: &Context,
     api: &Api<K>,
     obj: &K,
     end: End,
+    requester: u64,
 ) -> Result<Action, Error> {
     if let Some(e) = end.event {
         ctx.event(obj, e.warning, e.reason, e.action, e.note).await;
@@ -311,7 +311,7 @@ async fn finish<K: AzureResource>(
         ctx.polling.remove(&key);
     }
     if !matches!(end.requeue, Requeue::Turn(_)) {
-        leave_line(ctx);
+        leave_line(ctx, requester);
     }
     match end.requeue {
         Requeue::After(d) | Requeue::Poll(d) | Requeue::Turn(d) => Ok(Action::requeue(d)),

@@ -27,6 +27,7 @@ use crate::index::Index;
 use crate::kind::Kind;
 use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
+use crate::throttle::Requester;
 
 /// One reconcile of one CR: what it started from and what its steps learnt so far.
 pub(super) struct Attempt<K> {
@@ -38,6 +39,9 @@ pub(super) struct Attempt<K> {
     pub(super) annotations: BTreeMap<String, String>,
     pub(super) generation: i64,
     pub(super) deps: Resolution,
+    /// Who asks for ARM's tokens: a request sent away keeps its place in line for this CR and
+    /// is called back when its turn comes, and its kind's stage orders writes in line.
+    pub(super) requester: Requester,
     /// What `decide` looks at.
     pub(super) obs: Observation,
     /// Strata's record that it creates (or created) the resource at this ARM ID.
@@ -72,7 +76,11 @@ impl<K> Attempt<K> {
 
 /// The first look at a CR: everything `decide` needs that costs no API call. An annotation that
 /// does not parse ends the reconcile at once.
-pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Attempt<K>, Box<End>> {
+pub(super) fn start<K: AzureResource>(
+    obj: Arc<K>,
+    ctx: &Context,
+    requester: Requester,
+) -> Result<Attempt<K>, Box<End>> {
     let namespace = obj.namespace().unwrap_or_default();
     let key = object_key(obj.as_ref());
     let meta = obj.meta();
@@ -141,8 +149,9 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
         held,
         azure: None,
         owner_elsewhere: None,
-        // A pacing that PUTs on resync does so once the previous reconcile left the resource
+        // The benchmark's model PUTs on resync once the previous reconcile left the resource
         // Ready (the reconciles that follow an operation only monitor it).
+        #[cfg(feature = "bench-hooks")]
         resync_put: ctx.pacing.resync_puts()
             && ready.is_some_and(|c| c.status == "True")
             && status.observed_generation == Some(generation),
@@ -150,6 +159,7 @@ pub(super) fn start<K: AzureResource>(obj: Arc<K>, ctx: &Context) -> Result<Atte
     };
     Ok(Attempt {
         api: Api::namespaced(ctx.kube.clone(), &namespace),
+        requester,
         recorded_id,
         unproven_record,
         obj,
@@ -263,10 +273,14 @@ pub(super) async fn observe<K: AzureResource>(
     // turn nears (a GET now would be stale by then, and spent twice).
     let writes = !a.obs.deleting && a.obs.policy != Policy::Observe && !a.obs.use_existing;
     let first_write = a.recorded_id.is_none() && a.id.is_none();
-    if writes && let Err(e) = client.arm.write_turn_near(&own.subscription, first_write) {
+    if writes
+        && let Err(e) = client
+            .arm
+            .write_turn_near(&a.requester, &own.subscription, first_write)
+    {
         return Ok(arm_failure(ctx, a, &own, e, false));
     }
-    let body = match client.arm.get(K::KIND, &own).await {
+    let body = match client.arm.get(&a.requester, K::KIND, &own).await {
         Ok(b) => b,
         Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
     };
@@ -274,7 +288,7 @@ pub(super) async fn observe<K: AzureResource>(
     // principal the namespaces share, this CR would create, take or read resources inside it.
     if let (true, Some(parent), Some(owner_kind)) = (a.deps.parent_by_id, &a.deps.parent, K::OWNER)
     {
-        let parent_body = match client.arm.get(owner_kind, parent).await {
+        let parent_body = match client.arm.get(&a.requester, owner_kind, parent).await {
             Ok(b) => b,
             Err(e) => return Ok(arm_failure(ctx, a, &own, e, a.obs.deleting)),
         };
@@ -290,7 +304,11 @@ pub(super) async fn observe<K: AzureResource>(
     if let (Some(segment), Some(_)) = (K::LISTED, &body)
         && !a.obs.deleting
     {
-        match client.arm.list_below(K::KIND, &own, segment).await {
+        match client
+            .arm
+            .list_below(&a.requester, K::KIND, &own, segment)
+            .await
+        {
             Ok(items) => a.listed = items,
             Err(e) => return Ok(arm_failure(ctx, a, &own, e, false)),
         }

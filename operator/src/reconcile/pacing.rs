@@ -1,11 +1,9 @@
-//! How the loop paces itself: the few decisions about *when* that a reconciler could take
-//! differently without changing *what* it does. The loop asks a [`Pacing`]; Strata's own is
-//! [`StrataPacing`], built from [`Timing`]. The benchmark (`strata-bench`) supplies another —
-//! a model of Azure Service Operator v2's defaults, in `strata-e2e` — so that both run the same
-//! observe → decide → act → report against the same emulator and differ only in these decisions.
+//! How the loop paces itself: when to look again after a failure, at a running operation and
+//! at a converged resource — [`StrataPacing`], built from [`Timing`]. With the `bench-hooks`
+//! feature (never in a build a user runs), the benchmark swaps in its model of another operator
+//! through [`super::bench_hooks::Pacing`].
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Debug;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -15,35 +13,6 @@ use rand::Rng;
 use super::context::Timing;
 use crate::kind::Kind;
 use crate::per_object::PerObject;
-
-/// The decisions about time the loop delegates. `key` is the object's `<namespace>/<Kind>/<name>`.
-pub trait Pacing: Debug + Send + Sync {
-    /// A CR's owner or a reference is not usable yet. `None`: register it with the readiness
-    /// index, to be woken when that changes; `Some(d)`: nothing wakes it, look again after `d`.
-    fn dependency_wait(&self, key: &str) -> Option<Duration>;
-    /// The CR's dependencies are usable: its next wait starts from the beginning.
-    fn dependencies_ready(&self, key: &str);
-    /// When to retry after a transient failure (the controller's error policy).
-    fn failure_backoff(&self, key: &str) -> Duration;
-    /// The CR reached a good state (Ready, or its finalizer removed): its failures are forgotten.
-    fn succeeded(&self, key: &str);
-    /// When a Ready resource is looked at again (the resync).
-    fn resync(&self) -> Duration;
-    /// Whether that resync PUTs the desired body whatever Azure holds (Strata compares first).
-    fn resync_puts(&self) -> bool;
-    /// When to look at a running operation again, given the `Retry-After` ARM answered the
-    /// write with, if any.
-    fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration;
-    /// Our PUT started creating `key`, of `kind`, and ARM answered that it runs on.
-    fn creation_started(&self, _key: &str, _kind: Kind) {}
-    /// `key` was seen Ready (after a creation, if one was started); comes before `succeeded`.
-    fn creation_seen_done(&self, _key: &str) {}
-    /// Whether ARM requests go through the operator's client-side token buckets
-    /// ([`crate::throttle`]); without them the reconciler meets ARM's 429s.
-    fn client_throttle(&self) -> bool;
-    /// Concurrent reconciles per kind, given the configured figure (0: unbounded).
-    fn concurrency(&self, configured: u16) -> u16;
-}
 
 /// Strata's pacing: waiting CRs are woken by the readiness index, failures back off
 /// exponentially with jitter, a resync compares before it writes, operations are polled at the
@@ -140,14 +109,11 @@ pub fn next_look(elapsed: Duration, soonest: Duration, expected: Option<Duration
         .unwrap_or(soonest)
 }
 
-impl Pacing for StrataPacing {
-    fn dependency_wait(&self, _key: &str) -> Option<Duration> {
-        None
-    }
-
-    fn dependencies_ready(&self, _key: &str) {}
-
-    fn failure_backoff(&self, key: &str) -> Duration {
+/// The loop's questions about time. `key` is the object's `<namespace>/<Kind>/<name>`.
+impl StrataPacing {
+    /// When to retry after a transient failure (the controller's error policy): jittered
+    /// exponential backoff.
+    pub fn failure_backoff(&self, key: &str) -> Duration {
         next_delay(
             &self.failures,
             key,
@@ -156,39 +122,33 @@ impl Pacing for StrataPacing {
         )
     }
 
-    fn succeeded(&self, key: &str) {
+    /// The CR reached a good state (Ready, or its finalizer removed): its failures are forgotten.
+    pub fn succeeded(&self, key: &str) {
         self.failures.remove(key);
         // Seen done already when Ready (`creation_seen_done` comes first); otherwise the CR's
         // finalizer went before the creation was seen to end: nothing to learn.
         self.creating.remove(key);
     }
 
-    fn creation_started(&self, key: &str, kind: Kind) {
+    /// Our PUT started creating `key`, of `kind`, and ARM answered that it runs on.
+    pub fn creation_started(&self, key: &str, kind: Kind) {
         self.creating.set(key, (kind, Instant::now()));
     }
 
-    fn creation_seen_done(&self, key: &str) {
+    /// `key` was seen Ready (after a creation, if one was started); comes before `succeeded`.
+    pub fn creation_seen_done(&self, key: &str) {
         self.seen_done_at(key, Instant::now());
     }
 
-    fn resync(&self) -> Duration {
+    /// When a Ready resource is looked at again (the resync; it compares before it writes).
+    pub fn resync(&self) -> Duration {
         jittered(self.timing.sync_period, 0.1)
     }
 
-    fn resync_puts(&self) -> bool {
-        false
-    }
-
-    fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration {
+    /// When to look at a running operation again, given the `Retry-After` ARM answered the
+    /// write with, if any ([`next_look`]).
+    pub fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration {
         self.poll_at(key, retry_after, Instant::now())
-    }
-
-    fn client_throttle(&self) -> bool {
-        true
-    }
-
-    fn concurrency(&self, configured: u16) -> u16 {
-        configured
     }
 }
 
@@ -223,12 +183,8 @@ mod tests {
     }
 
     #[test]
-    fn strata_is_woken_compares_before_writing_and_keeps_arms_rate() {
+    fn strata_resyncs_at_the_sync_period_within_10_percent() {
         let p = strata();
-        assert_eq!(p.dependency_wait("ns/Subnet/a"), None);
-        assert!(!p.resync_puts());
-        assert!(p.client_throttle());
-        assert_eq!(p.concurrency(16), 16);
         let resync = p.resync().as_secs_f64();
         assert!((3240.0..=3960.0).contains(&resync), "{resync}");
     }
