@@ -7,8 +7,9 @@
 //! cloud CRs is driven by the translator's own finalizer, never by a garbage collector (the
 //! custom-data Secret copies, which touch no cloud resource, go by garbage collection).
 //!
-//! Split by concern: `watches` (what wakes a reconcile), `owned` (the owned cloud CRs, from
-//! their watches), `apply` (server-side apply, prune),
+//! Split by concern: `wiring` (each controller and what wakes it), `watches` (how a change
+//! wakes a reconcile), `owned` (the owned cloud CRs, from their watches), `apply` (server-side
+//! apply, prune),
 //! `reconcile_cluster` and `reconcile_machine`; what status says is the pure `crate::status`.
 
 mod apply;
@@ -21,6 +22,7 @@ mod reconcile_machine;
 mod reconcile_pool;
 mod relevant;
 mod watches;
+mod wiring;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,6 +63,7 @@ use reconcile_machine::*;
 use reconcile_pool::*;
 use relevant::{Relevant, only_changes};
 use watches::*;
+use wiring::{Feeds, Watching};
 
 /// When an AzureCluster or AzureMachine (Ready or not) or a Ready AzureMachinePool is looked at
 /// again with nothing changed: a safety net only. Every input of their reconciles is watched (the
@@ -196,29 +199,25 @@ pub async fn run_observed(
     let ns = ns.as_deref();
     let wc = watcher::Config::default();
 
-    // Each kind a reconcile reads is watched once, into a shared cache (`caches`): the
-    // controllers that depend on it are woken through their own subscription to its updates.
-    // Every subscription made here is consumed below (an unread one would stall its watch).
+    // Each kind a reconcile reads is watched once, into a shared cache (`caches`); the
+    // controllers that depend on it are woken through their own subscription to its updates
+    // (`wiring::Feeds`), taken before the watches start.
     let (machines, machines_writer) = caches::shared::<Machine>();
     let machines_by_cluster = Arc::new(Groups::new(groups::machine_cluster));
     let machines_by_bootstrap = Arc::new(Groups::new(groups::machine_bootstrap_secret));
-    let machines_for_clusters = subscribe(&machines_writer);
-    let machines_for_azure_machines = subscribe(&machines_writer);
     let (azure_machines, azure_machines_writer) = caches::shared::<AzureMachine>();
-    let azure_machines_for_clusters = subscribe(&azure_machines_writer);
     let (clusters, clusters_writer) = caches::shared::<Cluster>();
-    let clusters_for_azure_clusters = subscribe(&clusters_writer);
-    let clusters_for_machines = subscribe(&clusters_writer);
-    let clusters_for_pools = subscribe(&clusters_writer);
     let (azure_clusters, azure_clusters_writer) = caches::shared::<AzureCluster>();
-    let azure_clusters_for_machines = subscribe(&azure_clusters_writer);
-    let azure_clusters_for_pools = subscribe(&azure_clusters_writer);
     let (identities, identities_writer) = caches::shared::<AzureClusterIdentity>();
-    let identities_for_clusters = subscribe(&identities_writer);
-    let identities_for_machines = subscribe(&identities_writer);
-    let identities_for_pools = subscribe(&identities_writer);
     let (location_zones, zones_writer) = caches::shared::<azure::LocationZones>();
-    let zones_for_clusters = subscribe(&zones_writer);
+    let feeds = Feeds {
+        machines: subscribe(&machines_writer),
+        azure_machines: subscribe(&azure_machines_writer),
+        clusters: subscribe(&clusters_writer),
+        azure_clusters: subscribe(&azure_clusters_writer),
+        identities: subscribe(&identities_writer),
+        zones: subscribe(&zones_writer),
+    };
     let kept = futures::future::join4(
         caches::keep(
             &machines,
@@ -272,265 +271,32 @@ pub async fn run_observed(
         legacy_checked: Default::default(),
         decided: Arc::default(),
     });
-    let controller_config = ControllerConfig::default()
-        .concurrency(settings.concurrency)
-        .debounce(DEBOUNCE);
-
-    // AzureCluster controller.
-    let queue = Queue::new::<AzureCluster>(&metrics);
-    let controller = queue
-        .controller_on(
-            azure_clusters_writer,
-            api::<Lean<AzureCluster>>(&client, ns),
-            &wc,
-            &azure_clusters.synced,
-            &ctx.decided,
-        )
-        .with_config(controller_config.clone());
-    let store = azure_clusters.store.clone();
-    let by_identity = store.clone();
-    let machines_store = machines.store.clone();
-    let controller = watch_owned(controller, &queue, &client, ns, &ctx.cluster_crs)
-        // The location's zones: their status (written by the operator) becomes the failure
-        // domains.
-        .watches_shared_stream(
-            zones_for_clusters,
-            queue.counted(|z: Arc<azure::LocationZones>| owners::<AzureCluster, _>(z.as_ref())),
-        )
-        // Its Cluster's spec, pause and labels (`relevant`: not the status CAPI rewrites as
-        // the cluster comes up, which the translation does not read).
-        .watches_shared_stream(
-            clusters_for_azure_clusters,
-            queue.counted(only_changes(relevant::cluster_digest, |c: &Cluster| {
-                c.spec
-                    .infrastructure_ref
-                    .as_ref()
-                    .filter(|r| r.kind.as_deref() == Some("AzureCluster"))
-                    .and_then(|r| r.name.clone())
-                    .map(|n| ObjectRef::new(&n).within(&c.namespace().unwrap_or_default()))
-            })),
-        )
-        // Only the changes its translation reads (`relevant`): not a Machine's status.
-        .watches_shared_stream(machines_for_clusters, {
-            let store = store.clone();
-            queue.counted(only_changes(
-                relevant::machine_digest,
-                move |m: &Machine| {
-                    azure_cluster_of(
-                        &store,
-                        m.metadata.namespace.as_deref().unwrap_or_default(),
-                        &m.spec.cluster_name,
-                    )
-                },
-            ))
-        })
-        .watches_shared_stream(azure_machines_for_clusters, {
-            let store = store.clone();
-            queue.counted(only_changes(
-                relevant::azure_machine_digest,
-                move |azm: &AzureMachine| {
-                    let ns = azm.metadata.namespace.as_deref().unwrap_or_default();
-                    let cluster = cluster_label(azm).or_else(|| {
-                        // CAPI labels infrastructure machines with their cluster; else the
-                        // Machine that owns it says.
-                        azm.owner_references()
-                            .iter()
-                            .find(|o| o.kind == "Machine")
-                            .and_then(|o| machines_store.get(&ObjectRef::new(&o.name).within(ns)))
-                            .map(|m| m.spec.cluster_name.clone())
-                    })?;
-                    azure_cluster_of(&store, ns, &cluster)
-                },
-            ))
-        })
-        // A change of an identity (allowedNamespaces, client) wakes the AzureClusters that
-        // name it.
-        .watches_shared_stream(
-            identities_for_clusters,
-            queue.counted(move |id: Arc<AzureClusterIdentity>| {
-                naming_identity(&by_identity, &id)
-                    .iter()
-                    .map(|a| ObjectRef::from_obj(a.as_ref()))
-                    .collect::<Vec<_>>()
-            }),
-        )
-        .shutdown_on_signal()
-        .run(reconcile_cluster, error_policy, ctx.clone())
-        .for_each({
-            let queue = queue.clone();
-            move |r| {
-                queue.settle(r, "AzureCluster");
-                futures::future::ready(())
-            }
-        });
-
-    // AzureMachine controller.
-    let queue = Queue::new::<AzureMachine>(&metrics);
-    let ms = queue
-        .controller_on(
+    let on = Watching {
+        client: &client,
+        ns,
+        wc: &wc,
+        config: ControllerConfig::default()
+            .concurrency(settings.concurrency)
+            .debounce(DEBOUNCE),
+    };
+    let controllers = futures::future::join3(
+        wiring::azure_clusters(&ctx, &on, &feeds, azure_clusters_writer),
+        wiring::azure_machines(
+            &ctx,
+            &on,
+            &feeds,
             azure_machines_writer,
-            api::<Lean<AzureMachine>>(&client, ns),
-            &wc,
-            &azure_machines.synced,
-            &ctx.decided,
-        )
-        .with_config(controller_config.clone());
-    let by_machine = machines.store.clone();
-    let ms = watch_owned(ms, &queue, &client, ns, &ctx.machine_crs)
-        // Secrets, label-selected (CAPI labels bootstrap Secrets with their cluster, and the
-        // translator its custom-data copies): a bootstrap Secret wakes the AzureMachine of the
-        // Machine that names it, a copy the AzureMachine that owns it. Only those Secrets are
-        // ever listed or watched; the translator has no reason to see any other.
-        .watches(
-            api::<Secret>(&client, ns),
-            label_config(),
-            queue.counted(move |s: Secret| {
-                let ns = s.namespace().unwrap_or_default();
-                let name = s.name_any();
-                let mut woken: Vec<ObjectRef<AzureMachine>> = machines_by_bootstrap
-                    .members(&by_machine, &ns, &name)
-                    .into_iter()
-                    .filter_map(|m| m.spec.infrastructure_ref.name.clone())
-                    .map(|n| ObjectRef::new(&n).within(&ns))
-                    .collect();
-                woken.extend(owners::<AzureMachine, Secret>(&s));
-                woken
-            }),
-        )
-        // Its Machine's spec and metadata (`relevant`: not the status CAPI rewrites as the
-        // machine provisions, which its AzureMachine does not read).
-        .watches_shared_stream(
-            machines_for_azure_machines,
-            queue.counted(only_changes(
-                relevant::machine_spec_digest,
-                |m: &Machine| {
-                    (m.spec.infrastructure_ref.kind.as_deref() == Some("AzureMachine"))
-                        .then(|| m.spec.infrastructure_ref.name.clone())
-                        .flatten()
-                        .map(|n| ObjectRef::new(&n).within(&m.namespace().unwrap_or_default()))
-                },
-            )),
-        )
-        // Only the changes its reconcile reads (`relevant`): infrastructure becoming ready
-        // lets VMs be made; the AzureCluster's conditions do not concern its machines.
-        .watches_shared_stream(azure_clusters_for_machines, {
-            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
-            queue.counted(only_changes(
-                relevant::azure_cluster_digest,
-                move |azc: &AzureCluster| {
-                    let (ns, cluster) = cluster_of(azc);
-                    azure_machines_in(&by_cluster, &machines, &ns, &cluster)
-                },
-            ))
-        })
-        // The Cluster's spec and pause (`relevant`: not CAPI's status of it).
-        .watches_shared_stream(clusters_for_machines, {
-            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
-            queue.counted(only_changes(
-                relevant::cluster_digest,
-                move |c: &Cluster| {
-                    let ns = c.namespace().unwrap_or_default();
-                    azure_machines_in(&by_cluster, &machines, &ns, &c.name_any())
-                },
-            ))
-        })
-        // The identity its cluster names: a machine refused for want of it (or of its
-        // permission) is translated as soon as it allows, not at the next minute's retry.
-        .watches_shared_stream(identities_for_machines, {
-            let azure_clusters = azure_clusters.store.clone();
-            let (machines, by_cluster) = (machines.store.clone(), machines_by_cluster.clone());
-            queue.counted(move |id: Arc<AzureClusterIdentity>| {
-                naming_identity(&azure_clusters, &id)
-                    .iter()
-                    .flat_map(|azc| {
-                        let (ns, cluster) = cluster_of(azc);
-                        azure_machines_in(&by_cluster, &machines, &ns, &cluster)
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .shutdown_on_signal()
-        .run(reconcile_machine, error_policy, ctx.clone())
-        .for_each({
-            let queue = queue.clone();
-            move |r| {
-                queue.settle(r, "AzureMachine");
-                futures::future::ready(())
-            }
-        });
-
-    // AzureMachinePool controller: woken by its MachinePool, its scale set, and its cluster's
-    // AzureCluster, Cluster and identity; it looks again every few seconds while it waits for
-    // the bootstrap data or Azure.
-    let queue = Queue::new::<AzureMachinePool>(&metrics);
-    let pools_synced = Synced::default();
-    let pools = queue
-        .controller(
-            api::<Lean<AzureMachinePool>>(&client, ns),
-            &wc,
-            &pools_synced,
-            &ctx.decided,
-        )
-        .with_config(controller_config);
-    let pools_store = pools.store();
-    let pools = watch_owned(pools, &queue, &client, ns, &ctx.pool_crs)
-        .watches(
-            api::<MachinePool>(&client, ns),
-            wc.clone(),
-            queue.counted(|p: MachinePool| {
-                let r = &p.spec.template.spec.infrastructure_ref;
-                (r.kind.as_deref() == Some("AzureMachinePool"))
-                    .then(|| r.name.clone())
-                    .flatten()
-                    .map(|n| ObjectRef::new(&n).within(&p.namespace().unwrap_or_default()))
-            }),
-        )
-        // Its AzureCluster, Cluster and identity, as for the AzureMachines.
-        .watches_shared_stream(azure_clusters_for_pools, {
-            let pools = pools_store.clone();
-            queue.counted(only_changes(
-                relevant::azure_cluster_digest,
-                move |azc: &AzureCluster| {
-                    let (ns, cluster) = cluster_of(azc);
-                    pools_in(&pools, &ns, &cluster)
-                },
-            ))
-        })
-        .watches_shared_stream(clusters_for_pools, {
-            let pools = pools_store.clone();
-            queue.counted(only_changes(
-                relevant::cluster_digest,
-                move |c: &Cluster| {
-                    pools_in(&pools, &c.namespace().unwrap_or_default(), &c.name_any())
-                },
-            ))
-        })
-        .watches_shared_stream(identities_for_pools, {
-            let azure_clusters = azure_clusters.store.clone();
-            queue.counted(move |id: Arc<AzureClusterIdentity>| {
-                naming_identity(&azure_clusters, &id)
-                    .iter()
-                    .flat_map(|azc| {
-                        let (ns, cluster) = cluster_of(azc);
-                        pools_in(&pools_store, &ns, &cluster)
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .shutdown_on_signal()
-        .run(reconcile_pool, error_policy, ctx.clone())
-        .for_each({
-            let queue = queue.clone();
-            move |r| {
-                queue.settle(r, "AzureMachinePool");
-                futures::future::ready(())
-            }
-        });
+            machines_by_bootstrap,
+        ),
+        wiring::azure_machine_pools(&ctx, &on, &feeds),
+    );
+    // Every controller took its own subscriptions: the templates go, so that none stays unread.
+    drop(feeds);
 
     watch_health(&health, &metrics, &ctx);
     tokio::select! {
         _ = kept => {}
-        _ = futures::future::join3(controller, ms, pools) => {}
+        _ = controllers => {}
     }
 }
 
