@@ -199,7 +199,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                     );
                     // Status changes pass no predicate: a status written behind our back (a
                     // killed instance's late write) is put right only through this wake-up.
-                    let contradicts = watch_ctx.reported.contradicts(
+                    let contradicts = watch_ctx.memory.reported.contradicts(
                         &object_key(o),
                         o.meta().resource_version.as_deref(),
                         o.base_status(),
@@ -210,7 +210,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
                 }
                 Ok(watcher::Event::Delete(o)) => {
                     seen.forget(o);
-                    watch_ctx.reported.forget(&object_key(o));
+                    watch_ctx.memory.forget(&object_key(o));
                     index.delete(K::KIND, &o.namespace().unwrap_or_default(), &o.name_any())
                 }
                 Ok(watcher::Event::InitDone) => index.mark_synced(K::KIND),

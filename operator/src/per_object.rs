@@ -1,6 +1,6 @@
-//! Small per-object memories of the loop (consecutive failures, held generations, repeated drift,
-//! the baseline's polls), keyed by `<namespace>/<Kind>/<name>`: one type, so that the locking
-//! and its poison handling are written once.
+//! A map per object, keyed by `<namespace>/<Kind>/<name>`, for the loop's memories
+//! (`reconcile::Memory`, and the pacing's failure counts): one type, so that the locking and its
+//! poison handling are written once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

@@ -46,7 +46,7 @@ pub(super) async fn remove_finalizer<K: AzureResource>(
     patch_finalizers(&a.api, a.obj.as_ref(), finalizers).await?;
     info!("finalizer removed");
     ctx.succeeded(&a.key);
-    ctx.created.remove(&a.key);
+    ctx.memory.forget_creation(&a.key);
     Ok(End::quietly(Requeue::AwaitChange))
 }
 
@@ -101,15 +101,15 @@ pub(super) async fn write<K: AzureResource>(
     if let Step::Update(path) = step {
         // The benchmark model's resync PUT is no drift: it never holds.
         #[cfg(feature = "bench-hooks")]
-        let repeated = !a.obs.resync_put && repeated_drift(ctx, &a.key, a.generation, path);
+        let repeated = !a.obs.resync_put && ctx.memory.repeated_drift(&a.key, a.generation, path);
         #[cfg(not(feature = "bench-hooks"))]
-        let repeated = repeated_drift(ctx, &a.key, a.generation, path);
+        let repeated = ctx.memory.repeated_drift(&a.key, a.generation, path);
         if repeated {
             let message = format!(
                 "Azure still differs from the spec at {path} after a PUT; not retrying until the spec changes"
             );
             warn!(%path, "drift persists after PUT");
-            ctx.hold(&a.key, a.generation);
+            ctx.memory.hold(&a.key, a.generation);
             return Ok(End::report(
                 Report::new(Reason::AzureError, message).observed(&own, a.observed.as_ref()),
                 Requeue::After(ctx.timing.sync_period),
@@ -163,7 +163,7 @@ pub(super) async fn write<K: AzureResource>(
         record_creation(&a.api, a.obj.as_ref(), &own, finalizer, &ctx.ownership_key).await?;
         a.obs.has_finalizer = true;
         if let Some(uid) = a.obj.meta().uid.clone() {
-            ctx.created.set(&a.key, (uid, own.to_string()));
+            ctx.memory.record_creation(&a.key, uid, own.to_string());
         }
     } else if !a.obs.has_finalizer {
         // `decide` puts a lost finalizer back before any write to a recorded or owned
@@ -229,7 +229,7 @@ pub(super) async fn follow_up<K: AzureResource>(ctx: &Context, a: &mut Attempt<K
     a.wrote = Some("acting");
     // The action changes Azure on purpose (a deletion lowers the capacity the next PUT raises
     // again): a drift found after it is new, not one our PUTs failed to repair.
-    ctx.repeats.remove(&a.key);
+    ctx.memory.forget_drift(&a.key);
     ctx.event(
         a.obj.as_ref(),
         false,
@@ -302,17 +302,6 @@ pub(super) async fn record_creation<K: AzureResource>(
     let proof = key.proof(obj.meta().uid.as_deref().unwrap_or_default(), &id);
     metadata["annotations"] = json!({CREATED: id, CREATED_PROOF: proof});
     merge_metadata(api, obj, metadata).await
-}
-
-/// Counts how often the same drift was found for the same generation after our own PUTs.
-pub(super) fn repeated_drift(ctx: &Context, key: &str, generation: i64, path: &str) -> bool {
-    ctx.repeats.update(key, |entry| {
-        if entry.0 != generation || entry.1 != path {
-            *entry = (generation, path.to_owned(), 0);
-        }
-        entry.2 += 1;
-        entry.2 > 3
-    })
 }
 
 pub(super) async fn read_custom_data(

@@ -1,5 +1,5 @@
-//! What every reconcile shares (`Context`), Strata's durations (`Timing`), and the per-object
-//! memories behind its holds. When to look again is the [`StrataPacing`]'s to say.
+//! What every reconcile shares (`Context`, with the loop's per-object [`Memory`]) and Strata's
+//! durations (`Timing`). When to look again is the [`StrataPacing`]'s to say.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::capz::AzureClusterIdentity;
 
+use super::memory::Memory;
 use super::pacing::{StrataPacing, jittered};
 use super::{MANAGER, object_key};
 use crate::adapters::AzureResource;
@@ -17,8 +18,6 @@ use crate::credentials::Credentials;
 use crate::index::Index;
 use crate::kind::Kind;
 use crate::ownership::OwnershipKey;
-use crate::per_object::PerObject;
-use crate::reported::Reported;
 
 /// Strata's durations.
 #[derive(Clone, Debug)]
@@ -72,28 +71,10 @@ pub struct Context {
     pub timing: Timing,
     /// The decisions about when.
     pub pacing: LoopPacing,
-    /// Generations that failed in a way only a spec change fixes, per object. The status says
-    /// so too (and survives a restart), but the watch may not have delivered that status yet when
-    /// the next reconcile runs.
-    pub(super) held: PerObject<(i64, std::time::Instant)>,
-    /// Operations of ours that run, per object: the object's intent (`controller::intent`) when
-    /// the write went out and when to look again. A wake-up before then that changes no intent
-    /// (our own finalizer, a dependency's readiness announced again) waits for that time instead
-    /// of costing a GET.
-    pub(super) polling: PerObject<(u64, std::time::Instant)>,
-    /// The creation records (`strata.dev/created`) this process wrote, per object: (the CR's UID,
-    /// the ARM ID). A reconcile can start from a copy of the CR older than that write (the
-    /// watch had not delivered it yet), and must not then take our own new resource for a
-    /// foreign one and refuse it for an hour.
-    pub(super) created: PerObject<(String, String)>,
+    /// What the loop remembers of each object between its reconciles.
+    pub memory: Memory,
     /// Proves the creation records this operator writes, and checks those it reads.
     pub(super) ownership_key: OwnershipKey,
-    /// Drift that survived our own PUT, per object and generation: the guard against a PUT loop
-    /// when Azure normalises a value in a way the comparison does not know.
-    pub(super) repeats: PerObject<(i64, String, u32)>,
-    /// The `Ready` decision last reported per object (the watch wakes an object whose status
-    /// contradicts it).
-    pub reported: Reported,
     /// Each kind's reflector store (`Store<K>` by kind), for the newest status the watch saw.
     stores: Mutex<HashMap<Kind, Box<dyn Any + Send + Sync>>>,
     /// Each kind's controller trigger, `(namespace, name)`: how ARM's line calls back a CR it
@@ -142,12 +123,8 @@ impl Context {
                 .clone()
                 .unwrap_or_else(|| Arc::new(StrataPacing::new(timing.clone()))),
             timing,
-            held: PerObject::default(),
-            polling: PerObject::default(),
-            created: PerObject::default(),
+            memory: Memory::default(),
             ownership_key,
-            repeats: PerObject::default(),
-            reported: Reported::default(),
             stores: Mutex::default(),
             turns: Mutex::default(),
         }
@@ -189,6 +166,7 @@ impl Context {
     /// delivered yet (a later write of someone else's wakes the object again anyway).
     pub fn latest<K: AzureResource>(&self, obj: &K) -> Option<Arc<K>> {
         if self
+            .memory
             .reported
             .is_last_write(&object_key(obj), obj.meta().resource_version.as_deref())
         {
@@ -211,39 +189,6 @@ impl Context {
     /// The next backoff delay for an object after a transient failure.
     pub fn backoff(&self, key: &str) -> Duration {
         self.pacing.failure_backoff(key)
-    }
-
-    pub(super) fn hold(&self, key: &str, generation: i64) {
-        self.held.set(key, (generation, std::time::Instant::now()));
-    }
-
-    pub(super) fn is_held(&self, key: &str, generation: i64) -> bool {
-        self.held.read(key, |held| {
-            held.is_some_and(|(g, at)| *g == generation && at.elapsed() < self.timing.sync_period)
-        })
-    }
-
-    /// An operation of ours runs on `key`: the next look is due in `after`, unless the intent
-    /// changes.
-    pub(super) fn polling(&self, key: &str, intent: u64, after: Duration) {
-        self.polling
-            .set(key, (intent, std::time::Instant::now() + after));
-    }
-
-    /// How long until the running operation on `key` is due for a look, if one runs and the
-    /// intent is the one it was started with.
-    pub(super) fn poll_not_due(&self, key: &str, intent: u64) -> Option<Duration> {
-        self.polling.read(key, |p| {
-            p.filter(|(i, _)| *i == intent)
-                .map(|(_, due)| due.saturating_duration_since(std::time::Instant::now()))
-                .filter(|left| !left.is_zero())
-        })
-    }
-
-    /// Whether `key` waits (for an operation or its turn) with the intent it was sent away with.
-    pub(super) fn waits_with(&self, key: &str, intent: u64) -> bool {
-        self.polling
-            .read(key, |p| p.is_some_and(|(i, _)| *i == intent))
     }
 
     /// Publishes an Event on the CR; a failure to publish is logged, never a reconcile error.

@@ -27,7 +27,7 @@ pub(super) fn arm_failure<K: AzureResource>(
     match classify(&e) {
         ErrorClass::Fatal => {
             warn!(error = %message, "Azure refused the request");
-            ctx.hold(&a.key, a.generation);
+            ctx.memory.hold(&a.key, a.generation);
             End::with_event(
                 EventNote {
                     warning: true,

@@ -23,6 +23,7 @@ mod act;
 pub mod bench_hooks;
 mod context;
 mod failure;
+mod memory;
 mod observe;
 mod pacing;
 mod report;
@@ -46,6 +47,7 @@ use observe::Attempt;
 use report::Report;
 
 pub use context::{Context, Timing};
+pub use memory::Memory;
 pub use pacing::{StrataPacing, jittered};
 /// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).
 pub use strata_crds::annotations::{ADOPT, ADOPT_REQUIRES_TAG, PAUSED, RECONCILE_POLICY as POLICY};
@@ -179,7 +181,7 @@ async fn reconcile_inner<K: AzureResource>(
     };
     // Back in ARM's line, nothing the user asks changed: the GET that would precede its request
     // is spent only once its turn nears.
-    let turn = if ctx.waits_with(&key, intent) {
+    let turn = if ctx.memory.waits_with(&key, intent) {
         ctx.credentials.throttle().turn(&requester)
     } else {
         Turn::NotInLine
@@ -189,7 +191,7 @@ async fn reconcile_inner<K: AzureResource>(
             in_s = after.as_secs_f64(),
             "in ARM's line: looked at when its turn nears"
         );
-        ctx.polling(&key, intent, after);
+        ctx.memory.poll(&key, intent, after);
         return Ok(Action::requeue(after));
     }
     // Woken while our operation runs (our own finalizer write, a dependency announced Ready
@@ -197,7 +199,7 @@ async fn reconcile_inner<K: AzureResource>(
     // and a GET now would only spend ARM's read budget. (Called back by ARM's line, its turn
     // has come before the time it was told.)
     if turn != Turn::Near
-        && let Some(left) = ctx.poll_not_due(&key, intent)
+        && let Some(left) = ctx.memory.poll_not_due(&key, intent)
     {
         tracing::debug!(
             in_s = left.as_secs_f64(),
@@ -306,9 +308,9 @@ async fn finish<K: AzureResource>(
     }
     let key = object_key(obj);
     if let Requeue::Poll(d) | Requeue::Turn(d) = end.requeue {
-        ctx.polling(&key, intent(obj), d);
+        ctx.memory.poll(&key, intent(obj), d);
     } else {
-        ctx.polling.remove(&key);
+        ctx.memory.stop_polling(&key);
     }
     if !matches!(end.requeue, Requeue::Turn(_)) {
         leave_line(ctx, requester);

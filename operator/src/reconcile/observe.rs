@@ -115,9 +115,9 @@ pub(super) fn start<K: AzureResource>(
             && c.message != invalid_policy
             && status.observed_generation == Some(generation)
             && age < ctx.timing.sync_period
-    }) || ctx.is_held(&key, generation);
+    }) || ctx.memory.is_held(&key, generation, ctx.timing.sync_period);
     let known_id = status.id.as_deref().and_then(|id| ArmId::parse(id).ok());
-    let recorded_id = ctx.created.read(&key, |written| {
+    let recorded_id = ctx.memory.creation(&key, |written| {
         creation_record(
             &annotations,
             meta.uid.as_deref(),

@@ -84,7 +84,7 @@ pub(crate) async fn report<K: AzureResource>(
     let generation = obj.meta().generation;
     // Recorded before the status is read: an event that lands from now on is compared with this
     // decision by the watch (`Reported::contradicts`) and wakes the object if it disagrees.
-    let previous_decision = ctx.reported.record(
+    let previous_decision = ctx.memory.reported.record(
         &key,
         Decision {
             status: r.status.to_owned(),
@@ -185,7 +185,7 @@ pub(crate) async fn report<K: AzureResource>(
             &Patch::Merge(&json!({ "status": status })),
         )
         .await?;
-    ctx.reported.wrote(&key, written.resource_version());
+    ctx.memory.reported.wrote(&key, written.resource_version());
     Ok(())
 }
 
