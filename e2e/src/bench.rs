@@ -47,7 +47,7 @@ use strata_armsim::Inspector;
 use strata_crds::azure::*;
 use strata_crds::capi::Machine;
 use strata_operator::adapters::AzureResource;
-use strata_operator::kind::Kind;
+use strata_operator::kind::CloudKind;
 use tokio::task::JoinHandle;
 
 use crate::{KINDS, is_ready, plural, repo_root, standin};
@@ -1091,12 +1091,12 @@ async fn waiting(client: &kube::Client, ns: &str) -> String {
 /// A cloud CR as the lower bound and the wake-up gaps need it.
 #[derive(Clone, Debug)]
 struct Node {
-    kind: Kind,
+    kind: CloudKind,
     name: String,
     /// ARM ID, lower case.
     id: Option<String>,
     /// Owner and references that are CRs of the namespace.
-    deps: Vec<(Kind, String)>,
+    deps: Vec<(CloudKind, String)>,
     cluster: String,
     /// The AzureMachine that owns it (`None`: the AzureCluster does).
     machine: Option<String>,
@@ -1111,7 +1111,7 @@ async fn nodes_of<K: AzureResource>(
         .list(&Default::default())
         .await?
     {
-        let mut deps: Vec<(Kind, String)> = Vec::new();
+        let mut deps: Vec<(CloudKind, String)> = Vec::new();
         if let (Some(name), Some(owner_kind)) = (obj.owner().and_then(|o| o.name.clone()), K::OWNER)
         {
             deps.push((owner_kind, name));
@@ -1157,7 +1157,7 @@ async fn cloud_graph(client: &kube::Client, ns: &str) -> Result<Vec<Node>, Error
 }
 
 /// Simulated seconds from PUT to `Succeeded` for a kind, from the emulator's latency model.
-pub fn provisioning_seconds(kind: Kind) -> f64 {
+pub fn provisioning_seconds(kind: CloudKind) -> f64 {
     let type_name = kind.arm_type_name();
     strata_armsim::types::spec(&type_name).map_or(0.0, |s| s.put_seconds)
 }
@@ -1176,8 +1176,8 @@ fn lower_bound(nodes: &[Node], deps: &Deps) -> Chain {
 /// the dependencies, up to and including the CR; along the dependents, from the CR to the end.
 struct Longest<'a> {
     edges: &'a Deps,
-    known: HashMap<(Kind, String), Chain>,
-    on_path: HashSet<(Kind, String)>,
+    known: HashMap<(CloudKind, String), Chain>,
+    on_path: HashSet<(CloudKind, String)>,
 }
 
 impl<'a> Longest<'a> {
@@ -1189,7 +1189,7 @@ impl<'a> Longest<'a> {
         }
     }
 
-    fn through(&mut self, k: &(Kind, String)) -> Chain {
+    fn through(&mut self, k: &(CloudKind, String)) -> Chain {
         if let Some(f) = self.known.get(k) {
             return *f;
         }
@@ -1215,9 +1215,9 @@ impl<'a> Longest<'a> {
 }
 
 /// What each cloud CR waits for before its PUT: its owner and references, and CAPI's order.
-type Deps = HashMap<(Kind, String), Vec<(Kind, String)>>;
+type Deps = HashMap<(CloudKind, String), Vec<(CloudKind, String)>>;
 
-fn node_key(n: &Node) -> (Kind, String) {
+fn node_key(n: &Node) -> (CloudKind, String) {
     (n.kind, n.name.clone())
 }
 
@@ -1227,11 +1227,12 @@ fn node_key(n: &Node) -> (Kind, String) {
 /// the infrastructure-machine contract); and a worker's VM waits for its bootstrap data, which
 /// the kubeadm provider writes once the control plane — its VM — is up.
 fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
-    let by_key: HashMap<(Kind, String), &Node> = nodes.iter().map(|n| (node_key(n), n)).collect();
+    let by_key: HashMap<(CloudKind, String), &Node> =
+        nodes.iter().map(|n| (node_key(n), n)).collect();
     let control_plane = |machine: &str| seen.machines.get(machine).is_some_and(|m| m.1);
     let mut deps = Deps::new();
     for n in nodes {
-        let mut d: Vec<(Kind, String)> = n
+        let mut d: Vec<(CloudKind, String)> = n
             .deps
             .iter()
             .filter(|k| by_key.contains_key(*k))
@@ -1245,14 +1246,14 @@ fn dependencies(nodes: &[Node], seen: &Seen) -> Deps {
         };
         match &n.machine {
             Some(m) if control_plane(m.as_str()) => d.extend(infra()),
-            Some(_) if n.kind == Kind::VirtualMachine => {
+            Some(_) if n.kind == CloudKind::VirtualMachine => {
                 d.extend(infra());
                 d.extend(
                     nodes
                         .iter()
                         .filter(|o| {
                             o.cluster == n.cluster
-                                && o.kind == Kind::VirtualMachine
+                                && o.kind == CloudKind::VirtualMachine
                                 && o.machine.as_deref().is_some_and(control_plane)
                         })
                         .map(node_key),
@@ -1289,11 +1290,11 @@ impl Chain {
 /// fewest requests any operator sends to converge `nodes`: a PUT for each, and a read for each
 /// whose creation takes time (its end has to be observed).
 fn throttle_floor(nodes: &[Node]) -> f64 {
-    let kinds: Vec<Kind> = nodes.iter().map(|n| n.kind).collect();
+    let kinds: Vec<CloudKind> = nodes.iter().map(|n| n.kind).collect();
     throttle_floor_of(&kinds)
 }
 
-fn throttle_floor_of(kinds: &[Kind]) -> f64 {
+fn throttle_floor_of(kinds: &[CloudKind]) -> f64 {
     let limits = strata_operator::throttle::Limits::default();
     let writes = kinds.len() as f64;
     let reads = kinds
@@ -1406,7 +1407,7 @@ fn moments(
         let t = first_put.entry(r.path.as_str()).or_insert(r.at);
         *t = (*t).min(r.at);
     }
-    let seen_at = |map: &HashMap<(String, String), DateTime<Utc>>, (k, n): &(Kind, String)| {
+    let seen_at = |map: &HashMap<(String, String), DateTime<Utc>>, (k, n): &(CloudKind, String)| {
         map.get(&(k.as_str().to_owned(), n.clone())).copied()
     };
     nodes
@@ -1498,7 +1499,12 @@ fn progress(moments: &[Moments], end_s: f64, points: usize) -> Vec<Progress> {
 
 /// For every CR that waited for a dependency (it existed before its last dependency was seen
 /// Ready): simulated seconds from that moment to the CR's next ARM request.
-fn wakeup_gaps(nodes: &[Node], seen: &Seen, requests: &[Request], scale: f64) -> Vec<(Kind, f64)> {
+fn wakeup_gaps(
+    nodes: &[Node],
+    seen: &Seen,
+    requests: &[Request],
+    scale: f64,
+) -> Vec<(CloudKind, f64)> {
     let mut by_path: HashMap<&str, Vec<DateTime<Utc>>> = HashMap::new();
     for r in requests {
         by_path.entry(r.path.as_str()).or_default().push(r.at);
@@ -1794,24 +1800,24 @@ mod tests {
     #[test]
     fn the_throttle_floor_wins_for_large_fleets_and_the_chain_for_small_ones() {
         // One cluster of CAPZ's default flavour with three machines: 18 cloud CRs.
-        let cluster: Vec<Kind> = [
-            Kind::ResourceGroup,
-            Kind::VirtualNetwork,
-            Kind::Subnet,
-            Kind::Subnet,
-            Kind::NetworkSecurityGroup,
-            Kind::NetworkSecurityGroup,
-            Kind::RouteTable,
-            Kind::PublicIPAddress,
-            Kind::LoadBalancer,
-            Kind::NatGateway,
-            Kind::PublicIPAddress,
-            Kind::PublicIPAddress,
+        let cluster: Vec<CloudKind> = [
+            CloudKind::ResourceGroup,
+            CloudKind::VirtualNetwork,
+            CloudKind::Subnet,
+            CloudKind::Subnet,
+            CloudKind::NetworkSecurityGroup,
+            CloudKind::NetworkSecurityGroup,
+            CloudKind::RouteTable,
+            CloudKind::PublicIPAddress,
+            CloudKind::LoadBalancer,
+            CloudKind::NatGateway,
+            CloudKind::PublicIPAddress,
+            CloudKind::PublicIPAddress,
         ]
         .into_iter()
-        .chain((0..3).flat_map(|_| [Kind::NetworkInterface, Kind::VirtualMachine]))
+        .chain((0..3).flat_map(|_| [CloudKind::NetworkInterface, CloudKind::VirtualMachine]))
         .collect();
-        let fleet = |n: usize| -> Vec<Kind> {
+        let fleet = |n: usize| -> Vec<CloudKind> {
             cluster
                 .iter()
                 .cycle()
@@ -1838,18 +1844,18 @@ mod tests {
         // Each cluster a chain RG (0 s) → VNet (5) → Subnet (2) → NIC (3) → VM (60).
         let fleet = |n: usize| -> (Vec<Node>, Deps) {
             let chain = [
-                Kind::ResourceGroup,
-                Kind::VirtualNetwork,
-                Kind::Subnet,
-                Kind::NetworkInterface,
-                Kind::VirtualMachine,
+                CloudKind::ResourceGroup,
+                CloudKind::VirtualNetwork,
+                CloudKind::Subnet,
+                CloudKind::NetworkInterface,
+                CloudKind::VirtualMachine,
             ];
             let mut nodes = Vec::new();
             let mut deps = Deps::new();
             for c in 0..n {
                 for (i, kind) in chain.iter().enumerate() {
                     let name = format!("c{c}-{i}");
-                    let before: Vec<(Kind, String)> = (i > 0)
+                    let before: Vec<(CloudKind, String)> = (i > 0)
                         .then(|| (chain[i - 1], format!("c{c}-{}", i - 1)))
                         .into_iter()
                         .collect();
@@ -1873,7 +1879,7 @@ mod tests {
         // 30 s; but every VM takes 60 s after its PUT, and the bucket admits the last of the
         // 500 PUTs at 30 s at the earliest: 30 + 60.
         let (hundred, deps) = fleet(100);
-        let kinds: Vec<Kind> = hundred.iter().map(|n| n.kind).collect();
+        let kinds: Vec<CloudKind> = hundred.iter().map(|n| n.kind).collect();
         assert_eq!(throttle_floor_of(&kinds), 30.0);
         assert_eq!(staged_floor(&hundred, &deps), 90.0);
         // By hand, from the chains after each PUT: the largest of 70 (RGs and VNets, within the
@@ -1908,26 +1914,26 @@ mod tests {
     fn a_wake_up_gap_ends_at_the_next_request_before_the_cr_is_ready() {
         let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000_000 + s, 0).unwrap();
         let node = |name: &str| Node {
-            kind: Kind::NetworkInterface,
+            kind: CloudKind::NetworkInterface,
             name: name.into(),
             id: Some(format!("/nic/{name}")),
-            deps: vec![(Kind::Subnet, "s".into())],
+            deps: vec![(CloudKind::Subnet, "s".into())],
             cluster: "c".into(),
             machine: None,
         };
-        let key = |k: Kind, n: &str| (k.as_str().to_owned(), n.to_owned());
+        let key = |k: CloudKind, n: &str| (k.as_str().to_owned(), n.to_owned());
         let mut seen = Seen::default();
-        seen.ready.insert(key(Kind::Subnet, "s"), t(10));
+        seen.ready.insert(key(CloudKind::Subnet, "s"), t(10));
         // `woken` waited: created at 0, its PUT 2 s after the subnet's Ready, Ready at 20.
         seen.created
-            .insert(key(Kind::NetworkInterface, "woken"), t(0));
+            .insert(key(CloudKind::NetworkInterface, "woken"), t(0));
         seen.ready
-            .insert(key(Kind::NetworkInterface, "woken"), t(20));
+            .insert(key(CloudKind::NetworkInterface, "woken"), t(20));
         // `early` was seen Ready before the subnet: the watch saw the subnet late.
         seen.created
-            .insert(key(Kind::NetworkInterface, "early"), t(0));
+            .insert(key(CloudKind::NetworkInterface, "early"), t(0));
         seen.ready
-            .insert(key(Kind::NetworkInterface, "early"), t(9));
+            .insert(key(CloudKind::NetworkInterface, "early"), t(9));
         let request = |at: i64, path: &str| Request {
             at: t(at),
             method: "GET".into(),
@@ -1940,16 +1946,16 @@ mod tests {
             request(3600, "/nic/early"),
         ];
         let gaps = wakeup_gaps(&[node("woken"), node("early")], &seen, &requests, 1.0);
-        assert_eq!(gaps, [(Kind::NetworkInterface, 2.0)]);
+        assert_eq!(gaps, [(CloudKind::NetworkInterface, 2.0)]);
     }
 
     #[test]
     fn each_crs_time_is_split_into_waiting_to_put_and_provisioning() {
         let t = |s: i64| DateTime::<Utc>::from_timestamp(1_000_000 + s, 0).unwrap();
         let at = |d: DateTime<Utc>| (d - t(0)).num_seconds() as f64;
-        let key = |k: Kind, n: &str| (k.as_str().to_owned(), n.to_owned());
+        let key = |k: CloudKind, n: &str| (k.as_str().to_owned(), n.to_owned());
         let nic = Node {
-            kind: Kind::NetworkInterface,
+            kind: CloudKind::NetworkInterface,
             name: "nic".into(),
             id: Some("/nic".into()),
             deps: vec![],
@@ -1957,7 +1963,7 @@ mod tests {
             machine: None,
         };
         let subnet = Node {
-            kind: Kind::Subnet,
+            kind: CloudKind::Subnet,
             name: "s".into(),
             id: Some("/s".into()),
             ..nic.clone()
@@ -1969,11 +1975,12 @@ mod tests {
         ]
         .into();
         let mut seen = Seen::default();
-        seen.created.insert(key(Kind::Subnet, "s"), t(0));
+        seen.created.insert(key(CloudKind::Subnet, "s"), t(0));
         seen.created
-            .insert(key(Kind::NetworkInterface, "nic"), t(1));
-        seen.ready.insert(key(Kind::Subnet, "s"), t(10));
-        seen.ready.insert(key(Kind::NetworkInterface, "nic"), t(40));
+            .insert(key(CloudKind::NetworkInterface, "nic"), t(1));
+        seen.ready.insert(key(CloudKind::Subnet, "s"), t(10));
+        seen.ready
+            .insert(key(CloudKind::NetworkInterface, "nic"), t(40));
         let request = |at: i64, method: &str, path: &str| Request {
             at: t(at),
             method: method.into(),
@@ -2024,9 +2031,9 @@ mod tests {
 
     #[test]
     fn latencies_come_from_the_emulator() {
-        assert_eq!(provisioning_seconds(Kind::VirtualMachine), 60.0);
-        assert_eq!(provisioning_seconds(Kind::Subnet), 2.0);
-        assert_eq!(provisioning_seconds(Kind::ResourceGroup), 0.0);
+        assert_eq!(provisioning_seconds(CloudKind::VirtualMachine), 60.0);
+        assert_eq!(provisioning_seconds(CloudKind::Subnet), 2.0);
+        assert_eq!(provisioning_seconds(CloudKind::ResourceGroup), 0.0);
     }
 
     #[test]

@@ -144,7 +144,7 @@ async fn one_cluster_one_machine_strata_against_the_baseline() {
         assert!(
             !by_kind.is_empty()
                 && by_kind.keys().all(|k| {
-                    strata_operator::kind::Kind::ALL
+                    strata_operator::kind::CloudKind::ALL
                         .iter()
                         .any(|known| known.as_str() == k)
                 }),

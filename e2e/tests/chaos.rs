@@ -107,7 +107,7 @@ fn cloud(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
     )
 }
 
-/// Every cloud CR of the namespace by `<namespace>/<Kind>/<name>` (the ownership tag's value),
+/// Every cloud CR of the namespace by `<namespace>/<CloudKind>/<name>` (the ownership tag's value),
 /// with the name of the object controlling it.
 async fn cloud_crs(client: &kube::Client, ns: &str) -> Option<BTreeMap<String, DynamicObject>> {
     let mut out = BTreeMap::new();

@@ -6,18 +6,18 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 /// The defaults with the operator's overrides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApiVersions {
-    overrides: BTreeMap<Kind, String>,
+    overrides: BTreeMap<CloudKind, String>,
 }
 
 /// One `--api-version` value: `Kind=version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Override {
-    pub kind: Kind,
+    pub kind: CloudKind,
     pub version: String,
 }
 
@@ -28,12 +28,12 @@ impl FromStr for Override {
         let (kind, version) = s
             .split_once('=')
             .ok_or_else(|| format!("{s:?} is not Kind=version (e.g. VirtualMachine=2024-07-01)"))?;
-        let kind = Kind::ALL
+        let kind = CloudKind::ALL
             .iter()
             .copied()
             .find(|k| k.as_str().eq_ignore_ascii_case(kind.trim()))
             .ok_or_else(|| {
-                let kinds: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+                let kinds: Vec<_> = CloudKind::ALL.iter().map(|k| k.as_str()).collect();
                 format!("{kind:?} is not a kind ({})", kinds.join(", "))
             })?;
         let version = version.trim();
@@ -68,7 +68,7 @@ impl ApiVersions {
     }
 
     /// The version to send `kind` with.
-    pub fn get(&self, kind: Kind) -> &str {
+    pub fn get(&self, kind: CloudKind) -> &str {
         self.overrides
             .get(&kind)
             .map_or_else(|| kind.api_version(), String::as_str)
@@ -83,10 +83,10 @@ mod tests {
     #[test]
     fn defaults_are_current_and_overrides_win_per_kind() {
         let v = ApiVersions::new(["virtualmachine=2024-07-01".parse::<Override>().unwrap()]);
-        assert_eq!(v.get(Kind::VirtualMachine), "2024-07-01");
-        assert_eq!(v.get(Kind::AvailabilitySet), "2025-04-01");
-        assert_eq!(v.get(Kind::VirtualNetwork), "2025-05-01");
-        assert!(Kind::Subnet.api_version() >= "2025-03-01");
+        assert_eq!(v.get(CloudKind::VirtualMachine), "2024-07-01");
+        assert_eq!(v.get(CloudKind::AvailabilitySet), "2025-04-01");
+        assert_eq!(v.get(CloudKind::VirtualNetwork), "2025-05-01");
+        assert!(CloudKind::Subnet.api_version() >= "2025-03-01");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 /// A parsed ARM resource ID. Only the shapes Strata's kinds use: a resource group, a top-level
 /// resource in a resource group, and one level of child (a subnet of a virtual network).
@@ -86,7 +86,7 @@ impl ArmId {
 
     /// The ID of a resource of `kind` named `name` whose parent (resource group, or virtual
     /// network for a subnet) has this ID.
-    pub fn child(&self, kind: Kind, name: &str) -> ArmId {
+    pub fn child(&self, kind: CloudKind, name: &str) -> ArmId {
         let mut id = self.clone();
         let (provider, segment) = kind.arm_type();
         if id.provider.is_empty() {
@@ -140,12 +140,12 @@ mod tests {
     fn builds_and_parses_every_shape() {
         let rg = ArmId::resource_group("sub", "rg");
         assert_eq!(rg.to_string(), "/subscriptions/sub/resourceGroups/rg");
-        let vnet = rg.child(Kind::VirtualNetwork, "vnet");
+        let vnet = rg.child(CloudKind::VirtualNetwork, "vnet");
         assert_eq!(
             vnet.to_string(),
             "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/vnet"
         );
-        let subnet = vnet.child(Kind::Subnet, "nodes");
+        let subnet = vnet.child(CloudKind::Subnet, "nodes");
         assert_eq!(subnet.name(), "nodes");
         assert_eq!(subnet.parent_name(), Some("vnet"));
         for id in [rg, vnet.clone(), subnet.clone()] {

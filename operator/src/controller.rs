@@ -377,22 +377,22 @@ fn error_policy<K: AzureResource>(obj: Arc<K>, error: &Error, ctx: Arc<Context>)
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::kind::Kind;
+    use crate::kind::CloudKind;
 
     #[tokio::test]
     async fn a_controller_that_missed_changes_wakes_every_cr_of_its_kind_that_waits() {
         let index = Arc::new(Index::default());
         index.wait_for(
-            (Kind::NetworkInterface, "a", "nic-1"),
-            (Kind::ResourceGroup, "a", "rg"),
+            (CloudKind::NetworkInterface, "a", "nic-1"),
+            (CloudKind::ResourceGroup, "a", "rg"),
         );
         index.wait_for(
-            (Kind::NetworkInterface, "b", "nic-2"),
-            (Kind::Subnet, "b", "s"),
+            (CloudKind::NetworkInterface, "b", "nic-2"),
+            (CloudKind::Subnet, "b", "s"),
         );
         index.wait_for(
-            (Kind::VirtualMachine, "a", "vm"),
-            (Kind::NetworkInterface, "a", "nic-1"),
+            (CloudKind::VirtualMachine, "a", "vm"),
+            (CloudKind::NetworkInterface, "a", "nic-1"),
         );
         let change = |kind, name: &str| Change {
             kind,
@@ -404,8 +404,8 @@ mod tests {
         };
         // A channel of one: the first of two changes is lost before the controller reads.
         let (tx, rx) = tokio::sync::broadcast::channel(1);
-        tx.send(change(Kind::ResourceGroup, "rg")).unwrap();
-        tx.send(change(Kind::Subnet, "unrelated")).unwrap();
+        tx.send(change(CloudKind::ResourceGroup, "rg")).unwrap();
+        tx.send(change(CloudKind::Subnet, "unrelated")).unwrap();
         drop(tx);
         let woken: Vec<ObjectRef<NetworkInterface>> =
             waiters(index.clone(), BroadcastStream::new(rx))
@@ -424,12 +424,16 @@ mod tests {
         // The other kinds' waiters stay registered for their own controllers.
         assert_eq!(
             index.take_waiters(
-                &change(Kind::NetworkInterface, "nic-1"),
-                Kind::VirtualMachine
+                &change(CloudKind::NetworkInterface, "nic-1"),
+                CloudKind::VirtualMachine
             ),
             ["vm".to_owned()]
         );
-        assert!(index.take_all_waiters(Kind::NetworkInterface).is_empty());
+        assert!(
+            index
+                .take_all_waiters(CloudKind::NetworkInterface)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub enum Dependencies {
 /// Who the Azure resource belongs to, read from its `strata-owner` tag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ownership {
-    /// Tagged with this CR's own `<namespace>/<Kind>/<name>`.
+    /// Tagged with this CR's own `<namespace>/<CloudKind>/<name>`.
     Ours,
     /// No `strata-owner` tag: created outside Strata.
     Untagged,

@@ -9,7 +9,7 @@ use std::sync::{Mutex, RwLock};
 use strata_crds::common::AzureStatus;
 use tokio::sync::broadcast;
 
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 /// What a dependent needs to know about a CR.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Entry {
 /// A CR changed (or is gone).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
-    pub kind: Kind,
+    pub kind: CloudKind,
     pub namespace: String,
     pub name: String,
     pub ready: bool,
@@ -42,7 +42,7 @@ impl Change {
     }
 }
 
-type Key = (Kind, String, String);
+type Key = (CloudKind, String, String);
 
 pub struct Index {
     entries: RwLock<HashMap<Key, Entry>>,
@@ -53,7 +53,7 @@ pub struct Index {
     waiters: Mutex<HashMap<Key, HashSet<Key>>>,
     /// Kinds whose watch has listed every object once. Until all have, a missing owner may just
     /// not be listed yet, so reconciles wait (`wait_synced`) instead of reporting it missing.
-    synced: tokio::sync::watch::Sender<HashSet<Kind>>,
+    synced: tokio::sync::watch::Sender<HashSet<CloudKind>>,
 }
 
 impl Default for Index {
@@ -87,7 +87,7 @@ pub fn entry_of(generation: Option<i64>, status: Option<&AzureStatus>) -> Entry 
 
 impl Index {
     /// Records a CR as the watch saw it, and broadcasts the change when its readiness changed.
-    pub fn apply(&self, kind: Kind, namespace: &str, name: &str, entry: Entry) {
+    pub fn apply(&self, kind: CloudKind, namespace: &str, name: &str, entry: Entry) {
         let key = (kind, namespace.to_owned(), name.to_owned());
         let ready = entry.ready;
         let previous = self.write().insert(key, entry.clone());
@@ -104,7 +104,7 @@ impl Index {
     }
 
     /// Forgets a deleted CR and broadcasts it (a resource that was in use may now be deletable).
-    pub fn delete(&self, kind: Kind, namespace: &str, name: &str) {
+    pub fn delete(&self, kind: CloudKind, namespace: &str, name: &str) {
         self.write()
             .remove(&(kind, namespace.to_owned(), name.to_owned()));
         let _ = self.changes.send(Change {
@@ -117,7 +117,7 @@ impl Index {
         });
     }
 
-    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Entry> {
+    pub fn get(&self, kind: CloudKind, namespace: &str, name: &str) -> Option<Entry> {
         let entries = self
             .entries
             .read()
@@ -128,7 +128,7 @@ impl Index {
     }
 
     /// How many CRs of each kind are Ready or not (the `objects` gauge).
-    pub fn counts(&self) -> HashMap<(Kind, bool), i64> {
+    pub fn counts(&self) -> HashMap<(CloudKind, bool), i64> {
         let entries = self
             .entries
             .read()
@@ -141,7 +141,7 @@ impl Index {
     }
 
     /// Whether the watches of all these kinds have listed everything once (`/readyz`).
-    pub fn is_synced(&self, kinds: &[Kind]) -> bool {
+    pub fn is_synced(&self, kinds: &[CloudKind]) -> bool {
         let synced = self.synced.borrow();
         kinds.iter().all(|k| synced.contains(k))
     }
@@ -151,8 +151,8 @@ impl Index {
     }
 
     /// Records that `waiter` waits for `dependency` (both `(kind, namespace, name)`).
-    pub fn wait_for(&self, waiter: (Kind, &str, &str), dependency: (Kind, &str, &str)) {
-        let key = |(k, ns, n): (Kind, &str, &str)| (k, ns.to_owned(), n.to_owned());
+    pub fn wait_for(&self, waiter: (CloudKind, &str, &str), dependency: (CloudKind, &str, &str)) {
+        let key = |(k, ns, n): (CloudKind, &str, &str)| (k, ns.to_owned(), n.to_owned());
         self.lock_waiters()
             .entry(key(dependency))
             .or_default()
@@ -160,15 +160,15 @@ impl Index {
     }
 
     /// Records that `waiter` waits for any deletion in its namespace.
-    pub fn wait_for_deletions(&self, waiter: (Kind, &str, &str)) {
-        for &kind in Kind::ALL {
+    pub fn wait_for_deletions(&self, waiter: (CloudKind, &str, &str)) {
+        for &kind in CloudKind::ALL {
             self.wait_for(waiter, (kind, waiter.1, ""));
         }
     }
 
     /// The CRs of `kind` to wake for a change that [unblocks](Change::unblocks) them, forgotten
     /// once returned (a reconcile that still waits registers again).
-    pub fn take_waiters(&self, change: &Change, kind: Kind) -> Vec<String> {
+    pub fn take_waiters(&self, change: &Change, kind: CloudKind) -> Vec<String> {
         if !change.unblocks() {
             return Vec::new();
         }
@@ -195,7 +195,7 @@ impl Index {
 
     /// Every CR of `kind` that waits for anything, as (namespace, name), forgotten once
     /// returned: for a subscriber that missed changes and cannot tell which of its CRs they woke.
-    pub fn take_all_waiters(&self, kind: Kind) -> Vec<(String, String)> {
+    pub fn take_all_waiters(&self, kind: CloudKind) -> Vec<(String, String)> {
         let mut woken = HashSet::new();
         self.lock_waiters().retain(|_, set| {
             set.retain(|w| {
@@ -213,14 +213,14 @@ impl Index {
     }
 
     /// Marks a kind's watch as having listed everything once.
-    pub fn mark_synced(&self, kind: Kind) {
+    pub fn mark_synced(&self, kind: CloudKind) {
         self.synced.send_modify(|s| {
             s.insert(kind);
         });
     }
 
     /// Waits until the watches of all these kinds have listed everything once.
-    pub async fn wait_synced(&self, kinds: &[Kind]) {
+    pub async fn wait_synced(&self, kinds: &[CloudKind]) {
         let mut rx = self.synced.subscribe();
         let _ = rx.wait_for(|s| kinds.iter().all(|k| s.contains(k))).await;
     }
@@ -275,9 +275,9 @@ mod tests {
             id: Some("/x".into()),
             ready: true,
         };
-        index.apply(Kind::Subnet, "ns", "a", ready.clone());
-        index.apply(Kind::Subnet, "ns", "a", ready.clone());
-        index.delete(Kind::Subnet, "ns", "a");
+        index.apply(CloudKind::Subnet, "ns", "a", ready.clone());
+        index.apply(CloudKind::Subnet, "ns", "a", ready.clone());
+        index.delete(CloudKind::Subnet, "ns", "a");
         assert!(
             rx.try_recv()
                 .is_ok_and(|c| c.ready && !c.deleted && c.appeared)
@@ -287,18 +287,21 @@ mod tests {
             "an unchanged entry is not broadcast again"
         );
         assert!(rx.try_recv().is_err());
-        assert_eq!(index.get(Kind::Subnet, "ns", "a"), None);
+        assert_eq!(index.get(CloudKind::Subnet, "ns", "a"), None);
     }
 
     #[test]
     fn waiters_are_woken_once_by_their_dependency() {
         let index = Index::default();
-        index.wait_for((Kind::Subnet, "ns", "s"), (Kind::VirtualNetwork, "ns", "v"));
         index.wait_for(
-            (Kind::NetworkInterface, "ns", "n"),
-            (Kind::Subnet, "ns", "s"),
+            (CloudKind::Subnet, "ns", "s"),
+            (CloudKind::VirtualNetwork, "ns", "v"),
         );
-        index.wait_for_deletions((Kind::NetworkSecurityGroup, "ns", "nsg"));
+        index.wait_for(
+            (CloudKind::NetworkInterface, "ns", "n"),
+            (CloudKind::Subnet, "ns", "s"),
+        );
+        index.wait_for_deletions((CloudKind::NetworkSecurityGroup, "ns", "nsg"));
         let change = |kind, name: &str, deleted: bool| Change {
             kind,
             namespace: "ns".into(),
@@ -309,10 +312,10 @@ mod tests {
         };
         let provisioning = Change {
             ready: false,
-            ..change(Kind::VirtualNetwork, "v", false)
+            ..change(CloudKind::VirtualNetwork, "v", false)
         };
         assert_eq!(
-            index.take_waiters(&provisioning, Kind::Subnet),
+            index.take_waiters(&provisioning, CloudKind::Subnet),
             Vec::<String>::new(),
             "a dependency still provisioning (its ID written) wakes nobody"
         );
@@ -321,31 +324,40 @@ mod tests {
             ..provisioning.clone()
         };
         index.wait_for(
-            (Kind::RouteTable, "ns", "rt"),
-            (Kind::VirtualNetwork, "ns", "v"),
+            (CloudKind::RouteTable, "ns", "rt"),
+            (CloudKind::VirtualNetwork, "ns", "v"),
         );
         assert_eq!(
-            index.take_waiters(&appeared, Kind::RouteTable),
+            index.take_waiters(&appeared, CloudKind::RouteTable),
             vec!["rt".to_owned()],
             "one that did not exist and now does: the waiter's message changes"
         );
         assert_eq!(
             index.take_waiters(
-                &change(Kind::VirtualNetwork, "v", false),
-                Kind::NetworkInterface
+                &change(CloudKind::VirtualNetwork, "v", false),
+                CloudKind::NetworkInterface
             ),
             Vec::<String>::new()
         );
         assert_eq!(
-            index.take_waiters(&change(Kind::VirtualNetwork, "v", false), Kind::Subnet),
+            index.take_waiters(
+                &change(CloudKind::VirtualNetwork, "v", false),
+                CloudKind::Subnet
+            ),
             vec!["s".to_owned()]
         );
         assert_eq!(
-            index.take_waiters(&change(Kind::VirtualNetwork, "v", false), Kind::Subnet),
+            index.take_waiters(
+                &change(CloudKind::VirtualNetwork, "v", false),
+                CloudKind::Subnet
+            ),
             Vec::<String>::new()
         );
         assert_eq!(
-            index.take_waiters(&change(Kind::Subnet, "s", true), Kind::NetworkSecurityGroup),
+            index.take_waiters(
+                &change(CloudKind::Subnet, "s", true),
+                CloudKind::NetworkSecurityGroup
+            ),
             vec!["nsg".to_owned()],
             "a deletion in the namespace wakes what waits to be deleted"
         );

@@ -1,4 +1,4 @@
 //! The cloud CR kinds. The registry (the one list, and each kind's owner, ARM type and API
-//! version) is `strata_crds::kinds`; the operator calls a kind `Kind`.
+//! version) is `strata_crds::kinds`.
 
-pub use strata_crds::kinds::CloudKind as Kind;
+pub use strata_crds::kinds::CloudKind;

@@ -113,7 +113,7 @@ pub async fn run_with(
     let term = move |health: Arc<strata_runtime::Health>| {
         let index = Arc::new(index::Index::default());
         let synced = index.clone();
-        health.set_synced_check(move || synced.is_synced(kind::Kind::ALL));
+        health.set_synced_check(move || synced.is_synced(kind::CloudKind::ALL));
         metrics.count_objects_of(index.clone());
         let (identities, identity_writer) = kube::runtime::reflector::store();
         let ctx = Arc::new(Context::new(

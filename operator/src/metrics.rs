@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use strata_runtime::metrics::{ControllerMetrics, ObjectCounts};
 
 use crate::index::Index;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ArmLabels {
@@ -53,15 +53,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn reconciled(&self, kind: Kind, result: &str, took: Duration) {
+    pub fn reconciled(&self, kind: CloudKind, result: &str, took: Duration) {
         self.common.reconciled(kind.as_str(), result, took);
     }
 
-    pub fn error_reason(&self, kind: Kind, reason: &str) {
+    pub fn error_reason(&self, kind: CloudKind, reason: &str) {
         self.common.error_reason(kind.as_str(), reason);
     }
 
-    pub fn ready_after(&self, kind: Kind, since_creation: Duration) {
+    pub fn ready_after(&self, kind: CloudKind, since_creation: Duration) {
         self.common.ready_after(kind.as_str(), since_creation);
     }
 

@@ -1,4 +1,4 @@
-//! A map per object, keyed by `<namespace>/<Kind>/<name>`, for the loop's memories
+//! A map per object, keyed by `<namespace>/<CloudKind>/<name>`, for the loop's memories
 //! (`reconcile::Memory`, and the pacing's failure counts): one type, so that the locking and its
 //! poison handling are written once.
 

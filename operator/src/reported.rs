@@ -45,7 +45,7 @@ struct Record {
     own_writes: VecDeque<String>,
 }
 
-/// Per object key (`<namespace>/<Kind>/<name>`), what was last reported.
+/// Per object key (`<namespace>/<CloudKind>/<name>`), what was last reported.
 #[derive(Default)]
 pub struct Reported {
     records: Mutex<HashMap<String, Record>>,

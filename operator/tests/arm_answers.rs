@@ -15,7 +15,7 @@ use common::*;
 use serde_json::{Value, json};
 use strata_armsim::Options;
 use strata_operator::api_versions::{ApiVersions, Override};
-use strata_operator::kind::Kind;
+use strata_operator::kind::CloudKind;
 
 const T: Duration = Duration::from_secs(60);
 /// A second subscription, reached through a namespace credential Secret.
@@ -355,7 +355,7 @@ async fn a_per_kind_api_version_override_is_sent_and_an_unknown_one_is_arms_clea
         "{versions:?}"
     );
     assert_eq!(
-        ApiVersions::default().get(Kind::ResourceGroup),
+        ApiVersions::default().get(CloudKind::ResourceGroup),
         "2025-04-01",
         "the default is current"
     );

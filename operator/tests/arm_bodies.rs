@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use strata_crds::azure;
 use strata_operator::adapters::{AzureResource, Resolved};
 use strata_operator::arm_id::ArmId;
-use strata_operator::kind::Kind;
+use strata_operator::kind::CloudKind;
 
 const SUB: &str = "00000000-0000-0000-0000-000000000001";
 
@@ -106,7 +106,7 @@ fn read_only_sent(
 }
 
 /// The desired body of one cloud CR (a YAML document), with its references resolved to IDs.
-fn desired_of<K: AzureResource + DeserializeOwned>(doc: &Value) -> (Kind, Value) {
+fn desired_of<K: AzureResource + DeserializeOwned>(doc: &Value) -> (CloudKind, Value) {
     let obj: K = serde_json::from_value(doc.clone()).unwrap();
     let rg = ArmId::resource_group(SUB, "rg");
     let mut resolved = Resolved::default();
@@ -129,7 +129,7 @@ fn desired_of<K: AzureResource + DeserializeOwned>(doc: &Value) -> (Kind, Value)
     (K::KIND, body)
 }
 
-fn desired(doc: &Value) -> Option<(Kind, Value)> {
+fn desired(doc: &Value) -> Option<(CloudKind, Value)> {
     let kind = doc["kind"].as_str()?;
     // Every cloud kind of the registry, so that a new kind needs no line here.
     macro_rules! cloud_kinds {
@@ -201,7 +201,7 @@ fn no_adapter_sends_a_read_only_property_of_arms_specification() {
     );
     assert_eq!(
         kinds.len(),
-        Kind::ALL.len(),
+        CloudKind::ALL.len(),
         "every kind's adapter was checked (have {kinds:?} from {} CRs)",
         crs.len()
     );

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use strata_crds::azure::BastionHost;
 
 use super::{AzureResource, Resolved, body, output, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for BastionHost {
     fn desired(&self, r: &Resolved) -> Value {
@@ -18,8 +18,8 @@ impl AzureResource for BastionHost {
                 json!({
                     "name": c.name,
                     "properties": {
-                        "subnet": r.reference(Kind::Subnet, &c.subnet),
-                        "publicIPAddress": r.reference(Kind::PublicIPAddress, &c.public_ip_address),
+                        "subnet": r.reference(CloudKind::Subnet, &c.subnet),
+                        "publicIPAddress": r.reference(CloudKind::PublicIPAddress, &c.public_ip_address),
                         "privateIPAllocationMethod": c.private_ip_allocation_method,
                     },
                 })

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use strata_crds::azure::LoadBalancer;
 
 use super::{AzureResource, Resolved, body, in_edge_zone, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for LoadBalancer {
     fn desired(&self, r: &Resolved) -> Value {
@@ -17,8 +17,8 @@ impl AzureResource for LoadBalancer {
             .iter()
             .map(|f| {
                 let mut frontend = json!({ "name": f.name, "properties": {
-                    "publicIPAddress": f.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
-                    "subnet": f.subnet.as_ref().map(|p| r.reference(Kind::Subnet, p)),
+                    "publicIPAddress": f.public_ip_address.as_ref().map(|p| r.reference(CloudKind::PublicIPAddress, p)),
+                    "subnet": f.subnet.as_ref().map(|p| r.reference(CloudKind::Subnet, p)),
                     "privateIPAddress": f.private_ip_address,
                     "privateIPAllocationMethod": f.private_ip_allocation_method,
                 }});

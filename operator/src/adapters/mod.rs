@@ -32,7 +32,7 @@ use strata_crds::CloudObject;
 use strata_crds::common::{ExtendedLocation, ResourceRef, Tags};
 
 use crate::arm_id::ArmId;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 /// A cloud CR type the generic loop can reconcile: the kind's facts and references come from
 /// its `CloudObject` implementation (strata-crds); the adapter adds what only the operator needs,
@@ -90,7 +90,7 @@ pub struct Resolved {
     /// The resource's own ID (load balancer rules refer to their own frontends and pools).
     pub id: Option<ArmId>,
     /// ARM IDs of referenced CRs by kind and name.
-    pub refs: BTreeMap<(Kind, String), String>,
+    pub refs: BTreeMap<(CloudKind, String), String>,
     /// Base64 bootstrap data, when the kind has any.
     pub custom_data: Option<String>,
     /// The items of the kind's listed collection as this reconcile read them (a scale set's
@@ -128,7 +128,7 @@ impl Resolved {
     /// The ARM ID a reference stands for. One the loop did not resolve is recorded as missing,
     /// and the body that asked for it is refused before it is sent ([`Resolved::unresolved`]):
     /// an empty ID never reaches ARM.
-    pub fn id(&self, kind: Kind, r: &ResourceRef) -> String {
+    pub fn id(&self, kind: CloudKind, r: &ResourceRef) -> String {
         let found = match (&r.arm_id, &r.name) {
             (Some(id), _) => Some(id.clone()),
             (None, Some(name)) => self.refs.get(&(kind, name.clone())).cloned(),
@@ -147,7 +147,7 @@ impl Resolved {
     }
 
     /// `{"id": …}` for a reference.
-    pub fn reference(&self, kind: Kind, r: &ResourceRef) -> Value {
+    pub fn reference(&self, kind: CloudKind, r: &ResourceRef) -> Value {
         json!({ "id": self.id(kind, r) })
     }
 
@@ -208,14 +208,14 @@ mod tests {
     fn an_unresolved_reference_is_recorded_never_silently_empty() {
         let mut r = Resolved::default();
         r.refs
-            .insert((Kind::Subnet, "known".into()), "/subnets/known".into());
+            .insert((CloudKind::Subnet, "known".into()), "/subnets/known".into());
         let by = |name: &str| ResourceRef {
             name: Some(name.into()),
             arm_id: None,
         };
-        assert_eq!(r.id(Kind::Subnet, &by("known")), "/subnets/known");
+        assert_eq!(r.id(CloudKind::Subnet, &by("known")), "/subnets/known");
         assert!(r.unresolved().is_empty());
-        let _ = r.reference(Kind::Subnet, &by("forgotten"));
+        let _ = r.reference(CloudKind::Subnet, &by("forgotten"));
         assert_eq!(r.unresolved(), ["Subnet forgotten"]);
     }
 }

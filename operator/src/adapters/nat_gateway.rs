@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use strata_crds::azure::NatGateway;
 
 use super::{AzureResource, Resolved, body, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for NatGateway {
     fn desired(&self, r: &Resolved) -> Value {
@@ -12,7 +12,7 @@ impl AzureResource for NatGateway {
         let ips: Vec<Value> = s
             .public_ip_addresses
             .iter()
-            .map(|p| r.reference(Kind::PublicIPAddress, p))
+            .map(|p| r.reference(CloudKind::PublicIPAddress, p))
             .collect();
         let mut b = body(
             &s.location,

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use strata_crds::azure::NetworkInterface;
 
 use super::{AzureResource, Resolved, body, in_edge_zone, output, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for NetworkInterface {
     fn desired(&self, r: &Resolved) -> Value {
@@ -17,15 +17,15 @@ impl AzureResource for NetworkInterface {
                 let pools: Vec<Value> = ip
                     .load_balancer_backend_address_pools
                     .iter()
-                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(Kind::LoadBalancer, &p.load_balancer), p.pool) }))
+                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(CloudKind::LoadBalancer, &p.load_balancer), p.pool) }))
                     .collect();
                 json!({ "name": ip.name, "properties": {
-                    "subnet": r.reference(Kind::Subnet, &ip.subnet),
+                    "subnet": r.reference(CloudKind::Subnet, &ip.subnet),
                     "primary": ip.primary,
                     "privateIPAllocationMethod": ip.private_ip_allocation_method,
                     "privateIPAddress": ip.private_ip_address,
                     "privateIPAddressVersion": ip.private_ip_address_version,
-                    "publicIPAddress": ip.public_ip_address.as_ref().map(|p| r.reference(Kind::PublicIPAddress, p)),
+                    "publicIPAddress": ip.public_ip_address.as_ref().map(|p| r.reference(CloudKind::PublicIPAddress, p)),
                     "loadBalancerBackendAddressPools": pools,
                 }})
             })
@@ -35,7 +35,7 @@ impl AzureResource for NetworkInterface {
             &s.tags,
             json!({
                 "ipConfigurations": configs,
-                "networkSecurityGroup": s.network_security_group.as_ref().map(|n| r.reference(Kind::NetworkSecurityGroup, n)),
+                "networkSecurityGroup": s.network_security_group.as_ref().map(|n| r.reference(CloudKind::NetworkSecurityGroup, n)),
                 "enableAcceleratedNetworking": s.enable_accelerated_networking,
                 "enableIPForwarding": s.enable_ip_forwarding,
                 "dnsSettings": (!s.dns_servers.is_empty()).then(|| json!({ "dnsServers": s.dns_servers })),

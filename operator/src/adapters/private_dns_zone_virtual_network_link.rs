@@ -6,7 +6,7 @@ use strata_crds::azure::PrivateDnsZoneVirtualNetworkLink;
 
 use super::private_dns_zone::GLOBAL;
 use super::{AzureResource, Resolved, body, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for PrivateDnsZoneVirtualNetworkLink {
     fn desired(&self, r: &Resolved) -> Value {
@@ -15,7 +15,7 @@ impl AzureResource for PrivateDnsZoneVirtualNetworkLink {
             GLOBAL,
             &s.tags,
             json!({
-                "virtualNetwork": r.reference(Kind::VirtualNetwork, &s.virtual_network),
+                "virtualNetwork": r.reference(CloudKind::VirtualNetwork, &s.virtual_network),
                 "registrationEnabled": s.registration_enabled,
             }),
         ))

@@ -7,7 +7,7 @@ use strata_crds::azure::Subnet;
 use strata_crds::common::ResourceRef;
 
 use super::{AzureResource, Resolved};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for Subnet {
     fn desired(&self, r: &Resolved) -> Value {
@@ -17,9 +17,9 @@ impl AzureResource for Subnet {
         };
         let mut properties = json!({
             "addressPrefix": s.address_prefix,
-            "networkSecurityGroup": reference(Kind::NetworkSecurityGroup, &s.network_security_group),
-            "routeTable": reference(Kind::RouteTable, &s.route_table),
-            "natGateway": reference(Kind::NatGateway, &s.nat_gateway),
+            "networkSecurityGroup": reference(CloudKind::NetworkSecurityGroup, &s.network_security_group),
+            "routeTable": reference(CloudKind::RouteTable, &s.route_table),
+            "natGateway": reference(CloudKind::NatGateway, &s.nat_gateway),
         });
         // One range is ARM's `addressPrefix`; several (dual stack) are `addressPrefixes`, as CAPZ
         // sends them (azure/services/subnets/spec.go).

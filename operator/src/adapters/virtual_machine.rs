@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use strata_crds::azure::{Image, OsType, VirtualMachine};
 
 use super::{AzureResource, Resolved, body, in_edge_zone, output, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for VirtualMachine {
     fn desired(&self, r: &Resolved) -> Value {
@@ -33,7 +33,7 @@ impl AzureResource for VirtualMachine {
             .network_interfaces
             .iter()
             .enumerate()
-            .map(|(i, n)| json!({ "id": r.id(Kind::NetworkInterface, n), "properties": { "primary": i == 0 } }))
+            .map(|(i, n)| json!({ "id": r.id(CloudKind::NetworkInterface, n), "properties": { "primary": i == 0 } }))
             .collect();
         let os_profile = if s.os_type == Some(OsType::Windows) {
             // As CAPZ (azure/services/virtualmachines/spec.go): a random admin password nobody
@@ -58,7 +58,7 @@ impl AzureResource for VirtualMachine {
             },
             "osProfile": os_profile,
             "networkProfile": { "networkInterfaces": nics },
-            "availabilitySet": s.availability_set.as_ref().map(|a| r.reference(Kind::AvailabilitySet, a)),
+            "availabilitySet": s.availability_set.as_ref().map(|a| r.reference(CloudKind::AvailabilitySet, a)),
             "diagnosticsProfile": s.boot_diagnostics.map(|on| json!({ "bootDiagnostics": { "enabled": on } })),
         });
         let mut b = body(&s.location, &s.tags, properties);

@@ -16,7 +16,7 @@ use strata_crds::azure::{OrchestrationMode, OsType, VirtualMachineScaleSet};
 use super::scale_set_rollout::{Instance, Plan, plan};
 use super::virtual_machine::{admin_password, image_reference};
 use super::{AzureResource, FollowUp, Resolved, body, output, prune};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for VirtualMachineScaleSet {
     fn desired(&self, r: &Resolved) -> Value {
@@ -44,11 +44,11 @@ impl AzureResource for VirtualMachineScaleSet {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let subnet = r.reference(Kind::Subnet, &n.subnet);
+                let subnet = r.reference(CloudKind::Subnet, &n.subnet);
                 let pools: Vec<Value> = n
                     .load_balancer_backend_address_pools
                     .iter()
-                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(Kind::LoadBalancer, &p.load_balancer), p.pool) }))
+                    .map(|p| json!({ "id": format!("{}/backendAddressPools/{}", r.id(CloudKind::LoadBalancer, &p.load_balancer), p.pool) }))
                     .collect();
                 let mut configs: Vec<Value> = (0..n.private_ip_configs)
                     .map(|j| {

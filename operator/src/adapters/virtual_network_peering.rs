@@ -6,13 +6,13 @@ use serde_json::{Value, json};
 use strata_crds::azure::VirtualNetworkPeering;
 
 use super::{AzureResource, Resolved};
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 impl AzureResource for VirtualNetworkPeering {
     fn desired(&self, r: &Resolved) -> Value {
         let s = &self.spec;
         let mut properties = json!({
-            "remoteVirtualNetwork": r.reference(Kind::VirtualNetwork, &s.remote_virtual_network),
+            "remoteVirtualNetwork": r.reference(CloudKind::VirtualNetwork, &s.remote_virtual_network),
         });
         for (field, value) in [
             ("allowVirtualNetworkAccess", s.allow_virtual_network_access),

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::api_versions::ApiVersions;
 use crate::arm_id::ArmId;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::metrics::Metrics;
 use crate::throttle::{Class, Requester, Throttle};
 use crate::transport::Transport;
@@ -99,7 +99,7 @@ pub fn clients(credential: Arc<dyn TokenCredential>, setup: Setup<'_>) -> ArmCli
 }
 
 impl ArmClient {
-    fn url(&self, kind: Kind, id: &ArmId, below: Option<&str>, expand: Option<&str>) -> Url {
+    fn url(&self, kind: CloudKind, id: &ArmId, below: Option<&str>, expand: Option<&str>) -> Url {
         let mut url = self.endpoint.clone();
         let base = self.endpoint.path().trim_end_matches('/');
         match below {
@@ -148,7 +148,7 @@ impl ArmClient {
         requester: &Requester,
         method: Method,
         class: Class,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
         below: Option<&str>,
         body: Option<&Value>,
@@ -262,7 +262,7 @@ impl ArmClient {
     pub async fn get(
         &self,
         requester: &Requester,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
     ) -> Result<Option<Value>, ArmError> {
         let (response, _) = self
@@ -280,7 +280,7 @@ impl ArmClient {
     pub async fn list_below(
         &self,
         requester: &Requester,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
         segment: &str,
     ) -> Result<Option<Vec<Value>>, ArmError> {
@@ -319,7 +319,7 @@ impl ArmClient {
     pub async fn put(
         &self,
         requester: &Requester,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
         body: &Value,
     ) -> Result<Value, ArmError> {
@@ -335,7 +335,7 @@ impl ArmClient {
     pub async fn post(
         &self,
         requester: &Requester,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
         action: &str,
         body: &Value,
@@ -351,7 +351,7 @@ impl ArmClient {
         &self,
         requester: &Requester,
         method: Method,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
         below: Option<&str>,
         body: &Value,
@@ -417,7 +417,7 @@ impl ArmClient {
     pub async fn delete(
         &self,
         requester: &Requester,
-        kind: Kind,
+        kind: CloudKind,
         id: &ArmId,
     ) -> Result<(), ArmError> {
         let (response, wait) = self

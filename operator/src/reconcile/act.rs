@@ -20,7 +20,7 @@ use crate::credentials::Azure;
 use crate::decide::{self, Dependencies, Ownership, Step};
 use crate::drift;
 use crate::error::Error;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
 
@@ -128,7 +128,7 @@ pub(super) async fn write<K: AzureResource>(
             .arm
             .get(
                 &a.requester,
-                K::OWNER.unwrap_or(Kind::ResourceGroup),
+                K::OWNER.unwrap_or(CloudKind::ResourceGroup),
                 parent,
             )
             .await

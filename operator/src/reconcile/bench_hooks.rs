@@ -8,10 +8,10 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use super::pacing::StrataPacing;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 
 /// The decisions about time the loop asks of its pacing. `key` is the object's
-/// `<namespace>/<Kind>/<name>`.
+/// `<namespace>/<CloudKind>/<name>`.
 pub trait Pacing: Debug + Send + Sync {
     /// A CR's owner or a reference is not usable yet. `None`: register it with the readiness
     /// index, to be woken when that changes; `Some(d)`: nothing wakes it, look again after `d`.
@@ -30,7 +30,7 @@ pub trait Pacing: Debug + Send + Sync {
     /// write with, if any.
     fn operation_poll(&self, key: &str, retry_after: Option<Duration>) -> Duration;
     /// Our PUT started creating `key`, of `kind`, and ARM answered that it runs on.
-    fn creation_started(&self, _key: &str, _kind: Kind) {}
+    fn creation_started(&self, _key: &str, _kind: CloudKind) {}
     /// `key` was seen Ready (after a creation, if one was started); comes before `succeeded`.
     fn creation_seen_done(&self, _key: &str) {}
     /// Whether ARM requests go through the operator's client-side token buckets
@@ -67,7 +67,7 @@ impl Pacing for StrataPacing {
         StrataPacing::operation_poll(self, key, retry_after)
     }
 
-    fn creation_started(&self, key: &str, kind: Kind) {
+    fn creation_started(&self, key: &str, kind: CloudKind) {
         StrataPacing::creation_started(self, key, kind)
     }
 

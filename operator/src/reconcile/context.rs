@@ -16,7 +16,7 @@ use super::{MANAGER, object_key};
 use crate::adapters::AzureResource;
 use crate::credentials::Credentials;
 use crate::index::Index;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::ownership::OwnershipKey;
 
 /// Strata's durations.
@@ -76,10 +76,10 @@ pub struct Context {
     /// Proves the creation records this operator writes, and checks those it reads.
     pub(super) ownership_key: OwnershipKey,
     /// Each kind's reflector store (`Store<K>` by kind), for the newest status the watch saw.
-    stores: Mutex<HashMap<Kind, Box<dyn Any + Send + Sync>>>,
+    stores: Mutex<HashMap<CloudKind, Box<dyn Any + Send + Sync>>>,
     /// Each kind's controller trigger, `(namespace, name)`: how ARM's line calls back a CR it
     /// sent away when its turn comes ([`crate::throttle::Wake`]).
-    turns: Mutex<HashMap<Kind, Turns>>,
+    turns: Mutex<HashMap<CloudKind, Turns>>,
 }
 
 /// The pacing the loop follows: Strata's; with the `bench-hooks` feature, the one the benchmark
@@ -139,7 +139,7 @@ impl Context {
     }
 
     /// Makes `turns` the way ARM's line calls back CRs of `kind` ([`Context::turn_wake`]).
-    pub fn register_turns(&self, kind: Kind, turns: Turns) {
+    pub fn register_turns(&self, kind: CloudKind, turns: Turns) {
         self.turns
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

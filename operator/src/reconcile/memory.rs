@@ -3,7 +3,7 @@
 //! object's deletion forgets all of it at once ([`Memory::forget`]). Each memory covers a moment
 //! the watch has not caught up with yet, or guards against a loop; none is needed after a
 //! restart, when the CR's status and annotations (written by the same reconciles) say the same.
-//! Keyed by `<namespace>/<Kind>/<name>`.
+//! Keyed by `<namespace>/<CloudKind>/<name>`.
 
 use std::time::{Duration, Instant};
 

@@ -40,7 +40,7 @@ use crate::adapters::AzureResource;
 use crate::controller::intent;
 use crate::decide::{self, Step};
 use crate::error::Error;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::reason::Reason;
 use crate::throttle::{Requester, Turn};
 use observe::Attempt;
@@ -59,7 +59,7 @@ pub const OWNER_TAG: &str = "strata-owner";
 /// The field manager of the operator's writes.
 pub const MANAGER: &str = "strata-operator";
 
-/// `<namespace>/<Kind>/<name>`: the value of the ownership tag, and the object's key in logs.
+/// `<namespace>/<CloudKind>/<name>`: the value of the ownership tag, and the object's key in logs.
 pub fn object_key<K: AzureResource>(obj: &K) -> String {
     format!(
         "{}/{}/{}",
@@ -165,7 +165,7 @@ async fn reconcile_inner<K: AzureResource>(
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     // Until every kind has been listed once, a missing owner may only be unlisted yet.
-    ctx.index.wait_synced(Kind::ALL).await;
+    ctx.index.wait_synced(CloudKind::ALL).await;
     let key = object_key(obj.as_ref());
     let intent = intent(obj.as_ref());
     // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR and is

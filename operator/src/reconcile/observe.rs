@@ -24,7 +24,7 @@ use crate::decide::{self, Dependencies, Observation, Ownership, Policy};
 use crate::drift;
 use crate::error::Error;
 use crate::index::Index;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
 use crate::throttle::Requester;
@@ -395,7 +395,7 @@ pub(super) fn azure_name<K: AzureResource>(obj: &K) -> &str {
         .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
 }
 
-/// The namespace part of a `strata-owner` tag (`<namespace>/<Kind>/<name>`).
+/// The namespace part of a `strata-owner` tag (`<namespace>/<CloudKind>/<name>`).
 fn namespace_of(tag: &str) -> &str {
     tag.split('/').next().unwrap_or_default()
 }
@@ -417,7 +417,7 @@ pub(super) fn azure_state(
             .and_then(Value::as_str)
         {
             Some(t) if t == tag => Ownership::Ours,
-            // The tag is `<namespace>/<Kind>/<name>`, like `tag`.
+            // The tag is `<namespace>/<CloudKind>/<name>`, like `tag`.
             Some(other) if namespace_of(other) != namespace_of(tag) => {
                 Ownership::OtherNamespace(other.to_owned())
             }
@@ -443,7 +443,7 @@ pub(super) fn azure_state(
 pub(super) struct Resolution {
     pub(super) state: Dependencies,
     /// The CRs (kind, name) not usable yet: the ones to be woken by.
-    pub(super) blocking: Vec<(Kind, String)>,
+    pub(super) blocking: Vec<(CloudKind, String)>,
     pub(super) parent: Option<ArmId>,
     /// The owner is named by its ARM ID, not by a CR of this namespace: whose it is must be
     /// read from Azure (a CR of this namespace that is Ready is ours by its own reconcile).
@@ -459,7 +459,7 @@ pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str)
         parent_by_id: false,
         resolved: Resolved::default(),
     };
-    let describe = |kind: Kind, r: &ResourceRef, index: &Index| -> Result<String, String> {
+    let describe = |kind: CloudKind, r: &ResourceRef, index: &Index| -> Result<String, String> {
         if let Some(id) = &r.arm_id {
             return Ok(id.clone());
         }

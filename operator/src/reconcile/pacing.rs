@@ -11,7 +11,7 @@ use backon::BackoffBuilder;
 use rand::Rng;
 
 use super::context::Timing;
-use crate::kind::Kind;
+use crate::kind::CloudKind;
 use crate::per_object::PerObject;
 
 /// Strata's pacing: waiting CRs are woken by the readiness index, failures back off
@@ -24,9 +24,9 @@ pub struct StrataPacing {
     /// Consecutive failures per object, for the backoff.
     failures: PerObject<u32>,
     /// Creations running, per object: the kind and when the PUT was answered.
-    creating: PerObject<(Kind, Instant)>,
+    creating: PerObject<(CloudKind, Instant)>,
     /// How long each kind's recent creations took, from the PUT to being seen done.
-    took: Mutex<HashMap<Kind, Durations>>,
+    took: Mutex<HashMap<CloudKind, Durations>>,
 }
 
 impl StrataPacing {
@@ -39,7 +39,7 @@ impl StrataPacing {
         }
     }
 
-    fn took(&self) -> std::sync::MutexGuard<'_, HashMap<Kind, Durations>> {
+    fn took(&self) -> std::sync::MutexGuard<'_, HashMap<CloudKind, Durations>> {
         self.took.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -109,7 +109,7 @@ pub fn next_look(elapsed: Duration, soonest: Duration, expected: Option<Duration
         .unwrap_or(soonest)
 }
 
-/// The loop's questions about time. `key` is the object's `<namespace>/<Kind>/<name>`.
+/// The loop's questions about time. `key` is the object's `<namespace>/<CloudKind>/<name>`.
 impl StrataPacing {
     /// When to retry after a transient failure (the controller's error policy): jittered
     /// exponential backoff.
@@ -131,7 +131,7 @@ impl StrataPacing {
     }
 
     /// Our PUT started creating `key`, of `kind`, and ARM answered that it runs on.
-    pub fn creation_started(&self, key: &str, kind: Kind) {
+    pub fn creation_started(&self, key: &str, kind: CloudKind) {
         self.creating.set(key, (kind, Instant::now()));
     }
 
@@ -258,14 +258,14 @@ mod tests {
         p.seen_done_at("ns/VirtualMachine/a", at(60));
         assert_eq!(p.poll_at("ns/VirtualMachine/b", Some(ten), at(60)), ten);
         // A VM seen done 60 s after its PUT.
-        p.creation_started("ns/VirtualMachine/a", Kind::VirtualMachine);
+        p.creation_started("ns/VirtualMachine/a", CloudKind::VirtualMachine);
         let started = p.creating.read("ns/VirtualMachine/a", |c| c.map(|c| c.1));
         p.seen_done_at(
             "ns/VirtualMachine/a",
             started.unwrap() + Duration::from_secs(60),
         );
         // Another VM's creation, 2 s in: looked at 30 s after its start.
-        p.creation_started("ns/VirtualMachine/b", Kind::VirtualMachine);
+        p.creation_started("ns/VirtualMachine/b", CloudKind::VirtualMachine);
         let started = p.creating.read("ns/VirtualMachine/b", |c| c.map(|c| c.1));
         let now = started.unwrap() + Duration::from_secs(2);
         assert_eq!(
@@ -273,7 +273,7 @@ mod tests {
             Duration::from_secs(28)
         );
         // A NIC learnt nothing from the VM.
-        p.creation_started("ns/NetworkInterface/c", Kind::NetworkInterface);
+        p.creation_started("ns/NetworkInterface/c", CloudKind::NetworkInterface);
         assert_eq!(p.operation_poll("ns/NetworkInterface/c", Some(ten)), ten);
         // A finalizer removed before the creation was seen to end: nothing learnt, nothing kept.
         p.succeeded("ns/VirtualMachine/b");

@@ -44,7 +44,7 @@ pub enum Class {
 pub struct Requester {
     /// A hash of the CR's kind, namespace and name.
     pub id: u64,
-    /// Its kind's position in the dependency order (`Kind::stage`): in a write or delete
+    /// Its kind's position in the dependency order (`CloudKind::stage`): in a write or delete
     /// line, a later stage goes first.
     pub stage: u8,
     /// Calls the CR back when it was sent away and its turn comes (`None`: it comes back only
