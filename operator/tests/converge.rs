@@ -121,7 +121,7 @@ async fn samples_converge_with_one_put_each_then_resync_only_reads() {
         || async { count(&w.arm_requests().await, "GET") >= n },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.quiet_after_each(&objects).await;
     let requests = w.arm_requests().await;
     let writes: Vec<&Value> = requests.iter().filter(|r| r["method"] != "GET").collect();
     assert!(
@@ -163,7 +163,12 @@ async fn drift_is_repaired_with_one_put_and_server_defaults_are_not_drift() {
         rule.is_some() && vm.is_some_and(|v| v.pointer("/tags/app").is_some_and(|a| a == "web"))
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every CR reconciled by the new operator, and the two repaired ones once more after their
+    // PUT's operation ended: none writes again.
+    w.wait_all_ready(&objects, Duration::from_secs(30)).await;
+    w.quiet_after_each(&objects).await;
+    w.touch_and_quiet("NetworkSecurityGroup", "web-nsg").await;
+    w.touch_and_quiet("VirtualMachine", "web-0").await;
     let puts = puts_per_resource(&w.arm_requests().await);
     let expected: BTreeMap<String, usize> = [
         (nsg_id.to_ascii_lowercase(), 1),
@@ -289,8 +294,9 @@ async fn an_update_azure_completes_at_once_ends_ready() {
         count(&w.arm_requests().await, "PUT") >= 1
     })
     .await;
-    w.wait_all_ready(&[rg], Duration::from_secs(5)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(5))
+        .await;
+    w.touch_and_quiet("ResourceGroup", &rg.1).await;
     assert_eq!(
         count(&w.arm_requests().await, "PUT"),
         1,

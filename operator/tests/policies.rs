@@ -316,7 +316,8 @@ async fn what_arm_refuses_ends_ready_false_without_further_writes() {
     );
     let puts = count(&w.arm_requests().await, "PUT");
     assert_eq!(puts, 1);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Reconciled again with the same generation: it does not try again.
+    w.touch_and_quiet("ResourceGroup", "nowhere").await;
     assert_eq!(
         count(&w.arm_requests().await, "PUT"),
         1,
@@ -329,6 +330,8 @@ async fn what_arm_refuses_ends_ready_false_without_further_writes() {
         count(&w.arm_requests().await, "PUT") == 2
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    w.wait_reason(&w.ns, "ResourceGroup", "nowhere", "AzureError", T)
+        .await;
+    w.touch_and_quiet("ResourceGroup", "nowhere").await;
     assert_eq!(count(&w.arm_requests().await, "PUT"), 2);
 }

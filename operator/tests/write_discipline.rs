@@ -13,8 +13,6 @@ use common::*;
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
-/// How long "no further writes" is watched for.
-const QUIET: Duration = Duration::from_secs(3);
 
 fn rg(name: &str, annotations: Value, tags: Value) -> Value {
     json!({
@@ -144,7 +142,7 @@ async fn a_vnet_put_keeps_the_subnets_other_crs_manage() {
             .is_some_and(|v| v.pointer("/tags/team") == Some(&json!("net")))
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    w.touch_and_quiet("VirtualNetwork", "vnet").await;
     let requests = w.arm_requests().await;
     assert_eq!(
         writes(&requests),
@@ -182,7 +180,15 @@ async fn paused_makes_no_azure_call_and_unpausing_converges_with_one_put() {
     // While paused: a spec change, and drift behind the operator's back.
     w.apply(rg("p", paused, json!({"v": "2"}))).await;
     w.sim_patch(&id, json!({"tags": {"v": "drifted"}})).await;
-    tokio::time::sleep(QUIET).await;
+    // The paused CR reconciled with the new spec (and once more): still nothing sent.
+    w.eventually("the new generation seen", T, || async {
+        w.get("ResourceGroup", "p").await.is_some_and(|o| {
+            o.data.pointer("/status/observedGeneration")
+                == o.metadata.generation.map(|g| json!(g)).as_ref()
+        })
+    })
+    .await;
+    w.touch_and_quiet("ResourceGroup", "p").await;
     assert_eq!(
         w.arm_requests().await,
         Vec::<Value>::new(),
@@ -198,7 +204,7 @@ async fn paused_makes_no_azure_call_and_unpausing_converges_with_one_put() {
     // Unpausing (the annotation removed) converges with one PUT.
     w.apply(rg("p", json!({}), json!({"v": "2"}))).await;
     w.wait_all_ready(&[key("ResourceGroup", "p")], T).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.touch_and_quiet("ResourceGroup", "p").await;
     let requests = w.arm_requests().await;
     assert_eq!(writes(&requests), [write("PUT", &id, 200)]);
     let azure = sim_resource(&w, &id).await.unwrap();
@@ -215,15 +221,18 @@ async fn detach_on_delete_removes_the_cr_and_leaves_azure_alone() {
     let id = rg_id("kept");
     w.apply(rg("kept", json!({}), json!({}))).await;
     w.wait_all_ready(&[key("ResourceGroup", "kept")], T).await;
-    // A managed resource handed over to someone else: switch the policy, then delete the CR.
+    // A managed resource handed over to someone else: switch the policy (and let the reconcile
+    // it wakes end), then delete the CR.
+    let before = w.reconciles("ResourceGroup").await;
     w.apply(rg(
         "kept",
         json!({"strata.dev/reconcile-policy": "detach-on-delete"}),
         json!({}),
     ))
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.quiet_after("ResourceGroup", before).await;
     w.clear_requests().await;
+    let before = w.reconciles("ResourceGroup").await;
     w.api("ResourceGroup")
         .delete("kept", &Default::default())
         .await
@@ -232,7 +241,9 @@ async fn detach_on_delete_removes_the_cr_and_leaves_azure_alone() {
         w.get("ResourceGroup", "kept").await.is_none()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The reconcile that removed the finalizer has ended (it is counted once its requests
+    // were answered).
+    w.quiet_after("ResourceGroup", before).await;
     assert_eq!(
         writes(&w.arm_requests().await),
         Vec::<String>::new(),
@@ -245,7 +256,8 @@ async fn detach_on_delete_removes_the_cr_and_leaves_azure_alone() {
 }
 
 /// Waits until `kind/name` reports `reason`, checks the message names `needles`, then checks that
-/// the resource's path saw exactly one refused write and nothing after it for [`QUIET`].
+/// the resource's path saw exactly one refused write and nothing after it (so far: the caller
+/// reconciles it once more and looks again).
 async fn refused_once(w: &World, kind: &str, name: &str, id: &str, code: &str, needles: &[&str]) {
     let message = w.wait_reason(&w.ns, kind, name, "AzureError", T).await;
     assert!(
@@ -343,7 +355,10 @@ async fn specs_arm_refuses_end_ready_false_with_the_code_and_cost_no_further_wri
             .map(|(_, _, id, _, _)| to_path(&requests, id).len())
             .collect()
     };
-    tokio::time::sleep(QUIET).await;
+    // Each reconciled once more, with the same generation: none tries again.
+    for (kind, name, _, _, _) in &cases {
+        w.touch_and_quiet(kind, name).await;
+    }
     let requests = w.arm_requests().await;
     for ((kind, name, id, _, _), n) in cases.iter().zip(before) {
         assert_eq!(
@@ -386,7 +401,7 @@ async fn a_policy_the_operator_cannot_act_on_is_invalid_spec_without_azure_calls
     );
     let (status, _, _) = w.ready("ResourceGroup", "odd").await.unwrap();
     assert_eq!(status, "False");
-    tokio::time::sleep(QUIET).await;
+    w.touch_and_quiet("ResourceGroup", "odd").await;
     assert_eq!(
         w.arm_requests().await,
         Vec::<Value>::new(),
@@ -531,6 +546,7 @@ async fn the_finalizer_goes_on_with_the_creation_record_and_only_where_strata_cr
             .is_some_and(|o| guard_and_record(&o) == (true, true))
     })
     .await;
+    w.touch_and_quiet("ResourceGroup", "made").await;
     assert_eq!(writes(&w.arm_requests().await), Vec::<String>::new());
 }
 

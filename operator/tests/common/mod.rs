@@ -398,6 +398,61 @@ impl World {
         (r.status().as_u16(), r.text().await.unwrap())
     }
 
+    /// The operator's reconciles of `kind` so far (`strata_operator_reconcile_total`, every
+    /// result summed; each operator start counts from zero).
+    pub async fn reconciles(&self, kind: &str) -> u64 {
+        let (_, text) = self.operator_http("/metrics").await;
+        let prefix = format!("strata_operator_reconcile_total{{kind=\"{kind}\",");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// A quiet point, where a test would otherwise sleep before asserting that nothing (more)
+    /// happened: `kind` has been reconciled more than `since` times — a reconcile is counted
+    /// once every request it sent has been answered, so its writes are in the emulator's log —
+    /// and no wake-up waits in any kind's queue.
+    pub async fn quiet_after(&self, kind: &str, since: u64) {
+        let what = format!("a reconcile of {kind} after the {since} before, and empty queues");
+        self.eventually(&what, Duration::from_secs(30), || async {
+            let (_, text) = self.operator_http("/metrics").await;
+            let idle = text
+                .lines()
+                .filter(|l| l.starts_with("strata_operator_queue_depth{"))
+                .all(|l| l.ends_with(" 0"));
+            idle && self.reconciles(kind).await > since
+        })
+        .await;
+    }
+
+    /// The quiet point of an operator started afresh (its counts start at zero): each kind of
+    /// `objects` reconciled at least as many times as it has objects there, and empty queues —
+    /// every object of the initial list has then had its first reconcile (one not reconciled yet
+    /// would still wait in its kind's queue).
+    pub async fn quiet_after_each(&self, objects: &[(String, String)]) {
+        let mut per_kind = std::collections::BTreeMap::<&str, u64>::new();
+        for (kind, _) in objects {
+            *per_kind.entry(kind.as_str()).or_default() += 1;
+        }
+        for (kind, n) in per_kind {
+            self.quiet_after(kind, n - 1).await;
+        }
+    }
+
+    /// Makes the operator reconcile `kind`/`name` once more without changing what it asks for
+    /// (an annotation of the test's own), then waits for that reconcile ([`World::quiet_after`]):
+    /// the proof that a CR left alone stays quiet, rather than a sleep.
+    pub async fn touch_and_quiet(&self, kind: &str, name: &str) {
+        let before = self.reconciles(kind).await;
+        let touch = json!({"metadata": {"annotations": {"strata.test/touch": uuid_suffix()}}});
+        self.api(kind)
+            .patch(name, &PatchParams::default(), &Patch::Merge(touch))
+            .await
+            .unwrap();
+        self.quiet_after(kind, before).await;
+    }
+
     /// Polls a condition with a bound.
     pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut f: F)
     where
