@@ -371,15 +371,12 @@ async fn an_nsg_in_use_is_deleted_as_soon_as_its_subnet_is_gone() {
         w.get("Subnet", "subnet").await.is_none()
     })
     .await;
+    // Woken by the subnet's deletion, not by its retry: a deletion refused as in use is tried
+    // again after 30 s at the soonest, beyond this bound.
     let subnet_gone = std::time::Instant::now();
     w.eventually("the NSG CR is gone", Duration::from_secs(10), || async {
         w.get("NetworkSecurityGroup", "nsg").await.is_none()
     })
     .await;
-    let after = subnet_gone.elapsed();
-    println!("NSG deleted {after:?} after its subnet");
-    assert!(
-        after < Duration::from_secs(3),
-        "not a long backoff: {after:?}"
-    );
+    println!("NSG deleted {:?} after its subnet", subnet_gone.elapsed());
 }
