@@ -254,14 +254,18 @@ async fn set_subnets(api: &Api<AzureCluster>, azc: &AzureCluster) {
 
 #[tokio::test]
 async fn editing_the_azure_cluster_changes_only_the_affected_crs_and_prunes_removed_ones() {
-    let env = start("tr-edit").await;
+    let (env, metrics) = start_with_metrics("tr-edit").await;
     create_all(&env, &sample("default-cluster.yaml")).await;
     let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
-    let before = eventually("cluster CRs", || async {
+    eventually("cluster CRs", || async {
         let crs = cloud_crs(&env).await;
-        expected.iter().all(|k| crs.contains_key(k)).then_some(crs)
+        expected.iter().all(|k| crs.contains_key(k)).then_some(())
     })
     .await;
+    // The reconcile that wrote them has ended: the CRs as they are before the change.
+    quiet_after(&metrics, "AzureCluster", 0.0).await;
+    let before = cloud_crs(&env).await;
+    let since = reconciles(&metrics, "AzureCluster");
     // A new NSG rule on the control-plane subnet.
     let api = Api::<AzureCluster>::namespaced(env.client.clone(), &env.ns);
     let mut azc = api.get("strata-demo").await.unwrap();
@@ -288,8 +292,8 @@ async fn editing_the_azure_cluster_changes_only_the_affected_crs_and_prunes_remo
             .then_some(crs)
     })
     .await;
-    // Give the controller a moment to do anything else it would (it must not).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The reconcile that made the rule has ended: anything else it wrote is written.
+    quiet_after(&metrics, "AzureCluster", since).await;
     let after2 = cloud_crs(&env).await;
     for (k, o) in &before {
         let changed = o.resource_version() != after2[k].resource_version();
@@ -332,7 +336,7 @@ fn capi_paused(value: Option<&str>) -> Patch<serde_json::Value> {
 
 #[tokio::test]
 async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
-    let env = start("tr-paused").await;
+    let (env, metrics) = start_with_metrics("tr-paused").await;
     create_all(&env, &cluster_input("strata-demo")).await;
     let mut expected = rendered(&sample("default-cluster.yaml"), &env.ns);
     // The machines' CRs are paused with the Cluster too (their VMs wait for the infrastructure).
@@ -385,6 +389,7 @@ async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
             "priority": 2300, "destinationPorts": "443"}]}))
         .unwrap(),
     );
+    let since = reconciles(&metrics, "AzureCluster");
     set_subnets(&azcs, &azc).await;
     // CAPI's annotation on the AzureCluster pauses it as well: lifting spec.paused alone
     // resumes nothing.
@@ -399,7 +404,8 @@ async fn paused_marks_the_crs_changes_nothing_and_unpausing_resumes() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The AzureCluster reconciled with all three changes seen (each wakes it), still paused.
+    quiet_after(&metrics, "AzureCluster", since).await;
     let still = cloud_crs(&env).await;
     for (k, o) in &paused {
         assert_eq!(

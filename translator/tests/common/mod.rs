@@ -275,6 +275,38 @@ where
     panic!("timed out waiting for {what}");
 }
 
+/// The translator's reconciles of `kind` so far (`strata_translator_reconcile_total`, every
+/// result summed).
+pub fn reconciles(metrics: &strata_runtime::metrics::ControllerMetrics, kind: &str) -> f64 {
+    let prefix = format!("strata_translator_reconcile_total{{kind=\"{kind}\",");
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// A quiet point, where a test would otherwise sleep before asserting that nothing (more)
+/// changed: `kind` has been reconciled more than `since` times (a reconcile is counted once its
+/// writes were answered) and no wake-up waits in any of the translator's queues.
+pub async fn quiet_after(
+    metrics: &strata_runtime::metrics::ControllerMetrics,
+    kind: &str,
+    since: f64,
+) {
+    let what = format!("a reconcile of {kind} after the {since} before, and empty queues");
+    eventually(&what, || async {
+        let text = metrics.encode();
+        let idle = text
+            .lines()
+            .filter(|l| l.starts_with("strata_translator_queue_depth{"))
+            .all(|l| l.ends_with(" 0"));
+        (idle && reconciles(metrics, kind) > since).then_some(())
+    })
+    .await;
+}
+
 /// Plays the reconciler: every cloud CR Ready with an ARM ID, IPs on public IPs and NICs.
 pub async fn make_all_ready(env: &Env) {
     // The operator's part of LocationZones: the emulator's zones of the location.
