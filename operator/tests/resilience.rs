@@ -403,6 +403,7 @@ async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
     )
     .await;
     // A change that passes the predicate (an annotation) starts a reconcile, whose GET waits.
+    let before = w.reconciles("ResourceGroup").await;
     w.api("ResourceGroup")
         .patch(
             "stale",
@@ -425,9 +426,9 @@ async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
     )
     .await;
     land_stale_status(&w, "ResourceGroup", "stale").await;
+    // The reconcile whose GET was held has ended (an object's reconciles run one at a time, so
+    // it is the first counted after the patch), and what it left is Ready.
+    w.quiet_after("ResourceGroup", before).await;
     w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(10))
-        .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(1))
         .await;
 }
