@@ -57,13 +57,13 @@ provider-repo: demo-tools
 crds:
 	$(CARGO) run --locked -p strata-crds --bin crdgen -- crds/generated
 
-## Formatting and lints, as CI would want them, and no retired dependency back in Cargo.lock.
+## Formatting and lints, as CI would want them, and no retired dependency back in Cargo.lock;
+## the operator is linted once more alone, as users build it: without the benchmark's hooks
+## (strata-e2e turns them on for the whole workspace build).
 lint:
 	$(CARGO) fmt --all -- --check
 	bash e2e/check-dependencies.sh
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	# The operator as users build it: without the benchmark's hooks (strata-e2e turns them on
-	# for the whole workspace build above).
 	$(CARGO) clippy -p strata-operator --all-targets --locked -- -D warnings
 
 fmt:
