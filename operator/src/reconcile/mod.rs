@@ -169,14 +169,18 @@ async fn reconcile_inner<K: AzureResource>(
     let key = object_key(obj.as_ref());
     let intent = intent(obj.as_ref());
     // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR and is
-    // called back when its turn comes, and its kind's stage orders writes in line.
+    // called back when its turn comes; its kind's stage orders writes in line, and its
+    // namespace's turn within a stage.
+    let hash = |s: &str| {
+        let mut h = DefaultHasher::new();
+        s.hash(&mut h);
+        h.finish()
+    };
     let requester = Requester {
-        id: {
-            let mut h = DefaultHasher::new();
-            key.hash(&mut h);
-            h.finish()
-        },
+        id: hash(&key),
         stage: K::KIND.stage(),
+        // Namespaces take turns in ARM's lines.
+        tenant: hash(&obj.namespace().unwrap_or_default()),
         wake: ctx.turn_wake(obj.as_ref()),
     };
     // Back in ARM's line, nothing the user asks changed: the GET that would precede its request

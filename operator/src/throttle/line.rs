@@ -1,9 +1,12 @@
 //! The line of one bucket: the requests that found it empty, each at the position it first
-//! asked for. Reads are served first come first served. Writes and deletes of a later stage of
-//! the dependency order go first, first come within a stage: a virtual machine whose network is
-//! Ready goes before the resource group of a cluster not started yet, so that clusters are
-//! finished one after another rather than all advanced together and all finished last (see
-//! docs/operator.md, "Waiting for a token"). A request near its turn waits in its reconcile; a
+//! asked for. Writes and deletes of a later stage of the dependency order go first: a virtual
+//! machine whose network is Ready goes before the resource group of a cluster not started yet,
+//! so that clusters are finished one after another rather than all advanced together and all
+//! finished last (see docs/operator.md, "Waiting for a token"). Within a stage (and for reads)
+//! the namespaces take turns — a namespace's requests one turn apart, a namespace new to the
+//! line starting from the turn being served — and first come within a turn: one tenant that
+//! fills the line is not served before another's request that came later, and one tenant
+//! alone is served first come first served. A request near its turn waits in its reconcile; a
 //! write or delete further back is *sent away* and its CR called back when its turn comes.
 
 use std::collections::{BTreeMap, HashMap};
@@ -37,7 +40,7 @@ const CALL_BACK_AT: f64 = 1.0;
 /// later than its tokens' refill time (it is called back sooner when its turn comes).
 const FAR_AT_MOST: u32 = 3;
 
-/// Where a request stands in a line: by rank, then by arrival.
+/// Where a request stands in a line: by rank, then by its tenant's turn, then by arrival.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Position {
     /// 0 first: a write or delete of a later stage ranks first; reads, and requests of no CR,
@@ -45,19 +48,10 @@ pub(super) struct Position {
     /// waits as long as writes of later stages keep coming — work already started (CRs whose
     /// dependencies were written), which it finishes first.
     rank: u8,
+    /// Its tenant's turn ([`Line::arrive`]): fair queuing between namespaces.
+    turn: u64,
     /// The order of asking, over every line.
     arrival: u64,
-}
-
-impl Position {
-    /// The position of a request of `class` by `requester`, the `arrival`-th to ask.
-    pub(super) fn new(class: Class, requester: Option<&Requester>, arrival: u64) -> Position {
-        let rank = match (class, requester) {
-            (Class::Write | Class::Delete, Some(r)) => u8::MAX - 1 - r.stage.min(u8::MAX - 1),
-            _ => u8::MAX,
-        };
-        Position { rank, arrival }
-    }
 }
 
 /// A place in a line.
@@ -93,6 +87,11 @@ pub(super) struct Line {
     pub(super) away: HashMap<u64, Position>,
     /// When `places` was last swept of those sent away that did not come back.
     swept: Instant,
+    /// The turn each tenant's last request got (tenants whose last turn is served already are
+    /// forgotten at the sweep: they start from `served` again anyway).
+    turns: HashMap<u64, u64>,
+    /// The latest turn served (a request took its token).
+    served: u64,
 }
 
 impl Line {
@@ -101,7 +100,39 @@ impl Line {
             places: BTreeMap::new(),
             away: HashMap::new(),
             swept: now,
+            turns: HashMap::new(),
+            served: 0,
         }
+    }
+
+    /// The position of a request of `class` by `requester`, the `arrival`-th to ask anywhere:
+    /// its rank, and the next turn of its tenant — one after the tenant's last, and no earlier
+    /// than the one after the turn being served (start-time fair queuing, every namespace
+    /// weighing the same). Requests of no CR are one tenant of their own.
+    pub(super) fn arrive(
+        &mut self,
+        class: Class,
+        requester: Option<&Requester>,
+        arrival: u64,
+    ) -> Position {
+        let rank = match (class, requester) {
+            (Class::Write | Class::Delete, Some(r)) => u8::MAX - 1 - r.stage.min(u8::MAX - 1),
+            _ => u8::MAX,
+        };
+        let tenant = requester.map_or(0, |r| r.tenant);
+        let last = self.turns.get(&tenant).copied().unwrap_or(0);
+        let turn = last.max(self.served) + 1;
+        self.turns.insert(tenant, turn);
+        Position {
+            rank,
+            turn,
+            arrival,
+        }
+    }
+
+    /// The request at `at` took its token: its turn is being served.
+    pub(super) fn served(&mut self, at: Position) {
+        self.served = self.served.max(at.turn);
     }
 
     /// Forgets those sent away that are not back in time (at most once a second).
@@ -110,6 +141,8 @@ impl Line {
             return;
         }
         self.swept = now;
+        let served = self.served;
+        self.turns.retain(|_, turn| *turn > served);
         let away = &mut self.away;
         self.places.retain(|_, place| match place {
             Place::Away(a) if a.until < now => {
@@ -256,5 +289,49 @@ impl Line {
         {
             first.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(tenant: u64, stage: u8) -> Requester {
+        Requester {
+            tenant,
+            ..Requester::new(tenant * 100, stage)
+        }
+    }
+
+    #[test]
+    fn namespaces_take_turns_and_one_namespace_alone_is_first_come() {
+        let mut line = Line::new(Instant::now());
+        let mut arrival = 0..;
+        let mut arrive = |line: &mut Line, r: &Requester| {
+            line.arrive(Class::Write, Some(r), arrival.next().unwrap_or_default())
+        };
+        // Namespace a fills the line with five writes; b's one write comes after them all.
+        let a: Vec<Position> = (0..5).map(|_| arrive(&mut line, &of(1, 0))).collect();
+        let b = arrive(&mut line, &of(2, 0));
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "a's own: first come");
+        assert!(
+            a[0] < b && b < a[1],
+            "b's first goes after a's first, not its fifth"
+        );
+        // Three of a's are served: a namespace new to the line takes the next turn, beside a's
+        // next request (which came first) and before the rest of a's.
+        line.served(a[2]);
+        let c = arrive(&mut line, &of(3, 0));
+        assert!(a[3] < c && c < a[4], "{c:?}");
+        // A later stage still goes first, whoever asks.
+        let late = arrive(&mut line, &of(1, 12));
+        assert!(late < a[0]);
+        // Reads take turns too; requests of no CR are a tenant of their own.
+        let read_a = line.arrive(Class::Read, Some(&of(1, 0)), 100);
+        let nobody = line.arrive(Class::Read, None, 101);
+        assert!(
+            nobody < read_a,
+            "{nobody:?} {read_a:?}: tenant 0 had no turn yet"
+        );
     }
 }

@@ -47,17 +47,22 @@ pub struct Requester {
     /// Its kind's position in the dependency order (`CloudKind::stage`): in a write or delete
     /// line, a later stage goes first.
     pub stage: u8,
+    /// Its namespace (a hash of it): within a stage, namespaces take turns in a line, so that
+    /// one namespace's burst does not hold another's requests back behind all of it.
+    pub tenant: u64,
     /// Calls the CR back when it was sent away and its turn comes (`None`: it comes back only
     /// when it was told to).
     pub wake: Option<Wake>,
 }
 
 impl Requester {
-    /// A requester that is not called back: it comes back when [`Refused::Queued`] said.
+    /// A requester of tenant 0 that is not called back: it comes back when
+    /// [`Refused::Queued`] said.
     pub fn new(id: u64, stage: u8) -> Requester {
         Requester {
             id,
             stage,
+            tenant: 0,
             wake: None,
         }
     }
@@ -194,9 +199,9 @@ impl Throttle {
         }
     }
 
-    /// A new position in `class`'s line for a request of `requester`.
-    fn arrive(&self, class: Class, requester: Option<&Requester>) -> Position {
-        Position::new(
+    /// A new position in `line` (of `class`) for a request of `requester`.
+    fn arrive(&self, line: &mut Line, class: Class, requester: Option<&Requester>) -> Position {
+        line.arrive(
             class,
             requester,
             self.arrivals.fetch_add(1, Ordering::Relaxed),
@@ -292,7 +297,7 @@ impl Throttle {
             if let Some(until) = state.tokens.held(now) {
                 return Err(Refused::Held(until - now));
             }
-            let at = held.unwrap_or_else(|| self.arrive(class, Some(requester)));
+            let at = held.unwrap_or_else(|| self.arrive(&mut state.line, class, Some(requester)));
             let (needed, ahead) = state.standing(at, now);
             if needed <= 0.0 && held.is_none() {
                 // A token is there for it: nothing to keep.
@@ -349,11 +354,12 @@ impl Throttle {
         let at = self.with_state(subscription, class, |state, now| {
             // Back from being sent away: the place it had.
             let kept = requester.and_then(|r| state.line.take(r.id));
-            let at = kept.unwrap_or_else(|| self.arrive(class, requester));
+            let at = kept.unwrap_or_else(|| self.arrive(&mut state.line, class, requester));
             state.refuse_if_held(at, requester.filter(|_| kept.is_some()), now)?;
             let (needed, ahead) = state.standing(at, now);
             if needed <= 0.0 {
                 state.tokens.left -= 1.0;
+                state.line.served(at);
                 return Ok(None);
             }
             if kept.is_none() {
@@ -380,6 +386,7 @@ impl Throttle {
                 let (needed, ahead) = state.standing(at, now);
                 if needed <= 0.0 {
                     state.tokens.left -= 1.0;
+                    state.line.served(at);
                 }
                 // Overtaken while it waited (writes of a later stage went ahead): sent away
                 // rather than hold its reconcile worker for a turn no longer near.

@@ -1,7 +1,7 @@
 //! The throttle's behaviour: buckets, holds, the line's order, sending away and calling back.
 #![allow(clippy::unwrap_used)]
 
-use super::line::Place;
+use super::line::{Line, Place};
 use super::*;
 
 /// A requester of the first stage.
@@ -204,11 +204,15 @@ async fn writes_of_a_later_stage_go_first_then_first_come() {
     }
     assert_eq!(*served.lock().unwrap(), [3, 4, 5, 1, 2]);
     // Reads stay first come whatever the stage.
-    let read = |stage| t.arrive(Class::Read, Some(&Requester::new(9, stage)));
-    assert!(read(12) < read(0));
-    let write = |stage| t.arrive(Class::Write, Some(&Requester::new(9, stage)));
-    assert!(write(0) > write(12));
-    assert!(write(3) < t.arrive(Class::Write, None), "no CR: last");
+    let mut l = Line::new(Instant::now());
+    let read = |l: &mut Line, stage| t.arrive(l, Class::Read, Some(&Requester::new(9, stage)));
+    let (r12, r0) = (read(&mut l, 12), read(&mut l, 0));
+    assert!(r12 < r0);
+    let write = |l: &mut Line, stage| t.arrive(l, Class::Write, Some(&Requester::new(9, stage)));
+    let (w0, w12) = (write(&mut l, 0), write(&mut l, 12));
+    assert!(w0 > w12);
+    let w3 = write(&mut l, 3);
+    assert!(w3 < t.arrive(&mut l, Class::Write, None), "no CR: last");
 }
 
 #[tokio::test]
@@ -428,5 +432,29 @@ async fn a_read_waits_in_line_however_far_back() {
     drop(buckets);
     for r in &readers {
         r.abort();
+    }
+}
+
+/// A namespace that fills a line does not hold another's writes behind all of its own: the
+/// other's first write takes the next turn.
+#[tokio::test]
+async fn another_namespaces_write_is_not_held_behind_a_namespace_that_fills_the_line() {
+    let (t, waiters) = ten_waiting().await;
+    // The same namespace's eleventh stands behind its ten: sent away.
+    let same = t.acquire("s", Class::Write, Some(&cr(11))).await;
+    assert!(
+        matches!(same, Err(Refused::Queued { ahead: 10, .. })),
+        "{same:?}"
+    );
+    // Another namespace's first write stands behind one of them: near enough to keep its place
+    // for the write its GET precedes, rather than be sent away behind the eleven.
+    let other = Requester {
+        tenant: 2,
+        ..cr(12)
+    };
+    assert_eq!(t.turn_near("s", Class::Write, &other, true), Ok(()));
+    assert_eq!(line(&t), (10, 2));
+    for w in &waiters {
+        w.abort();
     }
 }
