@@ -46,6 +46,16 @@ type Histograms = Family<KindLabels, Histogram, fn() -> Histogram>;
 /// Counts of objects by (kind, Ready state), taken at scrape time from the controller's caches.
 pub type ObjectCounts = BTreeMap<(&'static str, &'static str), i64>;
 
+/// A reconcile that runs ([`ControllerMetrics::running`]); it ends when this is dropped, also
+/// when the reconcile is.
+pub struct Running(Gauge);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The controller metrics, plus whatever the binary registers besides (`extra`).
 pub struct ControllerMetrics {
     registry: Registry,
@@ -55,6 +65,7 @@ pub struct ControllerMetrics {
     time_to_ready_seconds: Histograms,
     objects: Family<StateLabels, Gauge>,
     queue_depth: Family<KindLabels, Gauge>,
+    running: Family<KindLabels, Gauge>,
     leader: Gauge,
     /// Objects waiting for a reconcile, by kind (deduplicated as the controller's queue is).
     queued: Mutex<BTreeMap<&'static str, BTreeSet<String>>>,
@@ -75,6 +86,7 @@ impl ControllerMetrics {
             time_to_ready_seconds: Histograms::new_with_constructor(seconds_histogram),
             objects: Family::default(),
             queue_depth: Family::default(),
+            running: Family::default(),
             leader: Gauge::default(),
             queued: Mutex::default(),
             count_objects: Mutex::new(None),
@@ -112,6 +124,12 @@ impl ControllerMetrics {
             m.queue_depth.clone(),
         );
         registry.register(
+            "reconciles_running",
+            "Reconciles running now, by kind (at most the concurrency per kind): with an empty \
+             queue and none running, a controller is idle",
+            m.running.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this replica holds its lease (or runs without leader election)",
             m.leader.clone(),
@@ -132,6 +150,19 @@ impl ControllerMetrics {
                 kind: kind.to_owned(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// A reconcile of `kind` starts: counted in `reconciles_running` until the guard is dropped
+    /// (after its `reconciled`, so that an idle controller has counted every reconcile).
+    pub fn running(&self, kind: &str) -> Running {
+        let gauge = self
+            .running
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .clone();
+        gauge.inc();
+        Running(gauge)
     }
 
     pub fn error_reason(&self, kind: &str, reason: &str) {
@@ -223,12 +254,19 @@ mod tests {
         m.queued("AzureCluster", "ns/a".into());
         m.queued("AzureCluster", "ns/b".into());
         m.dequeued("AzureCluster", "ns/a");
+        let running = m.running("AzureCluster");
+        assert!(
+            m.encode()
+                .contains("strata_test_reconciles_running{kind=\"AzureCluster\"} 1")
+        );
+        drop(running);
         m.set_object_counter(|| [(("AzureCluster", "True"), 3)].into());
         let text = m.encode();
         for line in [
             "strata_test_reconcile_total{kind=\"AzureCluster\",result=\"applied\"} 1",
             "strata_test_errors_total{kind=\"AzureCluster\",reason=\"InvalidSpec\"} 1",
             "strata_test_queue_depth{kind=\"AzureCluster\"} 1",
+            "strata_test_reconciles_running{kind=\"AzureCluster\"} 0",
             "strata_test_objects{kind=\"AzureCluster\",ready=\"True\"} 3",
             "strata_test_extra_total 1",
         ] {

@@ -150,6 +150,7 @@ pub async fn reconcile<K: AzureResource>(obj: Arc<K>, ctx: Arc<Context>) -> Resu
     ctx.metrics
         .common
         .dequeued(K::KIND.as_str(), &object_key(obj.as_ref()));
+    let _running = ctx.metrics.common.running(K::KIND.as_str());
     let start = std::time::Instant::now();
     let result = reconcile_inner(obj, ctx.clone()).instrument(span).await;
     let label = match &result {

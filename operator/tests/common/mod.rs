@@ -412,14 +412,18 @@ impl World {
     /// A quiet point, where a test would otherwise sleep before asserting that nothing (more)
     /// happened: `kind` has been reconciled more than `since` times — a reconcile is counted
     /// once every request it sent has been answered, so its writes are in the emulator's log —
-    /// and no wake-up waits in any kind's queue.
+    /// and no wake-up waits in any kind's queue and no reconcile runs
+    /// (`strata_operator_reconciles_running`).
     pub async fn quiet_after(&self, kind: &str, since: u64) {
         let what = format!("a reconcile of {kind} after the {since} before, and empty queues");
         self.eventually(&what, Duration::from_secs(30), || async {
             let (_, text) = self.operator_http("/metrics").await;
             let idle = text
                 .lines()
-                .filter(|l| l.starts_with("strata_operator_queue_depth{"))
+                .filter(|l| {
+                    l.starts_with("strata_operator_queue_depth{")
+                        || l.starts_with("strata_operator_reconciles_running{")
+                })
                 .all(|l| l.ends_with(" 0"));
             idle && self.reconciles(kind).await > since
         })

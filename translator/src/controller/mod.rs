@@ -348,6 +348,7 @@ where
         return Ok(Action::await_change());
     }
     let kind = K::kind(&());
+    let _running = ctx.metrics.running(&kind);
     let span = info_span!(
         "reconcile",
         kind = %kind,

@@ -289,7 +289,8 @@ pub fn reconciles(metrics: &strata_runtime::metrics::ControllerMetrics, kind: &s
 
 /// A quiet point, where a test would otherwise sleep before asserting that nothing (more)
 /// changed: `kind` has been reconciled more than `since` times (a reconcile is counted once its
-/// writes were answered) and no wake-up waits in any of the translator's queues.
+/// writes were answered), no wake-up waits in any of the translator's queues and no reconcile
+/// runs (`strata_translator_reconciles_running`).
 pub async fn quiet_after(
     metrics: &strata_runtime::metrics::ControllerMetrics,
     kind: &str,
@@ -300,7 +301,10 @@ pub async fn quiet_after(
         let text = metrics.encode();
         let idle = text
             .lines()
-            .filter(|l| l.starts_with("strata_translator_queue_depth{"))
+            .filter(|l| {
+                l.starts_with("strata_translator_queue_depth{")
+                    || l.starts_with("strata_translator_reconciles_running{")
+            })
             .all(|l| l.ends_with(" 0"));
         (idle && reconciles(metrics, kind) > since).then_some(())
     })
