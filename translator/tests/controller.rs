@@ -924,7 +924,7 @@ async fn an_earlier_translators_credential_secret_is_emptied_and_no_longer_named
 
 #[tokio::test]
 async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc() {
-    let env = start("tr-delete").await;
+    let (env, metrics) = start_with_metrics("tr-delete").await;
     create_all(&env, &sample("default-cluster.yaml")).await;
     let expected = rendered(&sample("default-cluster.yaml"), &env.ns);
     eventually("cluster CRs", || async {
@@ -956,7 +956,16 @@ async fn deleting_the_azure_cluster_deletes_its_crs_then_releases_it_without_gc(
         (crs.len() == 1).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Reconciled once more with one CR left (a test annotation wakes it): still not released.
+    let since = reconciles(&metrics, "AzureCluster");
+    api.patch(
+        "strata-demo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"test.strata.dev/touch": "1"}}})),
+    )
+    .await
+    .unwrap();
+    quiet_after(&metrics, "AzureCluster", since).await;
     assert!(
         api.get_opt("strata-demo").await.unwrap().is_some(),
         "released before its CRs were gone"
