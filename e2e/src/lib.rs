@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -170,6 +171,8 @@ struct Running {
 struct RunningOperator {
     settings: Settings,
     task: JoinHandle<()>,
+    /// Where its `/metrics` listens, once it does.
+    metrics: Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>,
 }
 
 pub struct Stack {
@@ -290,8 +293,87 @@ impl Stack {
             self.options.time_scale,
         );
         edit(&mut settings);
-        let task = Self::spawn_operator(settings.clone(), self.env.client());
-        self.operators.push(RunningOperator { settings, task });
+        // Its metrics on a port of its own: the tests' quiet points read them.
+        settings.service.metrics_addr = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let metrics = Arc::default();
+        let task = Self::spawn_operator(settings.clone(), self.env.client(), &metrics);
+        self.operators.push(RunningOperator {
+            settings,
+            task,
+            metrics,
+        });
+    }
+
+    /// The first operator's reconciles of `kind` so far (`strata_operator_reconcile_total`,
+    /// every result; a restarted operator counts from zero), and whether it is idle: no wake-up
+    /// in a queue, no reconcile running.
+    pub async fn operator_reconciles(&self, kind: &str) -> (u64, bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let addr = loop {
+            let addr = self
+                .operators
+                .first()
+                .and_then(|op| *op.metrics.lock().unwrap_or_else(|p| p.into_inner()));
+            if let Some(addr) = addr {
+                break addr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the operator's /metrics never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let text = self
+            .http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .expect("the operator's /metrics")
+            .text()
+            .await
+            .expect("the operator's /metrics");
+        let prefix = format!("strata_operator_reconcile_total{{kind=\"{kind}\",");
+        let count = text
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum();
+        let idle = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("strata_operator_queue_depth{")
+                    || l.starts_with("strata_operator_reconciles_running{")
+            })
+            .all(|l| l.ends_with(" 0"));
+        (count, idle)
+    }
+
+    /// Makes the first operator reconcile `kind`/`name` in `ns` once more (a test annotation)
+    /// and waits until that reconcile has ended and the operator is idle: where a test would
+    /// otherwise sleep before asserting that nothing more happened.
+    pub async fn touch_and_quiet(&self, ns: &str, kind: &str, name: &str) {
+        let (before, _) = self.operator_reconciles(kind).await;
+        let touch = uuid::Uuid::new_v4().to_string();
+        self.cloud(ns, kind)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"strata.test/touch": touch}}})),
+            )
+            .await
+            .expect("the touch");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (count, idle) = self.operator_reconciles(kind).await;
+            if idle && count > before {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{ns}/{kind}/{name} was not reconciled after its touch"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Stops every operator (without starting new ones).
@@ -301,11 +383,18 @@ impl Stack {
         }
     }
 
-    fn spawn_operator(settings: Settings, client: kube::Client) -> JoinHandle<()> {
+    fn spawn_operator(
+        settings: Settings,
+        client: kube::Client,
+        metrics: &Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>,
+    ) -> JoinHandle<()> {
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            strata_operator::run(client, settings)
-                .await
-                .expect("operator");
+            strata_operator::run_with(client, settings, move |bound| {
+                *metrics.lock().unwrap_or_else(|p| p.into_inner()) = bound.metrics;
+            })
+            .await
+            .expect("operator");
         })
     }
 
@@ -317,7 +406,12 @@ impl Stack {
             self.operators[i].task.abort();
             let settings = self.operators[i].settings.clone();
             let client = self.fresh_client().await;
-            self.operators[i].task = Self::spawn_operator(settings, client);
+            *self.operators[i]
+                .metrics
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            let metrics = self.operators[i].metrics.clone();
+            self.operators[i].task = Self::spawn_operator(settings, client, &metrics);
         }
     }
 

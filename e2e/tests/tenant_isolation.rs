@@ -439,6 +439,8 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     resource_group(&stack, &a, "a-sp", id("id-c")).await;
     let message = wait_reason(&stack, &a, "a-sp", "IdentityNotAllowed").await;
     assert!(message.contains("id-c"), "{message}");
+    // Reconciled once more as it is: still nothing sent.
+    stack.touch_and_quiet(&a, "ResourceGroup", "a-sp").await;
     let log = requests(&stack).await;
     assert!(
         made_by(&log, CLIENT_C).is_empty(),
@@ -458,7 +460,9 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     let message = wait_reason(&stack, &a, "a-selector", "IdentityNotFound").await;
     assert!(message.contains("id-sel"), "{message}");
     let after_delete = requests(&stack).await.len();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    stack
+        .touch_and_quiet(&a, "ResourceGroup", "a-selector")
+        .await;
     let log = requests(&stack).await;
     assert!(
         made_by(&log[after_delete..], CLIENT_SEL).is_empty(),
