@@ -236,10 +236,24 @@ async fn readyz_waits_for_the_watches_and_healthz_does_not() {
         assert!(start.elapsed() < Duration::from_secs(30), "never alive");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for _ in 0..10 {
-        assert_eq!(status("/readyz").await, Some(503));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    // Its watches have tried and failed (a list of a cloud kind answered 404, for two kinds at
+    // least): still not ready, rather than "not ready yet" sampled for a while.
+    let failed_lists = || {
+        env.request_log()
+            .expect("a request log")
+            .iter()
+            .filter(|r| r.verb == "list" && r.group == "azure.strata.dev" && r.code == 404)
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while failed_lists() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the operator never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!(status("/readyz").await, Some(503));
     let crds = repo_root().join("crds/generated");
     let out = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
