@@ -61,13 +61,17 @@ async fn env_ns() -> (TestEnv, String) {
 /// [`env_ns`] with a cluster's garbage collector and namespace controller
 /// (`TestEnvBuilder::controllers`).
 async fn env_ns_with_controllers() -> (TestEnv, String) {
-    let env = TestEnv::builder()
+    in_new_namespace(env_with_controllers().await).await
+}
+
+/// The server with a cluster's garbage collector and namespace controller.
+async fn env_with_controllers() -> TestEnv {
+    TestEnv::builder()
         .crd(widget_crd())
         .controllers()
         .start()
         .await
-        .unwrap();
-    in_new_namespace(env).await
+        .unwrap()
 }
 
 async fn in_new_namespace(env: TestEnv) -> (TestEnv, String) {
@@ -2012,12 +2016,7 @@ async fn updating_a_terminating_namespace_keeps_it_until_its_objects_are_gone() 
     ) {
         return;
     }
-    let env = TestEnv::builder()
-        .crd(widget_crd())
-        .controllers()
-        .start()
-        .await
-        .unwrap();
+    let env = env_with_controllers().await;
     let ns = format!("t-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let nsapi = Api::<Namespace>::all(env.client());
     let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
