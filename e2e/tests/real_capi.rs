@@ -1,6 +1,6 @@
 //! Strata driven by the real Cluster API core controller manager (v1.13, `../shared/tools/
 //! cluster-api/`) rather than the stand-in: CAPI's own CRDs, conversion and admission webhooks and
-//! controllers on kube-apiserver + etcd, with strata-translator, strata-operator and the ARM
+//! controllers on the API test server and on kube-apiserver + etcd, with strata-translator, strata-operator and the ARM
 //! emulator. No kubeadm provider runs, so Machines get their bootstrap data directly
 //! (`dataSecretName`) and the control plane is a plain Machine; the test plays the workload
 //! cluster on the same API server (its `<cluster>-kubeconfig` Secret, and a Ready Node per
@@ -8,9 +8,6 @@
 //! does to a provider: provisioning, a Kubernetes version rollout of its MachineDeployment, scaling
 //! up and down, a Machine deleted as a MachineHealthCheck remediates it, and deletion in CAPI's
 //! order, with the emulator's VMs checked at each step.
-//!
-//! The API test server does not call admission or conversion webhooks yet, so on it this suite
-//! skips (listed by `make test`); CAPI cannot run without them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,21 +22,11 @@ use serde_json::{Value, json};
 use strata_e2e::real_capi::{self, Manager, Webhook};
 use strata_e2e::*;
 use strata_envtest::TestEnv;
-use strata_envtest::testenv::{Server as ApiServer, skip_test};
 
 const CLUSTER: &str = "capi";
 
-/// The stack on kube-apiserver with CAPI's CRDs and webhooks installed and its manager running;
-/// `None` (skipped, with the reason logged) on the API test server.
-async fn start(ns: &str, test: &str) -> Option<(Stack, Manager)> {
-    if !matches!(ApiServer::from_env(), ApiServer::Assets(_)) {
-        skip_test(
-            test,
-            "the API test server does not call admission or conversion webhooks, which the real \
-             Cluster API manager needs (issue 55)",
-        );
-        return None;
-    }
+/// The stack with CAPI's CRDs and webhooks installed and its manager running.
+async fn start(ns: &str) -> (Stack, Manager) {
     let webhook = Webhook::new();
     let mut builder = TestEnv::builder().garbage_collection(false).empty_etcd();
     for crd in real_capi::strata_crds()
@@ -67,7 +54,7 @@ async fn start(ns: &str, test: &str) -> Option<(Stack, Manager)> {
     }
     let manager = Manager::start(env.kubeconfig_path(), &webhook).await;
     let stack = Stack::start_on(env, ns, StackOptions::default()).await;
-    Some((stack, manager))
+    (stack, manager)
 }
 
 /// The objects of a cluster as CAPZ's default flavour makes them, reduced to what CAPI core runs
@@ -210,14 +197,7 @@ async fn vms(stack: &Stack) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_capi_provisions_rolls_scales_remediates_and_deletes_to_nothing() {
-    let Some((stack, manager)) = start(
-        "realcapi",
-        "real_capi_provisions_rolls_scales_remediates_and_deletes_to_nothing",
-    )
-    .await
-    else {
-        return;
-    };
+    let (stack, manager) = start("realcapi").await;
     let kubeconfig = real_capi::workload_kubeconfig(CLUSTER, stack.env.kubeconfig_path());
     stack
         .apply_yaml(&serde_yaml_ng::to_string(&kubeconfig).unwrap())

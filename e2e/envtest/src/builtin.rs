@@ -154,6 +154,7 @@ where
         builtin: true,
         verbs: Some(STORED),
         subresources: Vec::new(),
+        conversion: None,
         storage_hash: Some(crate::resources::storage_version_hash(
             T::GROUP,
             T::VERSION,

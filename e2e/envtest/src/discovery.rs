@@ -300,6 +300,37 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     })
 }
 
+/// `GET /`: the paths the server serves, as kube-apiserver lists them (`RootPaths`, sorted).
+/// Cluster API's cluster cache reads it to tell a reachable workload cluster.
+pub async fn root_paths(State(state): State<AppState>) -> Json<Value> {
+    let store = state.store();
+    let mut paths: Vec<String> = [
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/",
+        "/healthz",
+        "/livez",
+        "/openapi/v2",
+        "/openapi/v3",
+        "/openapi/v3/",
+        "/readyz",
+        "/version",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    for (group, versions) in groups(&store) {
+        paths.push(format!("/apis/{group}"));
+        for v in versions {
+            paths.push(format!("/apis/{group}/{v}"));
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    Json(json!({ "paths": paths }))
+}
+
 pub async fn api_groups(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let store = state.store();
     if let Some(v) = aggregated_version(&headers) {

@@ -67,7 +67,8 @@ pub enum ApiError {
     TooLargeResourceVersion(u64, u64),
     #[error("{}", .1)]
     ApplyConflict(Target, String, Vec<Cause>),
-    #[error("internal error: {0}")]
+    /// kube-apiserver's `NewInternalError`.
+    #[error("Internal error occurred: {0}")]
     Internal(String),
     /// A ValidatingAdmissionPolicy's denial: kube-apiserver names the resource (its plural, in
     /// `target.kind`) and the validation's `reason` decides the code.
@@ -81,6 +82,17 @@ pub enum ApiError {
     /// 500 with no reason (its field manager's error is not an API status error).
     #[error("{0}")]
     TypedPatch(String),
+    /// A `Status` made elsewhere, sent as it is: an admission webhook's denial or kube-apiserver's
+    /// answer when calling a webhook failed.
+    #[error("{}", .0.get("message").and_then(Value::as_str).unwrap_or(""))]
+    Status(Box<Value>),
+    /// Not an answer: a write run to the point where kube-apiserver calls mutating webhooks
+    /// stops there with the object as formed (`crate::webhooks`).
+    #[error("the object as formed for admission")]
+    Formed(Box<Value>),
+    /// Not an answer: the object a phased write was based on changed meanwhile; it starts over.
+    #[error("the object changed while its webhooks were called")]
+    Stale,
 }
 
 fn qualified(resource: &str, group: &str) -> String {
@@ -128,7 +140,16 @@ impl ApiError {
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
             ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Internal(_) | ApiError::TypedPatch(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_)
+            | ApiError::TypedPatch(_)
+            | ApiError::Formed(_)
+            | ApiError::Stale => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Status(s) => s
+                .get("code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok())
+                .and_then(|c| StatusCode::from_u16(c).ok())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             ApiError::Admission { reason, .. } => match *reason {
                 "Forbidden" => StatusCode::FORBIDDEN,
                 "Invalid" => StatusCode::UNPROCESSABLE_ENTITY,
@@ -151,14 +172,17 @@ impl ApiError {
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => "Expired",
             ApiError::TooLargeResourceVersion(..) => "Timeout",
-            ApiError::Internal(_) => "InternalError",
-            ApiError::TypedPatch(_) => "",
+            ApiError::Internal(_) | ApiError::Formed(_) | ApiError::Stale => "InternalError",
+            ApiError::TypedPatch(_) | ApiError::Status(_) => "",
             ApiError::Admission { reason, .. } => reason,
         }
     }
 
     /// The `Status` object a real API server would send.
     pub fn status(&self) -> Value {
+        if let ApiError::Status(s) = self {
+            return (**s).clone();
+        }
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",

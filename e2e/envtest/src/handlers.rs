@@ -98,7 +98,10 @@ fn encoded_response(code: StatusCode, body: Bytes, warnings: &[String]) -> Respo
 
 fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
     let mut o = obj.clone();
-    o["apiVersion"] = json!(rt.api_version(version));
+    // A CRD converted by its webhook has its objects converted after the lock is released.
+    if !crate::webhooks::conversion::by_webhook(rt) {
+        o["apiVersion"] = json!(rt.api_version(version));
+    }
     o
 }
 
@@ -145,6 +148,7 @@ struct Request<'a> {
     query: HashMap<String, String>,
     headers: HeaderMap,
     body: Bytes,
+    phase: lifecycle::Phase,
 }
 
 impl Request<'_> {
@@ -169,6 +173,8 @@ impl Request<'_> {
             dry_run: self.dry_run(&Value::Null),
             managed: false,
             duplicates: Vec::new(),
+            phase: self.phase.clone(),
+            apply_nulls: Vec::new(),
         })
     }
 
@@ -241,7 +247,7 @@ impl Request<'_> {
         let api_version = self.rt.api_version(&self.path.version);
         encoded_response(
             code,
-            w.object.json_at(&api_version, &self.rt.kind),
+            crate::webhooks::conversion::served_json(&self.rt, &w.object, &api_version),
             &w.warnings,
         )
     }
@@ -262,10 +268,11 @@ pub async fn resource_request(
         .and_then(|a| a.to_str().ok())
         .is_some_and(crate::protobuf::preferred)
         && !flag(&query, "watch");
-    let response = match route(&state, method, uri, headers, query, body) {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    };
+    let response =
+        match crate::webhooks::phased::serve(&state, method, uri, headers, query, body).await {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        };
     if protobuf {
         json_to_protobuf(response).await
     } else {
@@ -344,13 +351,16 @@ async fn json_to_protobuf(response: Response) -> Response {
     }
 }
 
-fn route(
+/// One request, run under the store's lock; `phase` says what a write that webhooks see does in
+/// this run of it (`crate::webhooks::phased`).
+pub(crate) fn route(
     state: &AppState,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     query: HashMap<String, String>,
     body: Bytes,
+    phase: lifecycle::Phase,
 ) -> Result<Response, ApiError> {
     let path = parse_path(uri.path()).ok_or(ApiError::NoResource)?;
     let Some(plural) = path.plural.clone() else {
@@ -383,6 +393,7 @@ fn route(
         query,
         headers,
         body,
+        phase,
     };
     let has_name = req.path.name.is_some();
     if has_name && req.path.subresource.as_deref() == Some("scale") {
@@ -868,7 +879,7 @@ fn get(req: &Request) -> Result<Response, ApiError> {
     let api_version = req.rt.api_version(&req.path.version);
     Ok(encoded_response(
         StatusCode::OK,
-        obj.json_at(&api_version, &req.rt.kind),
+        crate::webhooks::conversion::served_json(&req.rt, &obj, &api_version),
         &[],
     ))
 }
@@ -1087,7 +1098,6 @@ fn list(req: &Request) -> Result<Response, ApiError> {
     // outside the store lock: serialising every object again per list made lists slower than
     // kube-apiserver's.
     let api_version = req.rt.api_version(&req.path.version);
-    let kind = &req.rt.kind;
     let mut body =
         Vec::with_capacity(items.iter().map(|i| i.json().len() + 1).sum::<usize>() + 256);
     let head = json!({"kind": req.rt.list_kind, "apiVersion": api_version, "metadata": metadata});
@@ -1098,7 +1108,11 @@ fn list(req: &Request) -> Result<Response, ApiError> {
         if i > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(&item.json_at(&api_version, kind));
+        body.extend_from_slice(&crate::webhooks::conversion::served_json(
+            &req.rt,
+            item,
+            &api_version,
+        ));
     }
     body.extend_from_slice(b"]}");
     Ok((
@@ -1196,7 +1210,7 @@ fn patch(req: &Request) -> Result<Response, ApiError> {
         repeated_yaml_key(&req.body)?;
     }
     let mut store = req.state.store();
-    let current = store.get(&req.rt.key(), req.namespace(), req.name());
+    let current = lifecycle::based_on(&store, &req.rt, req.namespace(), req.name(), &opts)?;
     if content_type == "application/apply-patch+yaml" {
         return server_side_apply(
             req,
@@ -1333,11 +1347,10 @@ fn server_side_apply(
             )));
         }
     }
+    // Refused where kube-apiserver validates, after mutating admission (a defaulting webhook may
+    // fill them, as Cluster API's does a MachineDeployment's `selector.matchLabels`).
     if let Some(schema) = schema.as_deref() {
-        let causes = crate::schema::nulls_in_apply(schema, &applied);
-        if !causes.is_empty() {
-            return Err(lifecycle::invalid(&req.rt, req.name(), causes));
-        }
+        opts.apply_nulls = crate::schema::nulls_in_apply(schema, &applied);
     }
     let force = flag(&req.query, "force");
     let target = lifecycle::target(&req.rt, req.name());
@@ -1419,6 +1432,13 @@ fn delete(req: &Request) -> Result<Response, ApiError> {
     let body = parse_body(&req.body)?;
     let policy = propagation(req, &body)?;
     let mut store = req.state.store();
+    lifecycle::based_on(
+        &store,
+        &req.rt,
+        req.namespace(),
+        req.name(),
+        &req.write_options()?,
+    )?;
     if req.dry_run(&body) {
         // Nothing changes; answer with the object as it is.
         let obj = store

@@ -21,6 +21,7 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod object_meta;
 pub mod openapi;
+pub mod partial;
 pub mod patch;
 pub mod protobuf;
 pub mod requests;
@@ -33,6 +34,7 @@ pub mod store;
 pub mod table;
 pub mod testenv;
 pub mod watch;
+pub mod webhooks;
 
 pub use error::ApiError;
 pub use server::{AppState, Config, router};

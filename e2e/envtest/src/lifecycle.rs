@@ -43,6 +43,84 @@ pub struct WriteOptions {
     pub managed: bool,
     /// Keys the JSON body repeated (`decode::duplicate_fields`), reported like unknown fields.
     pub duplicates: Vec<String>,
+    /// Set for a write that admission or conversion webhooks see (`crate::webhooks`).
+    pub phase: Phase,
+    /// The nulls a server-side apply patch left in typed fields (`schema::nulls_in_apply`):
+    /// refused unless mutating admission filled them.
+    pub apply_nulls: Vec<Cause>,
+}
+
+/// What a write that webhooks see does differently in each of its runs.
+#[derive(Debug, Clone, Default)]
+pub struct Phase {
+    pub mutation: Mutation,
+    /// The resourceVersion of the object the webhooks were shown (`""`: there was none); a
+    /// write that finds another one stops with [`ApiError::Stale`] and starts over.
+    pub based_on: Option<String>,
+    /// The stored object at the request's version, converted by the CRD's webhook, to base
+    /// the write on (kube-apiserver reads it from etcd through the webhook).
+    pub current: Option<Object>,
+}
+
+/// What happens where kube-apiserver calls mutating webhooks: after the body is decoded,
+/// pruned and defaulted, before it is validated.
+#[derive(Debug, Clone, Default)]
+pub enum Mutation {
+    #[default]
+    None,
+    /// Stop there with the object as formed ([`ApiError::Formed`]).
+    Stop,
+    /// Apply the webhooks' patch there, then prune and default again.
+    Patch(Arc<json_patch::Patch>),
+}
+
+/// The stored object a write is based on: the converted copy of a phased write when there is
+/// one, and [`ApiError::Stale`] when the store has moved on from the object its webhooks saw.
+pub fn based_on(
+    store: &Store,
+    rt: &ResourceType,
+    namespace: &str,
+    name: &str,
+    opts: &WriteOptions,
+) -> Result<Option<Object>, ApiError> {
+    let stored = store.get(&rt.key(), namespace, name);
+    if let Some(rv) = &opts.phase.based_on
+        && stored
+            .as_ref()
+            .map_or("", |s| meta_str(s, "resourceVersion"))
+            != rv
+    {
+        return Err(ApiError::Stale);
+    }
+    Ok(match (&opts.phase.current, stored) {
+        (Some(converted), Some(_)) => Some(converted.clone()),
+        (_, stored) => stored,
+    })
+}
+
+fn drop_null_members(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(drop_null_members);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_null_members),
+        _ => {}
+    }
+}
+
+/// The mutation point of a phased write (see [`Mutation`]); `true` when it patched `obj`.
+fn mutation_point(obj: &mut Value, opts: &WriteOptions) -> Result<bool, ApiError> {
+    match &opts.phase.mutation {
+        Mutation::None => Ok(false),
+        Mutation::Stop => Err(ApiError::Formed(Box::new(obj.clone()))),
+        Mutation::Patch(patch) => {
+            json_patch::patch(obj, patch).map_err(|e| {
+                ApiError::Internal(format!("applying the admission webhooks' patch: {e}"))
+            })?;
+            Ok(true)
+        }
+    }
 }
 
 /// The outcome of a write: the stored object, its HTTP status and warnings.
@@ -103,12 +181,18 @@ fn process_schema(
         .version(version)
         .and_then(|v| Some((v, v.schema.clone()?)))
     else {
+        mutation_point(obj, opts)?;
         let causes = object_meta::validate(obj);
         return match causes.is_empty() {
             true => Ok(()),
             false => Err(invalid(rt, &name, causes)),
         };
     };
+    // Go's JSON decoder leaves a field it reads `null` for at its zero value (client-go sends
+    // an Event's `eventTime: null`): a built-in kind never sees those nulls.
+    if rt.builtin {
+        drop_null_members(obj);
+    }
     let mut unknown = schema::prune(&schema, obj);
     // kube-apiserver's strict decoder for custom resources lists repeated keys first (in
     // document order), then the unknown fields, sorted; for built-in kinds its typed decoder
@@ -140,6 +224,22 @@ fn process_schema(
     }
     if v.has_defaults {
         *obj = schema::apply_defaults(&schema, obj);
+    }
+    // kube-apiserver prunes and defaults a webhook-mutated object once more.
+    if mutation_point(obj, opts)? {
+        schema::prune(&schema, obj);
+        if v.has_defaults {
+            *obj = schema::apply_defaults(&schema, obj);
+        }
+    }
+    let still_null: Vec<Cause> = opts
+        .apply_nulls
+        .iter()
+        .filter(|c| schema::value_at(obj, &c.field).is_none_or(Value::is_null))
+        .cloned()
+        .collect();
+    if !still_null.is_empty() {
+        return Err(invalid(rt, &name, still_null));
     }
     let mut causes = Vec::new();
     schema::validate(&schema, obj, "", &mut causes);
@@ -540,6 +640,13 @@ pub fn create(
         obj["metadata"]["name"] = json!(format!("{prefix}{suffix}"));
     }
     let name = meta_str(&obj, "name").to_string();
+    based_on(
+        store,
+        rt,
+        namespace.filter(|_| rt.namespaced).unwrap_or(""),
+        &name,
+        opts,
+    )?;
     if let Some(msg) = validate_name(&name) {
         return Err(invalid(
             rt,
@@ -648,8 +755,7 @@ pub fn update(
     require_rv: bool,
     opts: &WriteOptions,
 ) -> Result<Written, ApiError> {
-    let old = store
-        .get(&rt.key(), namespace, name)
+    let old = based_on(store, rt, namespace, name, opts)?
         .ok_or_else(|| ApiError::NotFound(target(rt, name)))?;
     if !obj.is_object() {
         return Err(ApiError::BadRequest(

@@ -70,6 +70,9 @@ pub struct ResourceType {
     pub subresources: Vec<Subresource>,
     /// `storageVersionHash` in discovery; `None` for kinds that are never stored.
     pub storage_hash: Option<String>,
+    /// The CRD's conversion webhook (`spec.conversion.strategy: Webhook`); `None` converts by
+    /// rewriting `apiVersion` (strategy `None`).
+    pub conversion: Option<Arc<crate::webhooks::ClientConfig>>,
 }
 
 /// A subresource that discovery lists (`pods/exec`, `serviceaccounts/token`…) with the kind it
@@ -241,6 +244,11 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         builtin: false,
         verbs: None,
         subresources: Vec::new(),
+        conversion: spec
+            .get("conversion")
+            .filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))
+            .and_then(|c| c.pointer("/webhook/clientConfig"))
+            .map(|c| Arc::new(crate::webhooks::ClientConfig::from_value(c))),
     })
 }
 

@@ -1046,6 +1046,22 @@ fn walk_cel(
 /// `x-kubernetes-list-type: map` lists (by key); the items of sets and atomic lists are not
 /// (kube-apiserver's `CorrelatedObject.Index` gives them no old value), so an error under such a
 /// list ratchets only when the whole list is unchanged.
+/// The value at a cause's field path (`spec.items[2].name`), if there is one.
+pub fn value_at<'a>(obj: &'a Value, dotted: &str) -> Option<&'a Value> {
+    let mut v = Some(obj);
+    for segment in dotted.split('.').filter(|s| !s.is_empty()) {
+        let (name, indices) = match segment.find('[') {
+            Some(i) => segment.split_at(i),
+            None => (segment, ""),
+        };
+        v = v?.get(name);
+        for index in indices.split(['[', ']']).filter(|i| !i.is_empty()) {
+            v = v?.get(index.parse::<usize>().ok()?);
+        }
+    }
+    v
+}
+
 pub fn unchanged_at(schema: &Value, new: &Value, old: &Value, dotted: &str) -> bool {
     let mut node = Some(schema);
     let (mut n, mut o) = (Some(new), Some(old));

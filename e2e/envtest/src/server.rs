@@ -53,6 +53,8 @@ pub struct Shared {
     classifier: Mutex<Option<Arc<crate::flowcontrol::Classifier>>>,
     /// The OpenAPI v3 documents built so far (rebuilt when a CRD they show changes).
     openapi: crate::openapi::Documents,
+    /// HTTPS clients for admission and conversion webhooks.
+    webhooks: crate::webhooks::Clients,
 }
 
 impl AppState {
@@ -70,6 +72,7 @@ impl AppState {
             requests,
             classifier: Mutex::new(None),
             openapi: crate::openapi::Documents::default(),
+            webhooks: crate::webhooks::Clients::default(),
         }));
         {
             let mut store = state.store();
@@ -83,6 +86,8 @@ impl AppState {
                 dry_run: false,
                 managed: false,
                 duplicates: Vec::new(),
+                phase: Default::default(),
+                apply_nulls: Vec::new(),
             };
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let obj =
@@ -155,6 +160,10 @@ impl AppState {
     }
 
     /// The log of resource requests (verb, group, resource, user agent, code).
+    pub fn webhooks(&self) -> &crate::webhooks::Clients {
+        &self.0.webhooks
+    }
+
     pub fn requests(&self) -> &RequestLog {
         &self.0.requests
     }
@@ -195,6 +204,7 @@ impl AppState {
 /// The HTTP interface of one server.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(discovery::root_paths))
         .route("/version", get(discovery::version))
         .route("/healthz", get(discovery::healthz))
         .route("/readyz", get(discovery::readyz))

@@ -130,6 +130,8 @@ pub fn install_crds(state: &AppState, crds: &[Value]) -> Result<(), ApiError> {
         dry_run: false,
         managed: false,
         duplicates: Vec::new(),
+        phase: Default::default(),
+        apply_nulls: Vec::new(),
     };
     for crd in crds {
         lifecycle::create(&mut store, &rt, "v1", None, crd.clone(), &opts)?;
@@ -150,6 +152,8 @@ fn install_namespaces(state: &AppState, names: &[String]) -> Result<(), ApiError
         dry_run: false,
         managed: false,
         duplicates: Vec::new(),
+        phase: Default::default(),
+        apply_nulls: Vec::new(),
     };
     for n in names {
         let ns =

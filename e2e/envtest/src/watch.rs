@@ -42,7 +42,7 @@ impl Scope {
 
     /// One event line, around the object's shared JSON (no re-encoding per watch).
     fn event(&self, type_: &str, obj: &Stored) -> Bytes {
-        let object = obj.json_at(&self.api_version, &self.rt.kind);
+        let object = crate::webhooks::conversion::served_json(&self.rt, obj, &self.api_version);
         let mut out = Vec::with_capacity(object.len() + 32);
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(type_.as_bytes());
