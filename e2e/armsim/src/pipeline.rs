@@ -187,7 +187,29 @@ async fn run(
     answer
 }
 
-fn spec_for(type_name: &str, api_version: Option<&String>) -> Result<&'static Spec, ArmError> {
+/// The location ARM names when it refuses an api-version: the body's, else the resource group's.
+fn request_location(sim: &Sim, group: Option<ResourceId>, body: &[u8]) -> String {
+    let from_body = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|b| b.get("location")?.as_str().map(str::to_owned));
+    if let Some(location) = from_body {
+        return location;
+    }
+    group
+        .and_then(|g| sim.store.get(&g))
+        .and_then(|r| r.body.get("location")?.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The type's spec, and its api-version checked as ARM checks it: for a type of a resource
+/// provider (Network, Compute) the provider refuses a version it does not serve with
+/// `NoRegisteredProviderFound`; ARM's own types (resource groups) with
+/// `InvalidApiVersionParameter`.
+fn spec_for(
+    type_name: &str,
+    api_version: Option<&String>,
+    location: &dyn Fn() -> String,
+) -> Result<&'static Spec, ArmError> {
     let namespace = type_name.split('/').next().unwrap_or_default();
     let spec = types::spec(type_name).ok_or_else(|| {
         ArmError::bad_request(
@@ -201,7 +223,10 @@ fn spec_for(type_name: &str, api_version: Option<&String>) -> Result<&'static Sp
             "The api-version query parameter (?api-version=) is required for all requests.",
         ));
     };
-    if !spec.api_versions.contains(&version.as_str()) {
+    if spec.api_versions.contains(&version.as_str()) {
+        return Ok(spec);
+    }
+    if spec.type_name.starts_with("Microsoft.Resources/") {
         return Err(ArmError::bad_request(
             "InvalidApiVersionParameter",
             format!(
@@ -210,7 +235,16 @@ fn spec_for(type_name: &str, api_version: Option<&String>) -> Result<&'static Sp
             ),
         ));
     }
-    Ok(spec)
+    Err(ArmError::bad_request(
+        "NoRegisteredProviderFound",
+        format!(
+            "No registered resource provider found for location '{}' and API version '{version}' for type '{}'. The supported api-versions are '{}'. The supported locations are '{}'.",
+            location(),
+            spec.type_name.trim_start_matches(&format!("{namespace}/")),
+            spec.api_versions.join(", "),
+            spec.regions.join(", "),
+        ),
+    ))
 }
 
 fn method_not_allowed(method: &Method) -> ArmError {
@@ -252,7 +286,9 @@ fn dispatch(
             if *method == Method::POST
                 && let Some(resource) = &parent
             {
-                let spec = spec_for(&resource.type_name(), api_version)?;
+                let spec = spec_for(&resource.type_name(), api_version, &|| {
+                    request_location(sim, Some(resource.group()), body)
+                })?;
                 let name = type_name.rsplit('/').next().unwrap_or_default();
                 let resource = canonical(resource.clone(), spec);
                 return crate::actions::post(sim, &resource, spec, name, body, &call);
@@ -267,7 +303,15 @@ fn dispatch(
                     _ => Err(method_not_allowed(method)),
                 };
             }
-            let spec = spec_for(&type_name, api_version)?;
+            let spec = spec_for(&type_name, api_version, &|| {
+                request_location(
+                    sim,
+                    resource_group
+                        .as_deref()
+                        .map(|g| ResourceId::resource_group(&subscription, g)),
+                    body,
+                )
+            })?;
             match *method {
                 Method::GET => rest::list(
                     sim,
@@ -280,7 +324,9 @@ fn dispatch(
             }
         }
         Route::InstanceView(id) => {
-            spec_for(&id.type_name(), api_version)?;
+            spec_for(&id.type_name(), api_version, &|| {
+                request_location(sim, Some(id.group()), body)
+            })?;
             match *method {
                 Method::GET
                     if id
@@ -293,7 +339,9 @@ fn dispatch(
             }
         }
         Route::Resource(id) => {
-            let spec = spec_for(&id.type_name(), api_version)?;
+            let spec = spec_for(&id.type_name(), api_version, &|| {
+                request_location(sim, Some(id.group()), body)
+            })?;
             let id = canonical(id, spec);
             match *method {
                 Method::GET => rest::get(sim, &id, &call),

@@ -244,6 +244,12 @@ fn fleet(g: &str) -> Vec<(&'static str, String, &'static str, Value)> {
             ] } }),
         ),
         (
+            "Microsoft.Network/routeTables/routes",
+            net(g, "routeTables/rt/routes/peers"),
+            NET,
+            json!({ "properties": { "addressPrefix": "10.1.0.0/16", "nextHopType": "VnetLocal" } }),
+        ),
+        (
             "Microsoft.Network/natGateways",
             net(g, "natGateways/nat"),
             NET,
@@ -1026,7 +1032,7 @@ async fn a_subnet_lists_and_is_held_by_load_balancer_frontends() {
 async fn load_balancer_parts_list_the_rules_and_nics_that_use_them() {
     let sim = Sim::start().await;
     let g = "parts";
-    for (kind, path, version, body) in fleet(g).into_iter().take(10) {
+    for (kind, path, version, body) in fleet(g).into_iter().take(11) {
         let _ = kind;
         sim.create(&path, version, body).await;
     }
@@ -1293,13 +1299,19 @@ async fn api_versions_follow_the_providers() {
             "api-version=2099-01-01",
         )
         .await;
+    // A resource provider refuses a version it does not serve as ARM does, naming the location
+    // (here the group's), the type, its versions and its locations.
     assert_eq!(
         (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "InvalidApiVersionParameter")
+        (StatusCode::BAD_REQUEST, "NoRegisteredProviderFound")
     );
     let message = r.body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("2024-11-01") && message.contains("2024-07-01"),
+        message.starts_with(
+            "No registered resource provider found for location 'westeurope' and API version \
+             '2099-01-01' for type 'virtualMachines'. The supported api-versions are '2025-11-01, \
+             2025-04-01, 2024-11-01,"
+        ) && message.contains("The supported locations are 'eastus, eastus2,"),
         "{message}"
     );
     // A disk version is not a VM version.
@@ -1309,7 +1321,85 @@ async fn api_versions_follow_the_providers() {
             "api-version=2024-03-02",
         )
         .await;
+    assert_eq!(r.code(), "NoRegisteredProviderFound");
+    // ARM's own types keep ARM's code.
+    let r = sim.get(&rg("g"), "api-version=2099-01-01").await;
     assert_eq!(r.code(), "InvalidApiVersionParameter");
+}
+
+/// Versions that ARM serves (stable folders of the providers' REST specifications) and the
+/// emulator refused until it took its lists from the specifications; and a Compute package tag
+/// that is no API version.
+#[tokio::test]
+async fn api_versions_are_the_rest_specifications_stable_versions() {
+    let sim = Sim::start().await;
+    sim.network("g").await;
+    for (path, version) in [
+        (rg("g"), "api-version=2025-03-01"),
+        (rg("g"), "api-version=2023-07-01"),
+        (rg("g"), "api-version=2019-05-10"),
+        (net("g", "virtualNetworks/vnet"), "api-version=2024-10-01"),
+        (net("g", "virtualNetworks/vnet"), "api-version=2025-09-01"),
+        (net("g", "virtualNetworks/vnet"), "api-version=2022-01-01"),
+        (compute("g", "virtualMachines"), "api-version=2025-11-01"),
+        (compute("g", "virtualMachines"), "api-version=2022-03-01"),
+        (compute("g", "disks"), "api-version=2022-07-02"),
+    ] {
+        let r = sim.get(&path, version).await;
+        assert_eq!(r.status, StatusCode::OK, "{path} {version}: {}", r.body);
+    }
+    // `package-2025-03-01` bundles Compute 2024-11-01 with disks 2025-01-02.
+    let r = sim
+        .get(&compute("g", "virtualMachines"), "api-version=2025-03-01")
+        .await;
+    assert_eq!(r.code(), "NoRegisteredProviderFound", "{}", r.body);
+}
+
+/// A route table's routes at their own paths (`routeTables/{t}/routes/{r}`: PUT, GET, LIST,
+/// DELETE), and inline in the table, as ARM serves both.
+#[tokio::test]
+async fn route_table_routes_are_resources_of_their_own() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let table = net("g", "routeTables/rt");
+    sim.create(
+        &table,
+        NET,
+        json!({ "location": "westeurope", "properties": { "routes": [
+            { "name": "default", "properties": { "addressPrefix": "0.0.0.0/0", "nextHopType": "Internet" } }
+        ] } }),
+    )
+    .await;
+    let inline = sim.get(&format!("{table}/routes/default"), NET).await;
+    assert_eq!(inline.status, StatusCode::OK, "{}", inline.body);
+    assert_eq!(inline.body["id"], json!(format!("{table}/routes/default")));
+    assert_eq!(inline.body["properties"]["hasBgpOverride"], json!(false));
+    let added = sim
+        .create(
+            &format!("{table}/routes/peers"),
+            NET,
+            json!({ "properties": { "addressPrefix": "10.1.0.0/16", "nextHopType": "VnetLocal" } }),
+        )
+        .await;
+    assert_eq!(added["type"], json!("Microsoft.Network/routeTables/routes"));
+    let listed = sim.get(&format!("{table}/routes"), NET).await;
+    let names: Vec<&str> = listed.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{}", listed.body);
+    assert!(names.contains(&"default") && names.contains(&"peers"));
+    let shown = sim.get(&table, NET).await.body;
+    assert_eq!(shown["properties"]["routes"].as_array().unwrap().len(), 2);
+    let gone = sim.delete(&format!("{table}/routes/default"), NET).await;
+    assert!(gone.status.is_success(), "{}", gone.body);
+    sim.wait(&gone).await;
+    let shown = sim.get(&table, NET).await.body;
+    let routes = shown["properties"]["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 1, "{shown}");
+    assert_eq!(routes[0]["name"], json!("peers"));
 }
 
 #[tokio::test]
@@ -1522,7 +1612,7 @@ async fn a_bastion_host_needs_its_subnet_name_a_standard_ip_and_its_sku_for_tunn
         .await;
     assert_eq!(
         wrong_subnet.code(),
-        "InvalidBastionHostSubnet",
+        "SubnetNameMustBeAzureBastionSubnet",
         "{}",
         wrong_subnet.body
     );
@@ -1565,5 +1655,67 @@ async fn a_bastion_host_needs_its_subnet_name_a_standard_ip_and_its_sku_for_tunn
         StatusCode::BAD_REQUEST,
         "{}",
         ip_delete.body
+    );
+}
+
+/// What ARM fills in on scale sets and their instances that the emulator left out: placement
+/// (`singlePlacementGroup`, `zoneBalance`: `VirtualMachineScaleSet_Create_WithVMsInDifferentZones`
+/// and `…_WithEmptyDataDisksOnEachVm`), an instance's tags, etag and `modelDefinitionApplied`
+/// (`VirtualMachineScaleSetVM_Get_WithUserData`).
+#[tokio::test]
+async fn scale_sets_and_their_instances_show_what_arm_fills_in() {
+    let sim = Sim::start().await;
+    sim.network("g").await;
+    let subnet = net("g", "virtualNetworks/vnet/subnets/default");
+    let set = |zones: Option<Value>| {
+        let mut body = json!({
+            "location": "westeurope",
+            "tags": { "team": "x" },
+            "sku": { "name": "Standard_D2s_v3", "capacity": 1 },
+            "properties": { "virtualMachineProfile": {
+                "osProfile": { "computerNamePrefix": "pool", "adminUsername": "capi" },
+                "storageProfile": { "imageReference": { "publisher": "Canonical", "offer": "ubuntu", "sku": "22_04", "version": "latest" } },
+                "networkProfile": { "networkInterfaceConfigurations": [ { "name": "nic", "properties": {
+                    "primary": true, "ipConfigurations": [ { "name": "ip", "properties": { "subnet": { "id": subnet } } } ] } } ] }
+            } }
+        });
+        if let Some(z) = zones {
+            body["zones"] = z;
+        }
+        body
+    };
+    let regional = sim
+        .create(
+            &compute("g", "virtualMachineScaleSets/regional"),
+            COMPUTE,
+            set(None),
+        )
+        .await;
+    assert_eq!(regional["properties"]["singlePlacementGroup"], json!(true));
+    assert!(
+        regional["properties"].get("zoneBalance").is_none(),
+        "{regional}"
+    );
+    let zonal = sim
+        .create(
+            &compute("g", "virtualMachineScaleSets/zonal"),
+            COMPUTE,
+            set(Some(json!(["1", "2"]))),
+        )
+        .await;
+    assert_eq!(zonal["properties"]["singlePlacementGroup"], json!(false));
+    assert_eq!(zonal["properties"]["zoneBalance"], json!(false));
+    let instance = sim
+        .get(
+            &compute("g", "virtualMachineScaleSets/regional/virtualMachines/0"),
+            COMPUTE,
+        )
+        .await;
+    assert_eq!(instance.status, StatusCode::OK, "{}", instance.body);
+    assert_eq!(instance.body["tags"], json!({ "team": "x" }));
+    assert_eq!(instance.body["etag"], json!("\"1\""));
+    assert_eq!(
+        instance.body["properties"]["modelDefinitionApplied"],
+        json!("VirtualMachineScaleSet")
     );
 }

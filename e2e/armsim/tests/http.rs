@@ -121,7 +121,7 @@ async fn api_versions_are_checked_per_type() {
             "api-version=2024-05-01",
         )
         .await;
-    assert_eq!(r.code(), "InvalidApiVersionParameter");
+    assert_eq!(r.code(), "NoRegisteredProviderFound");
     let r = sim
         .get(&compute("a", "disks/d"), "api-version=2024-03-02")
         .await;

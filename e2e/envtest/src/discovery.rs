@@ -300,6 +300,19 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     })
 }
 
+/// `GET /metrics` (what the server has to say: the flow-control configuration's series).
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let text = crate::flowcontrol::metrics(&state.store());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
 /// `GET /`: the paths the server serves, as kube-apiserver lists them (`RootPaths`, sorted).
 /// Cluster API's cluster cache reads it to tell a reachable workload cluster.
 pub async fn root_paths(State(state): State<AppState>) -> Json<Value> {

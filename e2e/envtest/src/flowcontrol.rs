@@ -52,6 +52,96 @@ pub fn install_defaults(store: &mut Store) {
             store.insert(&key(plural), obj);
         }
     }
+    mark_dangling(store);
+}
+
+/// The `Dangling` condition of every FlowSchema, as kube-apiserver's APF configuration
+/// controller keeps it (`apf_controller.go`): `True`/`NotFound` when no
+/// PriorityLevelConfiguration has the name its spec references, else `False`/`Found`; a
+/// FlowSchema whose condition already says so is left alone.
+pub fn mark_dangling(store: &mut Store) {
+    let levels: std::collections::HashSet<String> = store
+        .list(&key("prioritylevelconfigurations"), None)
+        .map(|l| crate::store::meta_str(l, "name").to_string())
+        .collect();
+    let now = crate::lifecycle::now();
+    let updates: Vec<Value> = store
+        .list(&key("flowschemas"), None)
+        .filter_map(|fs| {
+            let level = fs
+                .pointer("/spec/priorityLevelConfiguration/name")
+                .and_then(Value::as_str)?;
+            let quoted = crate::lifecycle::go_quote(level);
+            let (status, reason, message) = if levels.contains(level) {
+                ("False", "Found", format!("This FlowSchema references the PriorityLevelConfiguration object named {quoted} and it exists"))
+            } else {
+                ("True", "NotFound", format!("This FlowSchema references the PriorityLevelConfiguration object named {quoted} but there is no such object"))
+            };
+            let mut conditions: Vec<Value> = fs
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let current = conditions.iter().position(|c| c["type"] == "Dangling");
+            if let Some(i) = current
+                && conditions[i]["status"] == status
+                && conditions[i]["reason"] == reason
+                && conditions[i]["message"] == message.as_str()
+            {
+                return None;
+            }
+            let condition = json!({"type": "Dangling", "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": now});
+            match current {
+                Some(i) => conditions[i] = condition,
+                None => conditions.push(condition),
+            }
+            let mut updated = Value::clone(fs);
+            updated["status"] = json!({ "conditions": conditions });
+            Some(updated)
+        })
+        .collect();
+    for fs in updates {
+        store.replace(&key("flowschemas"), fs);
+    }
+}
+
+/// kube-apiserver's concurrency limit with its default flags: `--max-requests-inflight` (400)
+/// plus `--max-mutating-requests-inflight` (200), shared among the priority levels.
+const SERVER_CONCURRENCY_LIMIT: f64 = 600.0;
+
+/// `GET /metrics`: the flow-control series that describe the configuration, in Prometheus'
+/// text format — `apiserver_flowcontrol_nominal_limit_seats` per priority level, each level's
+/// share of the server's concurrency limit (`ceil(limit × shares / sum of shares)`, exempt
+/// levels' shares included, as kube-apiserver computes it). Nothing is queued here, so the
+/// series of a running queue are not served.
+pub fn metrics(store: &Store) -> String {
+    let levels: Vec<(String, f64)> = store
+        .list(&key("prioritylevelconfigurations"), None)
+        .map(|l| {
+            let shares = l
+                .pointer("/spec/limited/nominalConcurrencyShares")
+                .or_else(|| l.pointer("/spec/exempt/nominalConcurrencyShares"))
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
+            (crate::store::meta_str(l, "name").to_string(), shares)
+        })
+        .collect();
+    let sum: f64 = levels.iter().map(|(_, s)| s).sum();
+    let mut out = String::from(
+        "# HELP apiserver_flowcontrol_nominal_limit_seats [BETA] Nominal number of execution seats configured for each priority level\n# TYPE apiserver_flowcontrol_nominal_limit_seats gauge\n",
+    );
+    for (name, shares) in &levels {
+        let seats = if sum > 0.0 {
+            (SERVER_CONCURRENCY_LIMIT * shares / sum).ceil()
+        } else {
+            0.0
+        };
+        out.push_str(&format!(
+            "apiserver_flowcontrol_nominal_limit_seats{{priority_level=\"{name}\"}} {seats}\n"
+        ));
+    }
+    out
 }
 
 /// Who sent a request and what it asks, as the classifier matches it.

@@ -159,11 +159,12 @@ impl AppState {
         &self.0.openapi
     }
 
-    /// The log of resource requests (verb, group, resource, user agent, code).
+    /// The HTTPS clients of admission and conversion webhooks.
     pub fn webhooks(&self) -> &crate::webhooks::Clients {
         &self.0.webhooks
     }
 
+    /// The log of resource requests (verb, group, resource, user agent, code).
     pub fn requests(&self) -> &RequestLog {
         &self.0.requests
     }
@@ -188,6 +189,7 @@ impl AppState {
 
     /// A FlowSchema or PriorityLevelConfiguration was written: classify from the store again.
     pub fn flowcontrol_changed(&self) {
+        crate::flowcontrol::mark_dangling(&mut self.store());
         *self
             .0
             .classifier
@@ -206,6 +208,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(discovery::root_paths))
         .route("/version", get(discovery::version))
+        .route("/metrics", get(discovery::metrics))
         .route("/healthz", get(discovery::healthz))
         .route("/readyz", get(discovery::readyz))
         .route("/livez", get(discovery::livez))

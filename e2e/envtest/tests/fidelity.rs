@@ -2639,3 +2639,124 @@ async fn nulls_in_metadata_are_go_zero_values() {
         );
     }
 }
+
+// API Priority and Fairness' configuration controller: a FlowSchema's `Dangling` condition
+// follows whether its priority level exists, and `/metrics` shows each level's nominal seats
+// (the series the upstream APF e2e specs read).
+#[tokio::test]
+async fn flow_schemas_are_marked_dangling_and_metrics_show_each_levels_seats() {
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = test_namespace(&c).await;
+    let api = "/apis/flowcontrol.apiserver.k8s.io/v1";
+    let level = format!("{ns}-level");
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("{api}/flowschemas"),
+        "application/json",
+        Some(json!({"metadata": {"name": format!("{ns}-fs")}, "spec": {
+            "priorityLevelConfiguration": {"name": level},
+            "matchingPrecedence": 5000,
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": format!("{ns}-user")}}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // The controller writes the condition asynchronously on kube-apiserver: poll, bounded.
+    let dangling = |want: &'static str| {
+        let (c, path) = (c.clone(), format!("{api}/flowschemas/{ns}-fs"));
+        async move {
+            let mut last = Value::Null;
+            for _ in 0..100 {
+                let (_, fs) = raw(&c, "GET", &path, "", None).await;
+                last = fs["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Dangling"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if last["status"] == want {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            last
+        }
+    };
+    let missing = dangling("True").await;
+    assert_eq!(missing["reason"], "NotFound", "{missing}");
+    assert_eq!(
+        missing["message"],
+        format!(
+            "This FlowSchema references the PriorityLevelConfiguration object named \"{level}\" but there is no such object"
+        )
+    );
+    let (code, body) = raw(
+        &c,
+        "POST",
+        &format!("{api}/prioritylevelconfigurations"),
+        "application/json",
+        Some(
+            json!({"metadata": {"name": level}, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 7, "limitResponse": {"type": "Reject"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let found = dangling("False").await;
+    assert_eq!(found["reason"], "Found", "{found}");
+    assert_eq!(
+        found["message"],
+        format!(
+            "This FlowSchema references the PriorityLevelConfiguration object named \"{level}\" and it exists"
+        )
+    );
+    assert!(found["lastTransitionTime"].is_string(), "{found}");
+
+    // The level's nominal seats: its share of the server's 600 (400 + 200 in flight by
+    // default), rounded up, over the shares of every level.
+    let (_, levels) = raw(
+        &c,
+        "GET",
+        &format!("{api}/prioritylevelconfigurations"),
+        "",
+        None,
+    )
+    .await;
+    let shares: f64 = levels["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| {
+            l.pointer("/spec/limited/nominalConcurrencyShares")
+                .or_else(|| l.pointer("/spec/exempt/nominalConcurrencyShares"))
+                .and_then(Value::as_f64)
+        })
+        .sum();
+    let want = format!(
+        "apiserver_flowcontrol_nominal_limit_seats{{priority_level=\"{level}\"}} {}",
+        (600.0 * 7.0 / shares).ceil()
+    );
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = raw_text(&c, "GET", "/metrics", "", &[], None).await.1;
+        if text.lines().any(|l| l == want) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let seen: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_nominal_limit_seats{"))
+        .collect();
+    assert!(
+        seen.contains(&want.as_str()),
+        "want {want}, /metrics has {seen:?}"
+    );
+    for path in [
+        format!("{api}/flowschemas/{ns}-fs"),
+        format!("{api}/prioritylevelconfigurations/{level}"),
+    ] {
+        assert_eq!(raw(&c, "DELETE", &path, "", None).await.0, 200);
+    }
+}

@@ -65,11 +65,11 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         .as_deref()
         .is_some_and(|n| n.eq_ignore_ascii_case(SUBNET_NAME))
     {
+        // ARM's code and message (quoted in terraform-provider-azurerm PR 15365).
         return bad(
-            "InvalidBastionHostSubnet",
+            "SubnetNameMustBeAzureBastionSubnet",
             format!(
-                "The subnet of bastion host {} must be named {SUBNET_NAME}; {subnet:?} is not.",
-                put.id
+                "Subnet name {subnet} is invalid for Azure Bastion. Azure Bastion can only be created in subnet with name '{SUBNET_NAME}'."
             ),
         );
     }

@@ -32,26 +32,39 @@ mod virtual_network_peering;
 
 pub use defaults::{Fill, When, fill, fill_if, fill_unless, fill_when};
 
-// API versions accepted per provider, newest first: the stable versions of the provider's REST
-// specification from 2025 (the registry's defaults, `CloudKind::api_version`: Network
-// 2025-05-01, Compute and Resources 2025-04-01), the versions the retired Azure SDK 0.21 crates sent (`azure_mgmt_network`
-// 2024-03-01, `azure_mgmt_compute` 2024-07-01 and for disks 2024-03-02, `azure_mgmt_resources`
-// 2021-04-01, still what a lagging cloud may serve), and those `az` 2.6x/2.7x sends. The bodies
-// of the kinds Strata uses are the same in all of them. Any other version is refused with
-// `InvalidApiVersionParameter` and the supported list, as ARM does.
+// API versions accepted per provider, newest first: the stable versions of each provider's REST
+// specification (Azure/azure-rest-api-specs, `specification/<provider>/resource-manager/`: the
+// `stable/<version>/` folders its readme's package tags take their input files from; a package
+// tag such as Compute's `package-2025-03-01` names an SDK bundle, not an API version) from 2022
+// on, and for resource groups from 2019 on. The registry's defaults (`CloudKind::api_version`:
+// Network 2025-05-01, Compute and Resources 2025-04-01) and what `az` and the retired SDK crates
+// send are among them. The bodies of the kinds Strata uses are the same in all of them. Any other
+// version is refused as ARM refuses it (`pipeline::spec_for`).
 pub const NETWORK_API_VERSIONS: &[&str] = &[
+    "2025-09-01",
     "2025-07-01",
     "2025-05-01",
     "2025-03-01",
     "2025-01-01",
+    "2024-10-01",
     "2024-07-01",
     "2024-05-01",
     "2024-03-01",
     "2024-01-01",
     "2023-11-01",
     "2023-09-01",
+    "2023-06-01",
+    "2023-05-01",
+    "2023-04-01",
+    "2023-02-01",
+    "2022-11-01",
+    "2022-09-01",
+    "2022-07-01",
+    "2022-05-01",
+    "2022-01-01",
 ];
 pub const COMPUTE_API_VERSIONS: &[&str] = &[
+    "2025-11-01",
     "2025-04-01",
     "2024-11-01",
     "2024-07-01",
@@ -59,8 +72,19 @@ pub const COMPUTE_API_VERSIONS: &[&str] = &[
     "2023-09-01",
     "2023-07-01",
     "2023-03-01",
+    "2022-11-01",
+    "2022-08-01",
+    "2022-03-01",
 ];
-pub const DISK_API_VERSIONS: &[&str] = &["2025-01-02", "2024-03-02", "2023-10-02", "2023-04-02"];
+pub const DISK_API_VERSIONS: &[&str] = &[
+    "2025-01-02",
+    "2024-03-02",
+    "2023-10-02",
+    "2023-04-02",
+    "2023-01-02",
+    "2022-07-02",
+    "2022-03-02",
+];
 /// `Microsoft.Network/privateDnsZones` has API versions of its own (its REST specification is
 /// `privatedns`): 2024-06-01 (the registry's default), 2020-06-01 (what `az` and most SDKs
 /// send) and the older 2020-01-01 and 2018-09-01 (CAPZ's SDK).
@@ -68,11 +92,23 @@ pub const PRIVATE_DNS_API_VERSIONS: &[&str] =
     &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
 pub const RESOURCES_API_VERSIONS: &[&str] = &[
     "2025-04-01",
+    "2025-03-01",
     "2024-11-01",
     "2024-07-01",
     "2024-03-01",
+    "2023-07-01",
     "2022-09-01",
     "2021-04-01",
+    "2021-01-01",
+    "2020-10-01",
+    "2020-08-01",
+    "2020-06-01",
+    "2019-10-01",
+    "2019-08-01",
+    "2019-07-01",
+    "2019-05-10",
+    "2019-05-01",
+    "2019-03-01",
 ];
 
 /// Regions a resource may be placed in (lower case, no spaces).
@@ -385,6 +421,7 @@ static SPECS: &[&Spec] = &[
     &network_security_group::SPEC,
     &network_security_group::RULE,
     &route_table::SPEC,
+    &route_table::ROUTE,
     &nat_gateway::SPEC,
     &public_ip::SPEC,
     &load_balancer::SPEC,

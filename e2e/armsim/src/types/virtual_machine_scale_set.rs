@@ -15,7 +15,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::{Value, json};
 
-use super::{Action, ActionCall, ActionEffect, Fill, Put, Spec, fill, fill_if, str_at};
+use super::{
+    Action, ActionCall, ActionEffect, Fill, Put, Spec, When, fill, fill_if, fill_when, str_at,
+};
 use crate::error::ArmError;
 use crate::id::ResourceId;
 
@@ -102,6 +104,20 @@ const DEFAULTS: &[Fill] = &[
         "[]",
     ),
     fill("/properties/virtualMachineProfile/osProfile/secrets", "[]"),
+    // A zonal set spans placement groups and is not balanced unless asked
+    // (`VirtualMachineScaleSet_Create_WithVMsInDifferentZones`); a regional one is a single
+    // placement group (`VirtualMachineScaleSet_Create_WithEmptyDataDisksOnEachVm`).
+    fill_when(
+        "/properties/singlePlacementGroup",
+        "false",
+        When::PresentAbsent("/zones/0", "/properties/singlePlacementGroup"),
+    ),
+    fill_when(
+        "/properties/zoneBalance",
+        "false",
+        When::PresentAbsent("/zones/0", "/properties/zoneBalance"),
+    ),
+    fill("/properties/singlePlacementGroup", "true"),
     fill(
         "/properties/virtualMachineProfile/osProfile/allowExtensionOperations",
         "true",
@@ -347,6 +363,13 @@ fn instances(put: &mut Put<'_>, capacity: i64, prefix: &str, model: &str) {
         {
             o.remove("zones");
         }
+        // What ARM shows on an instance besides (`VirtualMachineScaleSetVM_Get` examples): the
+        // set's tags, an etag and where its model came from.
+        if let Some(tags) = put.body.get("tags").filter(|t| t.is_object()) {
+            body["tags"] = tags.clone();
+        }
+        body["etag"] = json!("\"1\"");
+        body["properties"]["modelDefinitionApplied"] = json!("VirtualMachineScaleSet");
         put.implicit.push((id, body));
     }
 }

@@ -21,7 +21,7 @@ use crate::store::Store;
 /// What is being admitted.
 #[derive(Debug, Clone)]
 pub struct Attributes {
-    pub rt: ResourceType,
+    pub rt: std::sync::Arc<ResourceType>,
     /// The request's version.
     pub version: String,
     /// `""` for the main resource, else `status`, `scale`…

@@ -29,34 +29,20 @@ use crate::store::{Stored, meta_str};
 /// How often a write whose object changed under its webhooks starts over before it is a 409.
 const ATTEMPTS: usize = 8;
 
-/// What a request is, if webhooks may see it.
-struct Plan {
-    rt: ResourceType,
-    api_version: String,
-    attributes: Option<Attributes>,
-}
-
 fn flag(query: &HashMap<String, String>, key: &str) -> bool {
     query.get(key).is_some_and(|v| v == "true" || v == "1")
 }
 
-/// The request's type, and what admission would see of it (a write to the main resource or its
-/// `status`); `None` for paths that are no resource of a stored type (answered by `route`).
-fn plan(
-    state: &AppState,
+/// What admission sees of a write to the main resource or its `status` (`None` for anything
+/// else: reads, other subresources, collections).
+fn attributes(
+    rt: &Arc<ResourceType>,
+    path: &crate::handlers::ResourcePath,
     method: &Method,
-    uri: &Uri,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: &Bytes,
-) -> Option<Plan> {
-    let path = parse_path(uri.path())?;
-    let plural = path.plural.as_deref()?;
-    let rt = state
-        .store()
-        .find_type(&path.group, &path.version, plural)
-        .map(|rt| ResourceType::clone(rt))?;
-    let api_version = rt.api_version(&path.version);
+) -> Option<Attributes> {
     let subresource = path.subresource.clone().unwrap_or_default();
     let writes = matches!(
         *method,
@@ -66,50 +52,46 @@ fn plan(
         && rt.stored()
         && matches!(subresource.as_str(), "" | "status")
         && (path.name.is_some() || *method == Method::POST);
-    let attributes = admitted.then(|| {
-        let (user, groups) = crate::flowcontrol::user(headers);
-        let operation = match *method {
-            Method::POST => "CREATE",
-            Method::DELETE => "DELETE",
-            _ => "UPDATE",
-        };
-        let name = match &path.name {
-            Some(n) => n.clone(),
-            None => serde_json::from_slice::<Value>(body)
-                .ok()
-                .map(|b| meta_str(&b, "name").to_string())
-                .unwrap_or_default(),
-        };
-        let apply = headers
-            .get(http::header::CONTENT_TYPE)
-            .is_some_and(|c| c.as_bytes().starts_with(b"application/apply-patch"));
-        Attributes {
-            version: path.version.clone(),
-            subresource: subresource.clone(),
-            operation,
-            namespace: if rt.namespaced {
-                path.namespace.clone().unwrap_or_default()
-            } else {
-                String::new()
-            },
-            name,
-            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-            user: user.to_string(),
-            groups: groups.into_iter().map(str::to_string).collect(),
-            options_kind: match (operation, apply) {
-                ("CREATE", false) => "CreateOptions",
-                ("DELETE", _) => "DeleteOptions",
-                (_, true) => "PatchOptions",
-                _ => "UpdateOptions",
-            },
-            field_manager: query.get("fieldManager").cloned().unwrap_or_default(),
-            rt: rt.clone(),
-        }
-    });
-    Some(Plan {
-        rt,
-        api_version,
-        attributes,
+    if !admitted {
+        return None;
+    }
+    let (user, groups) = crate::flowcontrol::user(headers);
+    let operation = match *method {
+        Method::POST => "CREATE",
+        Method::DELETE => "DELETE",
+        _ => "UPDATE",
+    };
+    let name = match &path.name {
+        Some(n) => n.clone(),
+        None => serde_json::from_slice::<Value>(body)
+            .ok()
+            .map(|b| meta_str(&b, "name").to_string())
+            .unwrap_or_default(),
+    };
+    let apply = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|c| c.as_bytes().starts_with(b"application/apply-patch"));
+    Some(Attributes {
+        version: path.version.clone(),
+        subresource,
+        operation,
+        namespace: if rt.namespaced {
+            path.namespace.clone().unwrap_or_default()
+        } else {
+            String::new()
+        },
+        name,
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        user: user.to_string(),
+        groups: groups.into_iter().map(str::to_string).collect(),
+        options_kind: match (operation, apply) {
+            ("CREATE", false) => "CreateOptions",
+            ("DELETE", _) => "DeleteOptions",
+            (_, true) => "PatchOptions",
+            _ => "UpdateOptions",
+        },
+        field_manager: query.get("fieldManager").cloned().unwrap_or_default(),
+        rt: rt.clone(),
     })
 }
 
@@ -127,16 +109,25 @@ pub async fn serve(
         .then(|| headers.get(http::header::ACCEPT)?.to_str().ok())
         .flatten()
         .and_then(crate::partial::wanted);
-    let Some(plan) = plan(state, &method, &uri, &headers, &query, &body) else {
+    // Paths that are no resource of a known type are answered by `route` alone.
+    let (rt, path, seen) = {
+        let store = state.store();
+        let path = parse_path(uri.path());
+        let rt = path.as_ref().and_then(|p| {
+            let plural = p.plural.as_deref()?;
+            store.find_type(&p.group, &p.version, plural).cloned()
+        });
+        let seen = admission::any(&store, true) || admission::any(&store, false);
+        (rt, path, seen)
+    };
+    let (Some(rt), Some(path)) = (rt, path) else {
         return route(state, method, uri, headers, query, body, Phase::default());
     };
-    let phased = plan.attributes.as_ref().filter(|_| {
-        conversion::by_webhook(&plan.rt) || {
-            let store = state.store();
-            admission::any(&store, true) || admission::any(&store, false)
-        }
-    });
-    let response = match phased {
+    let api_version = rt.api_version(&path.version);
+    let phased = (seen || conversion::by_webhook(&rt))
+        .then(|| attributes(&rt, &path, &method, &headers, &query, &body))
+        .flatten();
+    let response = match &phased {
         Some(attributes) => {
             let request = Parts {
                 method,
@@ -152,8 +143,8 @@ pub async fn serve(
     // Metadata is the same at every version: a metadata-only read needs no conversion.
     Ok(match metadata_only {
         Some(meta) => crate::partial::response(response, meta, watch).await,
-        None if conversion::by_webhook(&plan.rt) => {
-            conversion::response_at(state, &plan.rt, plan.api_version, response, watch).await
+        None if conversion::by_webhook(&rt) => {
+            conversion::response_at(state, &rt, api_version, response, watch).await
         }
         None => response,
     })
