@@ -38,7 +38,7 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
 }
 
-fn strings(v: &Value) -> Vec<&str> {
+pub(crate) fn strings(v: &Value) -> Vec<&str> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -46,7 +46,8 @@ fn strings(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn listed(list: &Value, value: &str) -> bool {
+/// Whether a rule's list names `value` or `*`.
+pub(crate) fn listed(list: &Value, value: &str) -> bool {
     strings(list).iter().any(|v| *v == "*" || *v == value)
 }
 

@@ -87,13 +87,18 @@ fn encoded_response(code: StatusCode, body: Bytes, warnings: &[String]) -> Respo
         body,
     )
         .into_response();
+    add_warnings(&mut resp, warnings);
+    resp
+}
+
+/// Warnings as kube-apiserver sends them: one `Warning: 299 - "<text>"` header each.
+pub(crate) fn add_warnings(resp: &mut Response, warnings: &[String]) {
     for w in warnings {
         let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
         if let Ok(v) = format!("299 - \"{escaped}\"").parse() {
             resp.headers_mut().append("warning", v);
         }
     }
-    resp
 }
 
 fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
@@ -105,7 +110,7 @@ fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
     o
 }
 
-fn flag(q: &HashMap<String, String>, key: &str) -> bool {
+pub(crate) fn flag(q: &HashMap<String, String>, key: &str) -> bool {
     q.get(key).is_some_and(|v| v == "true" || v == "1")
 }
 
@@ -742,7 +747,7 @@ fn scale_of(obj: &Value, paths: &crate::resources::ScalePaths) -> Value {
 
 /// A label selector as apimachinery's `LabelSelectorAsSelector(...).String()` writes it (or a
 /// ReplicationController's plain map): requirements sorted by key, values sorted.
-fn selector_string(selector: &Value) -> String {
+pub(crate) fn selector_string(selector: &Value) -> String {
     let mut reqs: Vec<(String, String)> = Vec::new();
     let structured =
         selector.get("matchLabels").is_some() || selector.get("matchExpressions").is_some();

@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use crate::admission::{listed, strings};
 
 use crate::error::ApiError;
 use crate::resources::{ResourceKey, ResourceType};
@@ -53,16 +55,6 @@ pub struct Hook {
     version: String,
 }
 
-fn strings(v: Option<&Value>) -> Vec<&str> {
-    v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-fn listed(list: &[&str], value: &str) -> bool {
-    list.iter().any(|l| *l == "*" || *l == value)
-}
-
 /// Whether `rule` covers the resource (and subresource) at `version` for the operation.
 fn rule_covers(rule: &Value, a: &Attributes, version: &str) -> bool {
     let resource = if a.subresource.is_empty() {
@@ -70,7 +62,7 @@ fn rule_covers(rule: &Value, a: &Attributes, version: &str) -> bool {
     } else {
         format!("{}/{}", a.rt.plural, a.subresource)
     };
-    let resources = strings(rule.get("resources"));
+    let resources = strings(&rule["resources"]);
     let resource_ok = resources.iter().any(|r| match r.split_once('/') {
         None => (*r == "*" || *r == a.rt.plural) && a.subresource.is_empty(),
         Some((res, sub)) => {
@@ -85,46 +77,21 @@ fn rule_covers(rule: &Value, a: &Attributes, version: &str) -> bool {
         "Namespaced" => a.rt.namespaced,
         _ => true,
     };
-    listed(&strings(rule.get("apiGroups")), &a.rt.group)
-        && listed(&strings(rule.get("apiVersions")), version)
-        && listed(&strings(rule.get("operations")), a.operation)
+    listed(&rule["apiGroups"], &a.rt.group)
+        && listed(&rule["apiVersions"], version)
+        && listed(&rule["operations"], a.operation)
         && resource_ok
         && scope_ok
 }
 
-/// `metav1.LabelSelector` over `labels`; an empty or absent selector matches everything.
-pub fn selector_matches(selector: Option<&Value>, labels: Option<&Map<String, Value>>) -> bool {
+/// `metav1.LabelSelector` over an object's labels (its text form, as apimachinery writes it, read
+/// by the server's label selector); an empty or absent selector matches everything.
+fn selector_matches(selector: Option<&Value>, obj: Option<&Value>) -> bool {
     let Some(selector) = selector else {
         return true;
     };
-    let empty = Map::new();
-    let labels = labels.unwrap_or(&empty);
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let by_label = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let by_expression = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .is_none_or(|exprs| {
-            exprs.iter().all(|e| {
-                let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-                let values = strings(e.get("values"));
-                match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-                    "In" => label(key).is_some_and(|v| values.contains(&v)),
-                    "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-                    "Exists" => label(key).is_some(),
-                    "DoesNotExist" => label(key).is_none(),
-                    _ => false,
-                }
-            })
-        });
-    by_label && by_expression
-}
-
-fn labels_of(obj: Option<&Value>) -> Option<&Map<String, Value>> {
-    obj?.pointer("/metadata/labels")?.as_object()
+    crate::selectors::Selector::parse(&crate::handlers::selector_string(selector))
+        .is_ok_and(|s| s.matches_labels(obj.unwrap_or(&Value::Null)))
 }
 
 fn configurations(mutating: bool) -> ResourceKey {
@@ -157,17 +124,13 @@ pub fn matching(
     let mut configs: Vec<_> = store.list(&configurations(mutating), None).collect();
     configs
         .sort_by(|x, y| crate::store::meta_str(x, "name").cmp(crate::store::meta_str(y, "name")));
-    let namespace_labels = (!a.namespace.is_empty())
+    let namespace = (!a.namespace.is_empty())
         .then(|| {
             let ns_key = ResourceKey {
                 group: String::new(),
                 plural: "namespaces".into(),
             };
-            store.get(&ns_key, "", &a.namespace).and_then(|n| {
-                n.pointer("/metadata/labels")
-                    .and_then(Value::as_object)
-                    .cloned()
-            })
+            store.get(&ns_key, "", &a.namespace)
         })
         .flatten();
     let mut hooks = Vec::new();
@@ -204,15 +167,17 @@ pub fn matching(
             // The namespace selector applies to namespaced objects (and to Namespaces
             // themselves, by their own labels); cluster-scoped objects always match it.
             let ns_ok = if a.rt.group.is_empty() && a.rt.plural == "namespaces" {
-                selector_matches(wh.get("namespaceSelector"), labels_of(object.or(old)))
+                selector_matches(wh.get("namespaceSelector"), object.or(old))
             } else if a.rt.namespaced {
-                selector_matches(wh.get("namespaceSelector"), namespace_labels.as_ref())
+                selector_matches(
+                    wh.get("namespaceSelector"),
+                    namespace.as_deref().map(|n| &**n),
+                )
             } else {
                 true
             };
             let selector = wh.get("objectSelector");
-            let object_ok = selector_matches(selector, labels_of(object))
-                || selector_matches(selector, labels_of(old));
+            let object_ok = selector_matches(selector, object) || selector_matches(selector, old);
             if !(ns_ok && object_ok) {
                 continue;
             }
@@ -366,7 +331,7 @@ pub async fn call(
             response.get("uid").and_then(Value::as_str).unwrap_or("")
         ));
     }
-    let warnings = strings(response.get("warnings"))
+    let warnings = strings(&response["warnings"])
         .into_iter()
         .map(str::to_string)
         .collect();

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::admission::{self, Attributes};
 use super::conversion;
 use crate::error::ApiError;
-use crate::handlers::{parse_path, route};
+use crate::handlers::{flag, parse_path, route};
 use crate::lifecycle::{Mutation, Phase};
 use crate::resources::ResourceType;
 use crate::server::AppState;
@@ -28,10 +28,6 @@ use crate::store::{Stored, meta_str};
 
 /// How often a write whose object changed under its webhooks starts over before it is a 409.
 const ATTEMPTS: usize = 8;
-
-fn flag(query: &HashMap<String, String>, key: &str) -> bool {
-    query.get(key).is_some_and(|v| v == "true" || v == "1")
-}
 
 /// What admission sees of a write to the main resource or its `status` (`None` for anything
 /// else: reads, other subresources, collections).
@@ -196,12 +192,7 @@ fn named(request: &Parts, a: &Attributes) -> Parts {
 
 /// The webhooks' warnings on the answer, as kube-apiserver adds them.
 fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
-    for w in warnings {
-        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = format!("299 - \"{escaped}\"").parse() {
-            response.headers_mut().append("warning", v);
-        }
-    }
+    crate::handlers::add_warnings(&mut response, warnings);
     response
 }
 
