@@ -31,6 +31,8 @@ pub struct ArmError {
     pub retry_after: Option<f64>,
     /// `Retry-After` as an HTTP date, without the millisecond headers.
     pub retry_after_date: bool,
+    /// The request property the error is about (`platformFaultDomainCount`), where ARM names one.
+    pub target: Option<String>,
 }
 
 impl ArmError {
@@ -42,6 +44,7 @@ impl ArmError {
             details: Vec::new(),
             retry_after: None,
             retry_after_date: false,
+            target: None,
         }
     }
     pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
@@ -52,6 +55,10 @@ impl ArmError {
     }
     pub fn conflict(code: &str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
+    }
+    pub fn with_target(mut self, target: &str) -> Self {
+        self.target = Some(target.to_string());
+        self
     }
     pub fn with_retry_after(mut self, seconds: f64) -> Self {
         self.retry_after = Some(seconds);
@@ -64,7 +71,11 @@ impl ArmError {
 
     fn inner_body(&self) -> serde_json::Value {
         let details: Vec<_> = self.details.iter().map(Self::inner_body).collect();
-        json!({ "code": self.code, "message": self.message, "details": details })
+        let mut body = json!({ "code": self.code, "message": self.message, "details": details });
+        if let Some(target) = &self.target {
+            body["target"] = json!(target);
+        }
+        body
     }
 }
 

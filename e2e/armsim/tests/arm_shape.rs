@@ -1414,7 +1414,10 @@ async fn a_peering_is_initiated_until_the_remote_vnet_peers_back_then_both_are_c
         )
     };
     let (a, a_body) = vnet("a", "10.0.0.0/16");
-    let (b, b_body) = vnet("b", "10.1.0.0/16");
+    let (b, mut b_body) = vnet("b", "10.1.0.0/16");
+    // Only b has a BGP community: a's peering to b shows it (`VirtualNetworkPeeringGet`), b's
+    // peering to a shows none.
+    b_body["properties"]["bgpCommunities"] = json!({ "virtualNetworkCommunity": "12076:20002" });
     sim.create(&a, NET, a_body).await;
     sim.create(&b, NET, b_body).await;
     let a_to_b = format!("{a}/virtualNetworkPeerings/a-to-b");
@@ -1441,9 +1444,17 @@ async fn a_peering_is_initiated_until_the_remote_vnet_peers_back_then_both_are_c
         )
         .await;
     assert_eq!(second["properties"]["peeringState"], "Connected");
+    assert!(
+        second["properties"].get("remoteBgpCommunities").is_none(),
+        "{second}"
+    );
     let first = sim.get(&a_to_b, NET).await.body;
     assert_eq!(first["properties"]["peeringState"], "Connected");
     assert_eq!(first["properties"]["peeringSyncLevel"], "FullyInSync");
+    assert_eq!(
+        first["properties"]["remoteBgpCommunities"],
+        json!({ "virtualNetworkCommunity": "12076:20002" })
+    );
 
     let moved = sim
         .put(
@@ -1718,4 +1729,220 @@ async fn scale_sets_and_their_instances_show_what_arm_fills_in() {
         instance.body["properties"]["modelDefinitionApplied"],
         json!("VirtualMachineScaleSet")
     );
+}
+
+/// The Resource SKUs list as ARM gives it (`ListAvailableResourceSkusForARegion`, 2021-07-01): a
+/// VM size's `family` and its full capability list as strings, and each region's availability-set
+/// SKUs (`Classic`, `Aligned`) with `MaximumPlatformFaultDomainCount`, which CAPZ reads before it
+/// builds an availability set.
+#[tokio::test]
+async fn resource_skus_show_families_capabilities_and_availability_set_fault_domains() {
+    let sim = Sim::start().await;
+    let list = |location: &str| {
+        format!(
+            "/subscriptions/{SUB}/providers/Microsoft.Compute/skus?api-version=2021-07-01&%24filter=location%20eq%20%27{location}%27"
+        )
+    };
+    let r = sim.call(Method::GET, &list("westeurope"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let skus = r.body["value"].as_array().unwrap();
+    let d2 = skus
+        .iter()
+        .find(|s| s["resourceType"] == "virtualMachines" && s["name"] == "Standard_D2s_v3")
+        .unwrap();
+    assert_eq!(d2["family"], "standardDSv3Family");
+    let names: Vec<&str> = d2["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert!(c["value"].is_string(), "{c}");
+            c["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "MaxResourceVolumeMB",
+            "OSVhdSizeMB",
+            "vCPUs",
+            "HyperVGenerations",
+            "MemoryGB",
+            "MaxDataDiskCount",
+            "LowPriorityCapable",
+            "PremiumIO",
+            "vCPUsAvailable",
+            "ACUs",
+            "vCPUsPerCore",
+            "EphemeralOSDiskSupported",
+            "AcceleratedNetworkingEnabled",
+            "RdmaEnabled",
+            "MaxNetworkInterfaces",
+        ]
+    );
+    let fault_domains = |skus: &[Value], name: &str| -> String {
+        let set = skus
+            .iter()
+            .find(|s| s["resourceType"] == "availabilitySets" && s["name"] == name)
+            .unwrap_or_else(|| panic!("no availabilitySets {name} in {skus:?}"));
+        let cap = set["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "MaximumPlatformFaultDomainCount")
+            .unwrap();
+        cap["value"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(fault_domains(skus, "Aligned"), "3");
+    assert_eq!(fault_domains(skus, "Classic"), "3");
+    let r = sim.call(Method::GET, &list("westus2"), None).await;
+    assert_eq!(
+        fault_domains(r.body["value"].as_array().unwrap(), "Aligned"),
+        "2"
+    );
+}
+
+/// An availability set may have as many fault domains as its region offers (3 in westeurope, 2
+/// in westus2); more is ARM's 400 `InvalidParameter` with its message and `target`.
+#[tokio::test]
+async fn availability_sets_take_the_regions_fault_domains_and_no_more() {
+    let sim = Sim::start().await;
+    sim.group("g").await;
+    let set = |location: &str, faults: i64| {
+        json!({ "location": location, "sku": { "name": "Aligned" },
+                "properties": { "platformFaultDomainCount": faults } })
+    };
+    let r = sim
+        .put(
+            &compute("g", "availabilitySets/three"),
+            COMPUTE,
+            set("westeurope", 3),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = sim
+        .put(
+            &compute("g", "availabilitySets/two"),
+            COMPUTE,
+            set("westus2", 2),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = sim
+        .put(
+            &compute("g", "availabilitySets/too-many"),
+            COMPUTE,
+            set("westus2", 3),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(
+        r.body["error"],
+        json!({
+            "code": "InvalidParameter",
+            "message": "The specified fault domain count 3 must fall in the range 1 to 2.",
+            "target": "platformFaultDomainCount",
+            "details": [],
+        })
+    );
+}
+
+/// A VM or scale set booting a Windows image gets ARM's `windowsConfiguration` when the request
+/// says nothing of the OS (`VirtualMachine_Create_PlatformImageVmWithUnmanagedOsAndDataDisks`), and
+/// data disks without a storage type take the OS disk's (`VirtualMachine_Create_WithEmptyDataDisks`,
+/// `VirtualMachineScaleSet_Create_WithEmptyDataDisksOnEachVm`, with `caching: None` and the NIC
+/// configuration's fills).
+#[tokio::test]
+async fn windows_images_get_windows_settings_and_data_disks_the_os_disks_storage() {
+    let sim = Sim::start().await;
+    sim.network("g").await;
+    let nic = sim.nic("g", "win-nic").await;
+    let windows = json!({ "publisher": "MicrosoftWindowsServer", "offer": "WindowsServer",
+                          "sku": "2022-datacenter", "version": "latest" });
+    let vm = sim
+        .create(
+            &compute("g", "virtualMachines/win"),
+            COMPUTE,
+            json!({ "location": "westeurope", "properties": {
+                "hardwareProfile": { "vmSize": "Standard_D2s_v3" },
+                "osProfile": { "computerName": "win", "adminUsername": "capi", "adminPassword": "Pa55w0rd!x" },
+                "storageProfile": {
+                    "imageReference": windows,
+                    "osDisk": { "createOption": "FromImage", "managedDisk": { "storageAccountType": "Standard_LRS" } },
+                    "dataDisks": [ { "lun": 0, "createOption": "Empty", "diskSizeGB": 64 } ]
+                },
+                "networkProfile": { "networkInterfaces": [ { "id": nic["id"] } ] }
+            } }),
+        )
+        .await;
+    let props = &vm["properties"];
+    assert_eq!(
+        props["osProfile"]["windowsConfiguration"],
+        json!({ "provisionVMAgent": true, "enableAutomaticUpdates": true }),
+        "{vm}"
+    );
+    assert!(
+        props["osProfile"].get("linuxConfiguration").is_none(),
+        "{vm}"
+    );
+    assert_eq!(props["storageProfile"]["osDisk"]["osType"], "Windows");
+    let data = &props["storageProfile"]["dataDisks"][0];
+    assert_eq!(data["caching"], "None");
+    assert_eq!(
+        data["managedDisk"]["storageAccountType"], "Standard_LRS",
+        "{vm}"
+    );
+
+    let subnet = net("g", "virtualNetworks/vnet/subnets/default");
+    let set = sim
+        .create(
+            &compute("g", "virtualMachineScaleSets/win"),
+            COMPUTE,
+            json!({ "location": "westeurope", "sku": { "name": "Standard_D2s_v3", "capacity": 0 },
+                "properties": { "virtualMachineProfile": {
+                    "osProfile": { "computerNamePrefix": "win", "adminUsername": "capi" },
+                    "storageProfile": {
+                        "imageReference": windows,
+                        "osDisk": { "createOption": "FromImage", "managedDisk": { "storageAccountType": "Standard_LRS" } },
+                        "dataDisks": [ { "lun": 0, "createOption": "Empty", "diskSizeGB": 64 } ]
+                    },
+                    "networkProfile": { "networkInterfaceConfigurations": [ { "name": "nic", "properties": {
+                        "primary": true, "ipConfigurations": [ { "name": "ip", "properties": { "subnet": { "id": subnet } } } ] } } ] }
+                } } }),
+        )
+        .await;
+    let profile = &set["properties"]["virtualMachineProfile"];
+    assert_eq!(
+        profile["osProfile"]["windowsConfiguration"],
+        json!({ "provisionVMAgent": true, "enableAutomaticUpdates": true }),
+        "{set}"
+    );
+    let data = &profile["storageProfile"]["dataDisks"][0];
+    assert_eq!(data["caching"], "None");
+    assert_eq!(
+        data["managedDisk"]["storageAccountType"], "Standard_LRS",
+        "{set}"
+    );
+    let nic = &profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"];
+    assert_eq!(nic["dnsSettings"], json!({ "dnsServers": [] }));
+    assert_eq!(nic["enableAcceleratedNetworking"], false);
+    assert_eq!(
+        nic["ipConfigurations"][0]["properties"]["privateIPAddressVersion"],
+        "IPv4"
+    );
+    // A Windows prefix is at most 9 characters, as for a set that sends `windowsConfiguration`.
+    let long = sim
+        .put(
+            &compute("g", "virtualMachineScaleSets/win2"),
+            COMPUTE,
+            json!({ "location": "westeurope", "sku": { "name": "Standard_D2s_v3", "capacity": 0 },
+                "properties": { "virtualMachineProfile": {
+                    "osProfile": { "computerNamePrefix": "windows-pool", "adminUsername": "capi" },
+                    "storageProfile": { "imageReference": windows },
+                    "networkProfile": { "networkInterfaceConfigurations": [ { "name": "nic", "properties": {
+                        "primary": true, "ipConfigurations": [ { "name": "ip", "properties": { "subnet": { "id": subnet } } } ] } } ] }
+                } } }),
+        )
+        .await;
+    assert_eq!(long.status, StatusCode::BAD_REQUEST, "{}", long.body);
 }

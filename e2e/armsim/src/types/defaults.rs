@@ -14,6 +14,8 @@ pub enum When {
     Absent(&'static str),
     /// Something is at the first pointer and nothing at the second.
     PresentAbsent(&'static str, &'static str),
+    /// A rule the pointers cannot say (a VM whose image is Windows).
+    Test(fn(&Value) -> bool),
 }
 
 /// One server-filled value: `at` is a JSON pointer from the resource root in which `*` stands
@@ -86,6 +88,7 @@ impl Fill {
                 root.pointer(present).is_some_and(|v| !v.is_null())
                     && root.pointer(absent).is_none_or(Value::is_null)
             }
+            When::Test(test) => test(root),
         }
     }
 }

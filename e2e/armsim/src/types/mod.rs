@@ -450,6 +450,7 @@ pub fn spec(type_name: &str) -> Option<&'static Spec> {
         .copied()
 }
 
+pub use availability_set::max_fault_domains;
 pub use virtual_machine::instance_view as virtual_machine_instance_view;
 
 #[cfg(test)]

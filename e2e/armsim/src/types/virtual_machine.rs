@@ -34,10 +34,46 @@ pub static SPEC: Spec = Spec {
 const OS_PROFILE: &str = "/properties/osProfile";
 const WINDOWS: &str = "/properties/osProfile/windowsConfiguration";
 
+/// Whether a storage profile boots Windows: ARM knows from the image; the emulator, which has no
+/// image catalogue, from `osDisk.osType` or from an image whose publisher, offer or gallery ID
+/// names Windows (`MicrosoftWindowsServer`, CAPZ's `capi-windows` offer and `capi-win-…` gallery
+/// images). A Windows image named otherwise is taken for Linux.
+pub(super) fn boots_windows(storage: Option<&Value>) -> bool {
+    let Some(storage) = storage else { return false };
+    if str_at(storage, "/osDisk/osType").is_some_and(|t| t.eq_ignore_ascii_case("Windows")) {
+        return true;
+    }
+    let image = storage.get("imageReference");
+    [
+        "/publisher",
+        "/offer",
+        "/id",
+        "/sharedGalleryImageId",
+        "/communityGalleryImageId",
+    ]
+    .iter()
+    .filter_map(|p| image.and_then(|i| str_at(i, p)))
+    .map(str::to_ascii_lowercase)
+    .any(|v| v.contains("windows") || v.contains("capi-win-"))
+}
+
+/// A VM with an OS profile that says neither Linux nor Windows but boots Windows gets a
+/// `windowsConfiguration` (ARM's `VirtualMachine_Create_PlatformImageVmWithUnmanagedOsAndDataDisks`
+/// answers one to a request without it), which the fills below complete.
+fn windows_unsaid(root: &Value) -> bool {
+    root.pointer(OS_PROFILE).is_some_and(Value::is_object)
+        && root.pointer(WINDOWS).is_none_or(Value::is_null)
+        && root
+            .pointer("/properties/osProfile/linuxConfiguration")
+            .is_none_or(Value::is_null)
+        && boots_windows(root.pointer("/properties/storageProfile"))
+}
+
 /// What ARM fills in on a VM (Microsoft.Compute 2024-07-01; ARM's `VirtualMachine_Get` and
 /// `CreateAVmWith…` example responses). Linux settings apply to a VM with an `osProfile` and no
 /// `windowsConfiguration`.
 const DEFAULTS: &[Fill] = &[
+    fill_when(WINDOWS, "{}", When::Test(windows_unsaid)),
     fill("/properties/storageProfile/dataDisks", "[]"),
     fill("/properties/storageProfile/diskControllerType", "\"SCSI\""),
     fill_unless(
@@ -309,6 +345,11 @@ fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
         .cloned()
         .unwrap_or_default();
     let location = put.body.get("location").cloned().unwrap_or(Value::Null);
+    let os_storage = str_at(
+        put.body,
+        "/properties/storageProfile/osDisk/managedDisk/storageAccountType",
+    )
+    .map(str::to_owned);
     let mut out = Vec::new();
     for mut disk in disks {
         let Some(lun) = disk.get("lun").and_then(Value::as_i64) else {
@@ -358,7 +399,10 @@ fn data_disks(put: &mut Put<'_>, vm: &str) -> Result<(), ArmError> {
                     ),
                 ));
             }
+            // Without a storage type, the OS disk's (`VirtualMachine_Create_WithEmptyDataDisks`:
+            // Standard_LRS data disks beside a Standard_LRS OS disk).
             let storage = str_at(&disk, "/managedDisk/storageAccountType")
+                .or(os_storage.as_deref())
                 .unwrap_or("Premium_LRS")
                 .to_string();
             disk["name"] = json!(name);

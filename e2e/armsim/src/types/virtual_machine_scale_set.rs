@@ -71,6 +71,23 @@ const WINDOWS: &str = "/properties/virtualMachineProfile/osProfile/windowsConfig
 /// What ARM fills in on a scale set (Microsoft.Compute 2024-07-01, the
 /// `VirtualMachineScaleSets_CreateOrUpdate` example responses and the swagger's defaults).
 const DEFAULTS: &[Fill] = &[
+    fill_when(WINDOWS, "{}", When::Test(windows_unsaid)),
+    fill_when(
+        "/properties/virtualMachineProfile/osProfile/windowsConfiguration/provisionVMAgent",
+        "true",
+        When::PresentAbsent(
+            WINDOWS,
+            "/properties/virtualMachineProfile/osProfile/windowsConfiguration/provisionVMAgent",
+        ),
+    ),
+    fill_when(
+        "/properties/virtualMachineProfile/osProfile/windowsConfiguration/enableAutomaticUpdates",
+        "true",
+        When::PresentAbsent(
+            WINDOWS,
+            "/properties/virtualMachineProfile/osProfile/windowsConfiguration/enableAutomaticUpdates",
+        ),
+    ),
     fill("/sku/tier", "\"Standard\""),
     fill("/properties/orchestrationMode", "\"Uniform\""),
     fill_if(
@@ -122,7 +139,38 @@ const DEFAULTS: &[Fill] = &[
         "/properties/virtualMachineProfile/osProfile/allowExtensionOperations",
         "true",
     ),
+    // Data disks and NIC configurations as `VirtualMachineScaleSet_Create_WithEmptyDataDisksOnEachVm`
+    // answers them (a data disk's storage type is the OS disk's: `prepare`).
+    fill(
+        "/properties/virtualMachineProfile/storageProfile/dataDisks/*/caching",
+        "\"None\"",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/networkProfile/networkInterfaceConfigurations/*/properties/dnsSettings/dnsServers",
+        "[]",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/networkProfile/networkInterfaceConfigurations/*/properties/enableAcceleratedNetworking",
+        "false",
+    ),
+    fill(
+        "/properties/virtualMachineProfile/networkProfile/networkInterfaceConfigurations/*/properties/ipConfigurations/*/properties/privateIPAddressVersion",
+        "\"IPv4\"",
+    ),
 ];
+
+/// A scale set whose OS profile says neither Linux nor Windows but boots Windows gets a
+/// `windowsConfiguration`, as a VM does.
+fn windows_unsaid(root: &Value) -> bool {
+    root.pointer(OS_PROFILE).is_some_and(Value::is_object)
+        && root.pointer(WINDOWS).is_none_or(Value::is_null)
+        && root
+            .pointer("/properties/virtualMachineProfile/osProfile/linuxConfiguration")
+            .is_none_or(Value::is_null)
+        && super::virtual_machine::boots_windows(
+            root.pointer("/properties/virtualMachineProfile/storageProfile"),
+        )
+}
 
 /// Where the emulator keeps models, never shown (`hide_models`): on the set, the fingerprint of
 /// its profile as last sent (custom data included, which ARM never returns); on the set and each
@@ -268,6 +316,7 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         os.remove("adminPassword");
         os.remove("customData");
     }
+    data_disk_storage(put.body);
     put.keep_or("/properties/uniqueId", || {
         json!(uuid::Uuid::new_v4().to_string())
     });
@@ -276,6 +325,29 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
     });
     instances(put, capacity, &prefix, &model);
     Ok(())
+}
+
+/// A data disk that names no storage type takes the OS disk's, as ARM's
+/// `VirtualMachineScaleSet_Create_WithEmptyDataDisksOnEachVm` answer shows.
+fn data_disk_storage(body: &mut Value) {
+    let storage = "/properties/virtualMachineProfile/storageProfile";
+    let Some(os) = body
+        .pointer(&format!("{storage}/osDisk/managedDisk/storageAccountType"))
+        .cloned()
+    else {
+        return;
+    };
+    let Some(disks) = body
+        .pointer_mut(&format!("{storage}/dataDisks"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for disk in disks {
+        if disk.pointer("/managedDisk/storageAccountType").is_none() {
+            super::set_pointer(disk, "/managedDisk/storageAccountType", os.clone());
+        }
+    }
 }
 
 /// Six base-36 digits of an instance ID: what Azure appends to the computer name prefix.

@@ -57,10 +57,13 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         ));
     }
     let remote_id = ResourceId::parse(&remote);
-    let remote_space = remote_id
-        .as_ref()
-        .and_then(|id| put.store.get(id))
-        .and_then(|r| r.body.pointer("/properties/addressSpace").cloned());
+    let remote_vnet = remote_id.as_ref().and_then(|id| put.store.get(id));
+    let remote_space =
+        remote_vnet.and_then(|r| r.body.pointer("/properties/addressSpace").cloned());
+    // The remote VNet's BGP communities, shown on the peering as ARM does
+    // (`VirtualNetworkPeeringGet`, Microsoft.Network 2025-09-01): only where the remote has them.
+    let remote_communities =
+        remote_vnet.and_then(|r| r.body.pointer("/properties/bgpCommunities").cloned());
     // The remote VNet's peering back to this one, if the emulator holds it.
     let back = match (&remote_id, &local) {
         (Some(remote_id), Some(local)) => {
@@ -108,5 +111,9 @@ fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
         props.insert("remoteAddressSpace".into(), space.clone());
         props.insert("remoteVirtualNetworkAddressSpace".into(), space);
     }
+    match remote_communities {
+        Some(communities) => props.insert("remoteBgpCommunities".into(), communities),
+        None => props.remove("remoteBgpCommunities"),
+    };
     Ok(())
 }
