@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod inspector;
 pub mod log;
 pub mod lro;
+pub mod parts;
 pub mod pipeline;
 pub mod rest;
 pub mod sim;

@@ -303,6 +303,19 @@ fn dispatch(
                     _ => Err(method_not_allowed(method)),
                 };
             }
+            // A part of a resource kept inline (a load balancer's `backendAddressPools`).
+            if let (Some(resource), Some((parent_spec, part))) =
+                (&parent, crate::parts::find(&type_name))
+            {
+                spec_for(parent_spec.type_name, api_version, &|| {
+                    request_location(sim, Some(resource.group()), body)
+                })?;
+                let resource = canonical(resource.clone(), parent_spec);
+                return match *method {
+                    Method::GET => crate::parts::list(sim, &resource, part),
+                    _ => Err(method_not_allowed(method)),
+                };
+            }
             let spec = spec_for(&type_name, api_version, &|| {
                 request_location(
                     sim,
@@ -338,6 +351,20 @@ fn dispatch(
                 _ => Err(method_not_allowed(method)),
             }
         }
+        Route::Resource(id)
+            if let Some((parent_spec, part)) = crate::parts::find(&id.type_name()) =>
+        {
+            spec_for(parent_spec.type_name, api_version, &|| {
+                request_location(sim, Some(id.group()), body)
+            })?;
+            let id = canonical_part(id, parent_spec, part);
+            match *method {
+                Method::GET => crate::parts::get(sim, &id, part),
+                Method::PUT => crate::parts::put(sim, &id, parent_spec, part, body, &call),
+                Method::DELETE => crate::parts::delete(sim, &id, parent_spec, part, &call),
+                _ => Err(method_not_allowed(method)),
+            }
+        }
         Route::Resource(id) => {
             let spec = spec_for(&id.type_name(), api_version, &|| {
                 request_location(sim, Some(id.group()), body)
@@ -353,6 +380,15 @@ fn dispatch(
             }
         }
     }
+}
+
+/// A part's ID with the parent's canonical spelling and the part's property as its segment.
+fn canonical_part(id: ResourceId, parent: &Spec, part: &types::Part) -> ResourceId {
+    let mut id = canonical(id, parent);
+    if let Some((segment, _)) = id.segments.last_mut() {
+        *segment = part.property.to_string();
+    }
+    id
 }
 
 /// Uses the canonical spelling of provider and type segments (names keep the caller's case).

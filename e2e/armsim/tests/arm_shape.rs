@@ -1946,3 +1946,240 @@ async fn windows_images_get_windows_settings_and_data_disks_the_os_disks_storage
         .await;
     assert_eq!(long.status, StatusCode::BAD_REQUEST, "{}", long.body);
 }
+
+/// The parts ARM serves at their own paths though they live inline: a load balancer's frontends,
+/// pools, rules, probes, NAT and outbound rules (GET, LIST; pools and NAT rules also PUT and
+/// DELETE, which change the load balancer), a NIC's IP configurations and an NSG's default rules
+/// (`LoadBalancerLoadBalancingRuleGet`, `InboundNatRuleCreate`, `NetworkInterfaceIPConfigurationGet`,
+/// `DefaultSecurityRuleGet`).
+#[tokio::test]
+async fn inline_parts_are_served_at_their_own_paths() {
+    let sim = Sim::start().await;
+    let g = "own";
+    for (_, path, version, body) in fleet(g).into_iter().take(11) {
+        sim.create(&path, version, body).await;
+    }
+    let lb = net(g, "loadBalancers/lb");
+    for (part, name) in [
+        ("frontendIPConfigurations", "internal"),
+        ("backendAddressPools", "pool"),
+        ("loadBalancingRules", "api"),
+        ("probes", "probe"),
+        ("inboundNatRules", "ssh"),
+        ("outboundRules", "out"),
+    ] {
+        let one = sim.get(&format!("{lb}/{part}/{name}"), NET).await;
+        assert_eq!(one.status, StatusCode::OK, "{part}/{name}: {}", one.body);
+        assert_eq!(one.body["name"], name);
+        assert_eq!(one.body["id"], format!("{lb}/{part}/{name}"));
+        assert_eq!(
+            one.body["type"],
+            format!("Microsoft.Network/loadBalancers/{part}")
+        );
+        let all = sim.get(&format!("{lb}/{part}"), NET).await;
+        assert_eq!(all.status, StatusCode::OK, "{part}: {}", all.body);
+        assert!(
+            all.body["value"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == name),
+            "{part}: {}",
+            all.body
+        );
+    }
+    // The rule names its frontend as the load balancer does, with the read-only back-references.
+    let rule = sim
+        .get(&format!("{lb}/loadBalancingRules/api"), NET)
+        .await
+        .body;
+    assert!(
+        rule["properties"]["frontendIPConfiguration"]["id"].is_string(),
+        "{rule}"
+    );
+    let missing = sim.get(&format!("{lb}/probes/none"), NET).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
+
+    // A new pool: 201, then part of the load balancer.
+    let pool = format!("{lb}/backendAddressPools/extra");
+    let r = sim.put(&pool, NET, json!({ "properties": {} })).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["id"], pool);
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let body = sim.get(&lb, NET).await.body;
+    let pools: Vec<&str> = body["properties"]["backendAddressPools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(pools, ["pool", "extra"]);
+    // A NAT rule, with the fills a NAT rule sent inline gets.
+    let nat = format!("{lb}/inboundNatRules/rdp");
+    let frontend = format!("{lb}/frontendIPConfigurations/public");
+    let r = sim
+        .put(
+            &nat,
+            NET,
+            json!({ "properties": { "frontendIPConfiguration": { "id": frontend },
+                    "protocol": "Tcp", "frontendPort": 3389, "backendPort": 3389 } }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let rdp = sim.get(&nat, NET).await.body;
+    assert_eq!(rdp["properties"]["idleTimeoutInMinutes"], 4, "{rdp}");
+    // Changed in place: 200.
+    let r = sim
+        .put(
+            &nat,
+            NET,
+            json!({ "properties": { "frontendIPConfiguration": { "id": frontend },
+                    "protocol": "Tcp", "frontendPort": 3390, "backendPort": 3389 } }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    // Deleted: taken out of the load balancer; a second delete finds nothing (204).
+    let r = sim.delete(&pool, NET).await;
+    assert!(
+        [StatusCode::OK, StatusCode::ACCEPTED].contains(&r.status),
+        "{}",
+        r.body
+    );
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    assert_eq!(sim.get(&pool, NET).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(sim.delete(&pool, NET).await.status, StatusCode::NO_CONTENT);
+    // Parts without a CreateOrUpdate of their own are written only with their parent.
+    let r = sim
+        .put(
+            &format!("{lb}/probes/probe"),
+            NET,
+            json!({ "properties": { "port": 80 } }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{}", r.body);
+
+    // A NIC's IP configuration and an NSG's default rule.
+    let nic = net(g, "networkInterfaces/nic");
+    let ip = sim
+        .get(&format!("{nic}/ipConfigurations/ipconfig1"), NET)
+        .await;
+    assert_eq!(ip.status, StatusCode::OK, "{}", ip.body);
+    assert!(
+        ip.body["properties"]["privateIPAddress"].is_string(),
+        "{}",
+        ip.body
+    );
+    let nsg = fleet(g)
+        .into_iter()
+        .find(|(kind, ..)| *kind == "Microsoft.Network/networkSecurityGroups")
+        .map(|(_, path, ..)| path)
+        .unwrap();
+    let rule = sim
+        .get(&format!("{nsg}/defaultSecurityRules/AllowVnetInBound"), NET)
+        .await;
+    assert_eq!(rule.status, StatusCode::OK, "{}", rule.body);
+    assert_eq!(rule.body["properties"]["access"], "Allow");
+    let rules = sim.get(&format!("{nsg}/defaultSecurityRules"), NET).await;
+    assert_eq!(rules.body["value"].as_array().unwrap().len(), 6);
+}
+
+/// VM, scale-set and scale-set instance extensions are resources below their machine
+/// (`VirtualMachineExtension_CreateOrUpdate_MinimumSet_Gen`: a request with only a location is
+/// enough): PUT, GET, LIST, PATCH, DELETE, the machine's location, write-only protected settings,
+/// and gone with the machine.
+#[tokio::test]
+async fn extensions_are_resources_below_their_machines() {
+    let sim = Sim::start().await;
+    let g = "ext";
+    sim.network(g).await;
+    sim.pip_lb_nic_and_vm(g).await;
+    let vm = compute(g, "virtualMachines/vm");
+    let ext = format!("{vm}/extensions/bootstrap");
+    let body = sim
+        .create(
+            &ext,
+            COMPUTE,
+            json!({ "properties": {
+                "publisher": "Microsoft.Azure.ContainerUpstream", "type": "CAPZ.Linux.Bootstrapping",
+                "typeHandlerVersion": "1.0", "protectedSettings": { "token": "s3cret" } } }),
+        )
+        .await;
+    assert_eq!(body["location"], "westeurope", "{body}");
+    assert_eq!(body["type"], "Microsoft.Compute/virtualMachines/extensions");
+    assert_eq!(body["properties"]["provisioningState"], "Succeeded");
+    assert!(
+        body["properties"].get("protectedSettings").is_none(),
+        "{body}"
+    );
+    let minimal = sim
+        .put(
+            &format!("{vm}/extensions/minimal"),
+            COMPUTE,
+            json!({ "location": "westeurope" }),
+        )
+        .await;
+    assert_eq!(minimal.status, StatusCode::CREATED, "{}", minimal.body);
+    sim.wait(&minimal).await;
+    let list = sim.get(&format!("{vm}/extensions"), COMPUTE).await;
+    assert_eq!(
+        list.body["value"].as_array().unwrap().len(),
+        2,
+        "{}",
+        list.body
+    );
+    let patched = sim
+        .call(
+            Method::PATCH,
+            &format!("{ext}?{COMPUTE}"),
+            Some(json!({ "properties": { "typeHandlerVersion": "1.1" } })),
+        )
+        .await;
+    assert!(patched.status.is_success(), "{}", patched.body);
+    sim.wait(&patched).await;
+    let now = sim.get(&ext, COMPUTE).await.body;
+    assert_eq!(now["properties"]["typeHandlerVersion"], "1.1");
+    assert_eq!(now["properties"]["type"], "CAPZ.Linux.Bootstrapping");
+    let r = sim
+        .delete(&format!("{vm}/extensions/minimal"), COMPUTE)
+        .await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    assert_eq!(
+        sim.get(&format!("{vm}/extensions/minimal"), COMPUTE)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // A scale set's and an instance's.
+    let subnet = net(g, "virtualNetworks/vnet/subnets/default");
+    let set = compute(g, "virtualMachineScaleSets/pool");
+    sim.create(
+        &set,
+        COMPUTE,
+        json!({ "location": "westeurope", "sku": { "name": "Standard_D2s_v3", "capacity": 1 },
+            "properties": { "virtualMachineProfile": {
+                "osProfile": { "computerNamePrefix": "pool", "adminUsername": "capi" },
+                "storageProfile": { "imageReference": { "publisher": "Canonical", "offer": "ubuntu", "sku": "22_04", "version": "latest" } },
+                "networkProfile": { "networkInterfaceConfigurations": [ { "name": "nic", "properties": {
+                    "primary": true, "ipConfigurations": [ { "name": "ip", "properties": { "subnet": { "id": subnet } } } ] } } ] }
+            } } }),
+    )
+    .await;
+    for path in [
+        format!("{set}/extensions/health"),
+        format!("{set}/virtualMachines/0/extensions/health"),
+    ] {
+        let body = sim
+            .create(&path, COMPUTE, json!({ "properties": { "publisher": "Microsoft.ManagedServices", "type": "ApplicationHealthLinux" } }))
+            .await;
+        assert_eq!(body["location"], "westeurope", "{path}: {body}");
+    }
+
+    // Deleting the VM deletes its extensions.
+    let r = sim.delete(&vm, COMPUTE).await;
+    assert_eq!(sim.wait(&r).await, "Succeeded");
+    let r = sim.get(&ext, COMPUTE).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+}

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Fill, NestedBackRef, Put, Spec, fill};
+use super::{Fill, NestedBackRef, Put, Spec, fill, read_part, write_part};
 use crate::error::ArmError;
 
 const LB: &str = "Microsoft.Network/loadBalancers";
@@ -18,6 +18,16 @@ pub static SPEC: Spec = Spec {
         "probes",
         "inboundNatRules",
         "outboundRules",
+    ],
+    // Microsoft.Network's load balancer operations: pools and NAT rules have CreateOrUpdate and
+    // Delete of their own; frontends, rules, probes and outbound rules only Get and List.
+    parts: &[
+        read_part("frontendIPConfigurations"),
+        write_part("backendAddressPools"),
+        read_part("loadBalancingRules"),
+        read_part("probes"),
+        write_part("inboundNatRules"),
+        read_part("outboundRules"),
     ],
     nested_back_refs: NESTED_BACK_REFS,
     defaults: DEFAULTS,

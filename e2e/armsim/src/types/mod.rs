@@ -14,6 +14,7 @@ mod availability_set;
 mod bastion_host;
 pub mod defaults;
 mod disk;
+mod extension;
 mod ipam;
 mod load_balancer;
 mod nat_gateway;
@@ -286,6 +287,8 @@ pub struct Spec {
     pub children: &'static [(&'static str, &'static str)],
     /// Array properties whose elements are sub-resources that get an `id` (`ipConfigurations`).
     pub sub_resources: &'static [&'static str],
+    /// Inline arrays ARM also serves at their own path (`crate::parts`).
+    pub parts: &'static [Part],
     /// Type-specific validation and read-only properties.
     pub prepare: fn(&mut Put<'_>) -> Result<(), ArmError>,
     /// Other resources deleted with this one (a VM's OS disk with `deleteOption: Delete`).
@@ -304,6 +307,29 @@ pub struct Spec {
     pub create_status: StatusCode,
     /// The actions a POST to `{id}/{name}` runs (a scale set's `delete` of instances).
     pub actions: &'static [Action],
+}
+
+/// An inline array whose elements ARM serves at `{id}/{property}/{name}`: read (GET, LIST), and
+/// written (PUT, DELETE) where the REST specification has a `CreateOrUpdate` for it.
+pub struct Part {
+    pub property: &'static str,
+    pub writable: bool,
+}
+
+/// A part read at its own path and written only with its parent.
+pub const fn read_part(property: &'static str) -> Part {
+    Part {
+        property,
+        writable: false,
+    }
+}
+
+/// A part that may also be written at its own path.
+pub const fn write_part(property: &'static str) -> Part {
+    Part {
+        property,
+        writable: true,
+    }
 }
 
 /// A POST action on a resource: `run` checks the request against the resource and says what it
@@ -386,6 +412,7 @@ impl Spec {
             in_use_message: None,
             children: &[],
             sub_resources: &[],
+            parts: &[],
             prepare: no_prepare,
             deletes_with: no_extra_deletes,
             view: no_view,
@@ -434,6 +461,9 @@ static SPECS: &[&Spec] = &[
     &virtual_machine::SPEC,
     &virtual_machine_scale_set::SPEC,
     &virtual_machine_scale_set::INSTANCE,
+    &extension::VM,
+    &extension::SCALE_SET,
+    &extension::INSTANCE,
     &disk::SPEC,
 ];
 

@@ -3,12 +3,14 @@
 
 use serde_json::{Value, json};
 
-use super::{BackRef, Fill, Put, Spec, fill, str_at};
+use super::{BackRef, Fill, Put, Spec, fill, read_part, str_at};
 use crate::error::ArmError;
 
 pub static SPEC: Spec = Spec {
     resource_guid: true,
     sub_resources: &["ipConfigurations"],
+    // `NetworkInterfaceIPConfigurations_Get`/`_List`; no CreateOrUpdate of their own.
+    parts: &[read_part("ipConfigurations")],
     back_refs: &[BackRef {
         property: "virtualMachine",
         from_type: "Microsoft.Compute/virtualMachines",

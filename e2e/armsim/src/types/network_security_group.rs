@@ -2,12 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::{BackRef, Fill, Put, Spec, fill, str_at};
+use super::{BackRef, Fill, Put, Spec, fill, read_part, str_at};
 use crate::error::ArmError;
 
 pub static SPEC: Spec = Spec {
     resource_guid: true,
     children: &[("securityRules", "securityRules")],
+    // `DefaultSecurityRules_Get`/`_List`: ARM's six rules, read-only.
+    parts: &[read_part("defaultSecurityRules")],
     back_refs: &[
         BackRef {
             property: "subnets",
