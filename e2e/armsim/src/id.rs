@@ -144,6 +144,13 @@ impl Route {
                     type_name: "Microsoft.Resources/resourceGroups".into(),
                 }),
                 4 => Some(Route::Resource(ResourceId::resource_group(&sub, s[3]))),
+                // A group's resources (`Resources_ListByResourceGroup`).
+                5 if eq(s[4], "resources") => Some(Route::List {
+                    subscription: sub.clone(),
+                    resource_group: Some(s[3].to_string()),
+                    parent: Some(ResourceId::resource_group(&sub, s[3])),
+                    type_name: "Microsoft.Resources/resourceGroups/resources".into(),
+                }),
                 n if n >= 7 && eq(s[4], "providers") => {
                     let provider = s[5].to_string();
                     let rest = &s[6..];

@@ -12,6 +12,7 @@ pub mod faults;
 pub mod id;
 pub mod inspect;
 pub mod inspector;
+pub mod listings;
 pub mod log;
 pub mod lro;
 pub mod parts;

@@ -303,6 +303,31 @@ fn dispatch(
                     _ => Err(method_not_allowed(method)),
                 };
             }
+            // A private DNS zone's record sets of every type (`RecordSets_List`, `…/ALL`).
+            if let Some(zone) = &parent
+                && type_name.eq_ignore_ascii_case("Microsoft.Network/privateDnsZones/ALL")
+            {
+                let zone_spec =
+                    spec_for("Microsoft.Network/privateDnsZones", api_version, &|| {
+                        "global".to_string()
+                    })?;
+                let zone = canonical(zone.clone(), zone_spec);
+                return match *method {
+                    Method::GET => rest::list_types(sim, &zone, types::private_dns_record::TYPES),
+                    _ => Err(method_not_allowed(method)),
+                };
+            }
+            // A collection ARM computes (a group's `resources`, a NIC's `loadBalancers`).
+            if let (Some(resource), Some(listing)) = (&parent, crate::listings::find(&type_name)) {
+                let parent_spec = spec_for(listing.parent_type, api_version, &|| {
+                    request_location(sim, Some(resource.group()), body)
+                })?;
+                let resource = canonical(resource.clone(), parent_spec);
+                return match *method {
+                    Method::GET => crate::listings::list(sim, &resource, listing),
+                    _ => Err(method_not_allowed(method)),
+                };
+            }
             // A part of a resource kept inline (a load balancer's `backendAddressPools`).
             if let (Some(resource), Some((parent_spec, part))) =
                 (&parent, crate::parts::find(&type_name))

@@ -273,6 +273,17 @@ pub fn list(
     Ok(Json(json!({ "value": items })).into_response())
 }
 
+/// The children of several types of one resource, in that order (a zone's record sets).
+pub fn list_types(sim: &Sim, parent: &ResourceId, segments: &[&str]) -> Result<Response, ArmError> {
+    check_container(&sim.store, &sim.ops, &parent.child("x", "x"), false)?;
+    let items: Vec<Value> = segments
+        .iter()
+        .flat_map(|segment| sim.store.children(parent, segment))
+        .map(|r| view(&sim.store, r, None))
+        .collect();
+    Ok(Json(json!({ "value": items })).into_response())
+}
+
 /// The location of a resource: its own, or its top-level resource's.
 fn location_of(store: &Store, resource: &Resource) -> Option<String> {
     resource.location().map(normalize_location).or_else(|| {

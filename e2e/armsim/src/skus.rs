@@ -180,6 +180,27 @@ fn availability_set_skus(location: &str) -> impl Iterator<Item = Value> {
     })
 }
 
+/// The VM sizes offered in a location, as an availability set lists them (`VirtualMachineSize`:
+/// cores, memory and disks in numbers, not strings).
+pub fn vm_sizes(location: &str) -> Vec<Value> {
+    let number = |s: &str| s.parse::<f64>().unwrap_or_default();
+    CATALOGUE
+        .iter()
+        .filter(|(l, ..)| *l == location)
+        .filter_map(|(_, size, ..)| SIZES.iter().find(|s| s.name == *size))
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "numberOfCores": number(s.vcpus) as i64,
+                "memoryInMB": (number(s.memory_gb) * 1024.0) as i64,
+                "maxDataDiskCount": number(s.max_data_disks) as i64,
+                "osDiskSizeInMB": 1047552,
+                "resourceDiskSizeInMB": number(s.resource_volume_mb) as i64,
+            })
+        })
+        .collect()
+}
+
 /// The location a `$filter` asks for: ARM takes only `location eq '<location>'`.
 fn filtered_location(filter: Option<&String>) -> Result<Option<String>, ArmError> {
     let Some(filter) = filter else {

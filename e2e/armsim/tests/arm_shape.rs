@@ -2183,3 +2183,179 @@ async fn extensions_are_resources_below_their_machines() {
     let r = sim.get(&ext, COMPUTE).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
+
+/// A private zone's record sets of every type the REST specification has (A, AAAA, CNAME, MX,
+/// PTR, SOA, SRV, TXT: `RecordSets_CreateOrUpdate` … `RecordSetAAAAPut`, `RecordSetCNAMEGet`,
+/// `RecordSetTXTPatch`), the SOA set a zone is made with (`RecordSetSOAGet`), and `…/ALL`
+/// listing them all (`RecordSets_List`).
+#[tokio::test]
+async fn a_private_zone_has_an_soa_set_and_record_sets_of_every_type() {
+    let sim = Sim::start().await;
+    let g = "records";
+    sim.group(g).await;
+    let zone = net(g, "privateDnsZones/example.internal");
+    sim.create(&zone, PRIVATE_DNS, json!({ "location": "global" }))
+        .await;
+    let soa = sim.get(&format!("{zone}/SOA/@"), PRIVATE_DNS).await;
+    assert_eq!(soa.status, StatusCode::OK, "{}", soa.body);
+    assert_eq!(soa.body["properties"]["fqdn"], "example.internal.");
+    assert_eq!(
+        soa.body["properties"]["soaRecord"]["host"],
+        "azureprivatedns.net"
+    );
+    let count = |body: &Value| body["properties"]["numberOfRecordSets"].clone();
+    assert_eq!(count(&sim.get(&zone, PRIVATE_DNS).await.body), 1);
+
+    for (ty, name, props) in [
+        (
+            "AAAA",
+            "v6",
+            json!({ "aaaaRecords": [ { "ipv6Address": "fd00::4" } ] }),
+        ),
+        (
+            "CNAME",
+            "www",
+            json!({ "cnameRecord": { "cname": "api.example.internal" } }),
+        ),
+        (
+            "MX",
+            "@",
+            json!({ "mxRecords": [ { "preference": 10, "exchange": "mail.example.internal" } ] }),
+        ),
+        (
+            "PTR",
+            "4",
+            json!({ "ptrRecords": [ { "ptrdname": "api.example.internal" } ] }),
+        ),
+        (
+            "SRV",
+            "_etcd._tcp",
+            json!({ "srvRecords": [ { "priority": 0, "weight": 10, "port": 2379, "target": "cp.example.internal" } ] }),
+        ),
+        (
+            "TXT",
+            "owner",
+            json!({ "txtRecords": [ { "value": ["strata"] } ] }),
+        ),
+    ] {
+        let path = format!("{zone}/{ty}/{name}");
+        let body = sim
+            .create(&path, PRIVATE_DNS, json!({ "properties": props }))
+            .await;
+        assert_eq!(
+            body["type"],
+            format!("Microsoft.Network/privateDnsZones/{ty}")
+        );
+        assert_eq!(body["properties"]["ttl"], 3600, "{body}");
+        let fqdn = if name == "@" {
+            "example.internal.".to_string()
+        } else {
+            format!("{name}.example.internal.")
+        };
+        assert_eq!(body["properties"]["fqdn"], fqdn.as_str());
+        let listed = sim.get(&format!("{zone}/{ty}"), PRIVATE_DNS).await;
+        assert_eq!(listed.body["value"].as_array().unwrap().len(), 1, "{ty}");
+    }
+    let bad = sim
+        .put(
+            &format!("{zone}/AAAA/bad"),
+            PRIVATE_DNS,
+            json!({ "properties": { "aaaaRecords": [ { "ipv6Address": "10.0.0.1" } ] } }),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    let second_soa = sim
+        .put(
+            &format!("{zone}/SOA/other"),
+            PRIVATE_DNS,
+            json!({ "properties": {} }),
+        )
+        .await;
+    assert_eq!(
+        second_soa.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        second_soa.body
+    );
+
+    let all = sim.get(&format!("{zone}/ALL"), PRIVATE_DNS).await;
+    assert_eq!(all.status, StatusCode::OK, "{}", all.body);
+    let mut types: Vec<&str> = all.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["type"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("Microsoft.Network/privateDnsZones/")
+        })
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["AAAA", "CNAME", "MX", "PTR", "SOA", "SRV", "TXT"]);
+    assert_eq!(count(&sim.get(&zone, PRIVATE_DNS).await.body), 7);
+}
+
+/// Collections ARM computes below a resource: a group's resources (`Resources_ListByResourceGroup`,
+/// envelopes only), an availability set's VM sizes (`AvailabilitySets_ListAvailableSizes`), the
+/// NICs behind a load balancer and the load balancers in front of a NIC
+/// (`LoadBalancerNetworkInterfaceListSimple`, `NetworkInterfaceLoadBalancerList`).
+#[tokio::test]
+async fn computed_collections_list_a_groups_resources_sizes_and_load_balancer_nics() {
+    let sim = Sim::start().await;
+    let g = "lists";
+    for (_, path, version, body) in fleet(g).into_iter().take(11) {
+        sim.create(&path, version, body).await;
+    }
+    let r = sim.get(&format!("{}/resources", rg(g)), RES).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let listed = r.body["value"].as_array().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|x| x["id"].as_str().unwrap()).collect();
+    let lb = net(g, "loadBalancers/lb");
+    assert!(ids.contains(&lb.as_str()), "{ids:?}");
+    assert!(
+        ids.iter().all(|id| !id.contains("/subnets/")),
+        "nested resources are not listed: {ids:?}"
+    );
+    assert!(listed.iter().all(|x| x.get("properties").is_none()));
+    let missing = sim.get(&format!("{}/resources", rg("nowhere")), RES).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
+
+    let nic = net(g, "networkInterfaces/nic");
+    let behind = sim.get(&format!("{lb}/networkInterfaces"), NET).await;
+    assert_eq!(behind.status, StatusCode::OK, "{}", behind.body);
+    let nics: Vec<&str> = behind.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(nics, [nic.as_str()]);
+    let in_front = sim.get(&format!("{nic}/loadBalancers"), NET).await;
+    assert_eq!(in_front.status, StatusCode::OK, "{}", in_front.body);
+    assert_eq!(in_front.body["value"][0]["id"], lb.as_str());
+    assert_eq!(in_front.body["value"].as_array().unwrap().len(), 1);
+
+    sim.create(
+        &compute(g, "availabilitySets/set"),
+        COMPUTE,
+        json!({ "location": "westeurope" }),
+    )
+    .await;
+    let sizes = sim
+        .get(
+            &format!("{}/vmSizes", compute(g, "availabilitySets/set")),
+            COMPUTE,
+        )
+        .await;
+    assert_eq!(sizes.status, StatusCode::OK, "{}", sizes.body);
+    let d2 = sizes.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "Standard_D2s_v3")
+        .unwrap()
+        .clone();
+    assert_eq!(d2["numberOfCores"], 2);
+    assert_eq!(d2["memoryInMB"], 8192);
+}

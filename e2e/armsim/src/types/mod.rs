@@ -20,7 +20,7 @@ mod load_balancer;
 mod nat_gateway;
 mod network_interface;
 mod network_security_group;
-mod private_dns_a_record;
+pub mod private_dns_record;
 mod private_dns_zone;
 mod private_dns_zone_virtual_network_link;
 mod public_ip;
@@ -455,7 +455,14 @@ static SPECS: &[&Spec] = &[
     &bastion_host::SPEC,
     &private_dns_zone::SPEC,
     &private_dns_zone_virtual_network_link::SPEC,
-    &private_dns_a_record::SPEC,
+    &private_dns_record::A,
+    &private_dns_record::AAAA,
+    &private_dns_record::CNAME,
+    &private_dns_record::MX,
+    &private_dns_record::PTR,
+    &private_dns_record::SOA,
+    &private_dns_record::SRV,
+    &private_dns_record::TXT,
     &network_interface::SPEC,
     &availability_set::SPEC,
     &virtual_machine::SPEC,

@@ -31,14 +31,14 @@ const ZONE_NAME: NameRule = NameRule {
 
 /// The read-only limits ARM reports on a zone (the `PrivateZoneProperties` of the 2024-06-01
 /// specification; the figures are the documented Private DNS limits).
-/// The zone's record sets (the A sets the emulator serves, and the SOA set every zone has) and
-/// links, counted on every read as ARM reports them.
+/// The zone's record sets (of every type, its SOA set included) and links, counted on every
+/// read as ARM reports them.
 const COUNTS: &[ChildCount] = &[
     ChildCount {
         property: "numberOfRecordSets",
-        segments: &["A"],
+        segments: super::private_dns_record::TYPES,
         when: None,
-        plus: 1,
+        plus: 0,
     },
     ChildCount {
         property: "numberOfVirtualNetworkLinks",
@@ -63,8 +63,11 @@ const DEFAULTS: &[Fill] = &[
     ),
 ];
 
-/// The zone's internal ID, fixed at creation.
+/// The zone's internal ID, fixed at creation; a new zone gets its SOA record set.
 fn prepare(put: &mut Put<'_>) -> Result<(), ArmError> {
+    if put.existing.is_none() {
+        put.implicit.push(super::private_dns_record::soa(put.id));
+    }
     let id = put.id.to_string();
     put.keep_or("/properties/internalId", || {
         json!(uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, id.as_bytes()).to_string())
