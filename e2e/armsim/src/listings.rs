@@ -1,6 +1,6 @@
 //! Collections ARM computes rather than stores, listed below a resource: a resource group's
-//! `resources` (`Resources_ListByResourceGroup`), an availability set's `vmSizes`
-//! (`AvailabilitySets_ListAvailableSizes`), the NICs behind a load balancer
+//! `resources` (`Resources_ListByResourceGroup`), an availability set's and a VM's `vmSizes`
+//! (`AvailabilitySets_ListAvailableSizes`, `VirtualMachines_ListAvailableSizes`), the NICs behind a load balancer
 //! (`LoadBalancerNetworkInterfaces_List`) and the load balancers a NIC sits behind
 //! (`NetworkInterfaceLoadBalancers_List`). Each is a pure function of the store.
 
@@ -29,6 +29,11 @@ const LISTINGS: &[Listing] = &[
     },
     Listing {
         parent_type: "Microsoft.Compute/availabilitySets",
+        segment: "vmSizes",
+        list: vm_sizes,
+    },
+    Listing {
+        parent_type: "Microsoft.Compute/virtualMachines",
         segment: "vmSizes",
         list: vm_sizes,
     },
@@ -92,7 +97,7 @@ fn group_resources(store: &Store, group: &Resource) -> Vec<Value> {
         .collect()
 }
 
-/// The VM sizes of the set's location, from the Resource SKUs catalogue.
+/// The VM sizes of the resource's location, from the Resource SKUs catalogue.
 fn vm_sizes(_: &Store, set: &Resource) -> Vec<Value> {
     let location = set
         .body

@@ -2304,7 +2304,7 @@ async fn a_private_zone_has_an_soa_set_and_record_sets_of_every_type() {
 async fn computed_collections_list_a_groups_resources_sizes_and_load_balancer_nics() {
     let sim = Sim::start().await;
     let g = "lists";
-    for (_, path, version, body) in fleet(g).into_iter().take(11) {
+    for (_, path, version, body) in fleet(g).into_iter().take(14) {
         sim.create(&path, version, body).await;
     }
     let r = sim.get(&format!("{}/resources", rg(g)), RES).await;
@@ -2358,4 +2358,12 @@ async fn computed_collections_list_a_groups_resources_sizes_and_load_balancer_ni
         .clone();
     assert_eq!(d2["numberOfCores"], 2);
     assert_eq!(d2["memoryInMB"], 8192);
+    let vm = fleet(g)
+        .into_iter()
+        .find(|(kind, ..)| *kind == "Microsoft.Compute/virtualMachines")
+        .map(|(_, path, ..)| path)
+        .unwrap();
+    let r = sim.get(&format!("{vm}/vmSizes"), COMPUTE).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["value"], sizes.body["value"]);
 }
