@@ -29,8 +29,6 @@ const ZONE_NAME: NameRule = NameRule {
     describe: "The zone name must be a DNS name of at least two labels, each of up to 63 letters, digits, '-' or '_', and at most 253 characters in all.",
 };
 
-/// The read-only limits ARM reports on a zone (the `PrivateZoneProperties` of the 2024-06-01
-/// specification; the figures are the documented Private DNS limits).
 /// The zone's record sets (of every type, its SOA set included) and links, counted on every
 /// read as ARM reports them.
 const COUNTS: &[ChildCount] = &[
@@ -54,6 +52,8 @@ const COUNTS: &[ChildCount] = &[
     },
 ];
 
+/// The read-only limits ARM reports on a zone (the `PrivateZoneProperties` of the 2024-06-01
+/// specification; the figures are the documented Private DNS limits).
 const DEFAULTS: &[Fill] = &[
     fill("/properties/maxNumberOfRecordSets", "25000"),
     fill("/properties/maxNumberOfVirtualNetworkLinks", "1000"),
