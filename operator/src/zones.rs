@@ -88,32 +88,67 @@ pub fn zones_of(skus: &[Value], location: &str) -> (BTreeMap<String, Vec<String>
 /// (subscription, location), lower-cased.
 type Key = (String, String);
 
-/// ARM's SKU list of a location and when it came.
-type Answer = (Instant, Arc<Vec<Value>>);
+/// What the CRs of one [`Key`] are told: each VM size's zones and their union.
+type Zones = (BTreeMap<String, Vec<String>>, Vec<String>);
 
-/// ARM's answers per [`Key`].
+/// The most (subscription, location) pairs the cache holds: Azure has about sixty regions, so
+/// this is every region of some sixteen subscriptions. Past it, the oldest answer goes.
+pub const CACHE_ENTRIES: usize = 1024;
+
+/// ARM's answers per [`Key`], bounded: an entry keeps only the zones computed from ARM's SKU list
+/// (a few kilobytes), not the list (megabytes per location in Azure), and there are at most
+/// [`CACHE_ENTRIES`] of them — so that no number of CRs, of any tenant, grows it past that. It is
+/// shared by every CR of the same subscription and location, whatever their namespace: the
+/// zones of a location are the same for every credential of a subscription.
 #[derive(Default)]
 pub struct ZoneCache {
-    entries: Mutex<HashMap<Key, Answer>>,
+    entries: Mutex<Entries>,
+}
+
+/// The cache's map, and the number of the next answer put (answers are evicted in that order:
+/// two answers may come in the same clock tick).
+#[derive(Default)]
+struct Entries {
+    next: u64,
+    map: HashMap<Key, (Instant, u64, Arc<Zones>)>,
 }
 
 impl ZoneCache {
-    fn get(&self, key: &Key) -> Option<Arc<Vec<Value>>> {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries
-            .get(key)
-            .filter(|(at, _)| at.elapsed() < CACHE_TTL)
-            .map(|(_, skus)| skus.clone())
-    }
-
-    fn put(&self, key: Key, skus: Arc<Vec<Value>>) {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, (Instant::now(), skus));
+    }
+
+    fn get(&self, key: &Key) -> Option<Arc<Zones>> {
+        self.entries()
+            .map
+            .get(key)
+            .filter(|(at, ..)| at.elapsed() < CACHE_TTL)
+            .map(|(.., zones)| zones.clone())
+    }
+
+    fn put(&self, key: Key, zones: Arc<Zones>) {
+        let mut entries = self.entries();
+        entries.map.retain(|_, (at, ..)| at.elapsed() < CACHE_TTL);
+        if !entries.map.contains_key(&key) && entries.map.len() >= CACHE_ENTRIES {
+            let oldest = entries
+                .map
+                .iter()
+                .min_by_key(|(_, (_, n, _))| *n)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                entries.map.remove(&oldest);
+            }
+        }
+        let n = entries.next;
+        entries.next += 1;
+        entries.map.insert(key, (Instant::now(), n, zones));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries().map.len()
     }
 }
 
@@ -174,12 +209,12 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
             let subscription = azure.subscription.clone();
             let key = (subscription.to_ascii_lowercase(), location.clone());
             match z.cache.get(&key) {
-                Some(skus) => Ok(skus),
+                Some(zones) => Ok(zones),
                 None => match azure.arm.resource_skus(&subscription, &location).await {
                     Ok(skus) => {
-                        let skus = Arc::new(skus);
-                        z.cache.put(key, skus.clone());
-                        Ok(skus)
+                        let zones = Arc::new(zones_of(&skus, &location));
+                        z.cache.put(key, zones.clone());
+                        Ok(zones)
                     }
                     Err(e) => Err(("ArmError".to_owned(), e.to_string())),
                 },
@@ -189,8 +224,8 @@ async fn reconcile(obj: Arc<LocationZones>, z: Arc<ZoneContext>) -> Result<Actio
     let previous = obj.status.clone().unwrap_or_default();
     let generation = obj.metadata.generation;
     let (status, requeue) = match answer {
-        Ok(skus) => {
-            let (sizes, zones) = zones_of(&skus, &location);
+        Ok(computed) => {
+            let (sizes, zones) = (*computed).clone();
             let message = if zones.is_empty() {
                 format!("{location} has no availability zones")
             } else {
@@ -268,6 +303,29 @@ fn condition(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_keeps_zones_only_and_at_most_its_bound_evicting_the_oldest() {
+        let cache = ZoneCache::default();
+        let zones = |z: &str| Arc::new((BTreeMap::new(), vec![z.to_owned()]));
+        let key = |i: usize| (format!("sub-{i}"), "westeurope".to_owned());
+        for i in 0..CACHE_ENTRIES + 10 {
+            cache.put(key(i), zones(&i.to_string()));
+        }
+        assert_eq!(cache.len(), CACHE_ENTRIES);
+        assert!(cache.get(&key(0)).is_none(), "the oldest went first");
+        assert!(cache.get(&key(9)).is_none());
+        assert_eq!(
+            cache.get(&key(10)).map(|z| z.1.clone()),
+            Some(vec!["10".to_owned()])
+        );
+        let last = CACHE_ENTRIES + 9;
+        assert!(cache.get(&key(last)).is_some());
+        // Writing a key it holds replaces it and evicts nothing.
+        cache.put(key(last), zones("again"));
+        assert_eq!(cache.len(), CACHE_ENTRIES);
+        assert!(cache.get(&key(10)).is_some());
+    }
 
     fn sku(name: &str, location: &str, zones: &[&str], restrictions: Value) -> Value {
         json!({ "resourceType": "virtualMachines", "name": name,
