@@ -1,7 +1,8 @@
 //! The one list of Strata's CRDs and the touches that are the same for every cloud CR.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceColumnDefinition, CustomResourceDefinition,
+    CustomResourceColumnDefinition, CustomResourceDefinition, JSON, JSONSchemaProps,
+    JSONSchemaPropsOrArray,
 };
 use kube::CustomResourceExt;
 
@@ -23,7 +24,10 @@ pub fn crds() -> Vec<CrdFile> {
         .map(|kind| kind.crd())
         .map(with_cloud_columns);
     // Not a cloud kind (no ARM resource behind it), so without the cloud columns.
-    let observed = [crate::azure::LocationZones::crd()];
+    let observed = [
+        crate::azure::LocationZones::crd(),
+        with_grantable_kinds(crate::azure::ReferenceGrant::crd()),
+    ];
     let capz = [
         capz::AzureCluster::crd(),
         capz::AzureMachine::crd(),
@@ -61,6 +65,48 @@ fn with_contract_labels(mut crd: CustomResourceDefinition) -> CustomResourceDefi
     let labels = crd.metadata.labels.get_or_insert_with(Default::default);
     labels.extend(crate::contract::labels());
     crd
+}
+
+/// A ReferenceGrant names cloud kinds: the schema lists the registry's, so that a misspelt kind
+/// is refused with the list of valid ones rather than granting nothing in silence.
+fn with_grantable_kinds(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let kinds: Vec<JSON> = crate::azure::grantable_kinds()
+        .into_iter()
+        .map(|k| JSON(serde_json::Value::from(k)))
+        .collect();
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| property(s, "spec"));
+        let Some(spec) = spec else { continue };
+        if let Some(kind) = property(spec, "to")
+            .and_then(items)
+            .and_then(|to| property(to, "kind"))
+        {
+            kind.enum_ = Some(kinds.clone());
+        }
+        if let Some(kind) = property(spec, "from")
+            .and_then(items)
+            .and_then(|from| property(from, "kinds"))
+            .and_then(items)
+        {
+            kind.enum_ = Some(kinds.clone());
+        }
+    }
+    crd
+}
+
+fn property<'a>(schema: &'a mut JSONSchemaProps, name: &str) -> Option<&'a mut JSONSchemaProps> {
+    schema.properties.as_mut()?.get_mut(name)
+}
+
+fn items(schema: &mut JSONSchemaProps) -> Option<&mut JSONSchemaProps> {
+    match schema.items.as_mut()? {
+        JSONSchemaPropsOrArray::Schema(s) => Some(s),
+        JSONSchemaPropsOrArray::Schemas(_) => None,
+    }
 }
 
 /// Every cloud CR shows the same state columns in `kubectl get` (docs/design.md: Ready, its reason,

@@ -828,15 +828,6 @@ async fn takeover(shared: Shared) {
             json!({"azureName": rg_a, "location": "westeurope"}),
             "another namespace",
         ),
-        // a subnet of its own inside a's VNet, named by ARM ID;
-        (
-            "Subnet",
-            "b-inside",
-            json!({}),
-            json!({"owner": {"armId": vnet_id}, "azureName": "b-subnet",
-                "addressPrefix": "10.0.2.0/24"}),
-            "another namespace",
-        ),
         // a's subnet in the network team's VNet with a forged creation record: a's own proof
         // copied, or none at all (with it, b's CR would PUT over a's subnet and delete it).
         (
@@ -857,8 +848,36 @@ async fn takeover(shared: Shared) {
             "strata.dev/created-proof is not the operator's",
         ),
     ];
+    // References by ARM ID into a's resources, which a has granted to no one: a subnet of b's
+    // own inside a's VNet, b's NIC in a's subnet, a peering from b to a's VNet.
+    let references: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "Subnet",
+            "b-inside",
+            json!({"owner": {"armId": vnet_id}, "azureName": "b-subnet",
+                "addressPrefix": "10.0.2.0/24"}),
+            "spec.owner",
+        ),
+        (
+            "NetworkInterface",
+            "b-nic",
+            json!({"owner": {"name": "b-rg"}, "location": "westeurope",
+                "ipConfigurations": [{"name": "ip", "subnet": {"armId": subnet_id}}]}),
+            "spec.ipConfigurations[0].subnet",
+        ),
+        (
+            "VirtualNetworkPeering",
+            "b-peering",
+            json!({"owner": {"name": "b-vnet"}, "remoteVirtualNetwork": {"armId": vnet_id}}),
+            "spec.remoteVirtualNetwork",
+        ),
+    ];
     for (kind, name, annotations, spec, _) in &attacks {
         let body = cr(kind, name, annotations.clone(), spec.clone());
+        apply(&stack.cloud(&b, kind), name, body).await.unwrap();
+    }
+    for (kind, name, spec, _) in &references {
+        let body = cr(kind, name, json!({}), spec.clone());
         apply(&stack.cloud(&b, kind), name, body).await.unwrap();
     }
     // A subnet of its own, under an owner in a subscription its credential is not for: that
@@ -894,6 +913,72 @@ async fn takeover(shared: Shared) {
         }
         wait_event(&stack, &b, name, "AdoptionRefused").await;
     }
+    for (kind, name, _, field) in &references {
+        let message = wait_reason_of(&stack, kind, &b, name, "ReferenceNotGranted").await;
+        assert!(message.contains(field), "{name}: {message}");
+        assert!(
+            message.contains(&format!("a ReferenceGrant in {a}")),
+            "{name}: {message}"
+        );
+        wait_event(&stack, &b, name, "ReferenceNotGranted").await;
+    }
+    // a grants b's NICs its subnet (and nothing else): the NIC goes on to wait for its own
+    // group, woken by the grant; the subnet inside a's VNet and the peering stay refused, and a
+    // grant that names a namespace that does not exist, or another kind, changes nothing.
+    let grants = stack.api_in(
+        &a,
+        "azure.strata.dev",
+        "v1alpha1",
+        "ReferenceGrant",
+        "referencegrants",
+    );
+    let grant = |name: &str, from: Value, to: Value| {
+        json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ReferenceGrant",
+            "metadata": {"name": name}, "spec": {"from": from, "to": to}})
+    };
+    apply(
+        &grants,
+        "nowhere",
+        grant(
+            "nowhere",
+            json!([{"namespace": "no-such-namespace"}]),
+            json!([{"kind": "VirtualNetwork"}]),
+        ),
+    )
+    .await
+    .unwrap();
+    let misspelt = apply(
+        &grants,
+        "misspelt",
+        grant(
+            "misspelt",
+            json!([{"namespace": b, "kinds": ["NIC"]}]),
+            json!([{"kind": "Subnet"}]),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(&misspelt, Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("NetworkInterface")),
+        "a misspelt kind is refused with the valid ones: {misspelt:?}"
+    );
+    apply(
+        &grants,
+        "nics",
+        grant(
+            "nics",
+            json!([{"namespace": b, "kinds": ["NetworkInterface"]}]),
+            json!([{"kind": "Subnet", "name": "subnet"}]),
+        ),
+    )
+    .await
+    .unwrap();
+    let message = wait_reason_of(&stack, "NetworkInterface", &b, "b-nic", "WaitingForOwner").await;
+    assert!(message.contains("b-rg"), "{message}");
+    for (kind, name, _, _) in &references[..] {
+        if *name != "b-nic" {
+            wait_reason_of(&stack, kind, &b, name, "ReferenceNotGranted").await;
+        }
+    }
 
     // Nothing was written to a's resources, by anyone, and they read back as they were.
     let after = async || (held_in(&stack, &rg_a).await, held_in(&stack, &net_rg).await);
@@ -911,6 +996,9 @@ async fn takeover(shared: Shared) {
     // b's CRs go without touching Azure; a's resources stay.
     let mut attacks = attacks;
     attacks.push(("Subnet", "b-other-sub", json!({}), json!({}), ""));
+    for (kind, name, _, _) in &references {
+        attacks.push((kind, name, json!({}), json!({}), ""));
+    }
     for (kind, name, _, _, _) in &attacks {
         stack
             .cloud(&b, kind)

@@ -39,12 +39,14 @@ pub struct Scope {
     pub shard: Shard,
 }
 
-/// Runs one controller per cloud kind (the registry's list), and the watch of the AzureClusterIdentities that fills
-/// `identities` (the store in `ctx`), until the process is asked to stop.
+/// Runs one controller per cloud kind (the registry's list), and the watches of the
+/// AzureClusterIdentities and ReferenceGrants that fill `identities` and `grants` (the stores in
+/// `ctx`), until the process is asked to stop.
 pub async fn run(
     ctx: Arc<Context>,
     scope: Scope,
     identities: reflector::store::Writer<AzureClusterIdentity>,
+    grants: reflector::store::Writer<ReferenceGrant>,
 ) {
     macro_rules! controllers {
         ($($kind:ident in $file:ident),+ $(,)?) => {
@@ -52,12 +54,12 @@ pub async fn run(
         };
     }
     let controllers = future::join_all(strata_crds::with_cloud_kinds!(controllers));
-    // The controllers end on the shutdown signal; the identity watch ends with them.
+    // The controllers end on the shutdown signal; the identity and grant watches end with them.
     // LocationZones is not a cloud kind: its own controller, beside the kinds' ones.
     let zones = crate::zones::run(ctx.clone(), scope.clone());
     tokio::select! {
         _ = future::join(controllers, zones) => {}
-        _ = watch_identities(ctx, identities) => {}
+        _ = future::join(watch_identities(ctx.clone(), identities), crate::grants::watch(ctx, grants)) => {}
     }
 }
 
@@ -237,7 +239,13 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
             ),
         ),
         futures::stream::select(
-            tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
+            futures::stream::select(
+                grant_waiters::<K>(
+                    ctx.index.clone(),
+                    BroadcastStream::new(ctx.grant_changes.subscribe()),
+                ),
+                tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
+            ),
             tokio_stream::wrappers::UnboundedReceiverStream::new(called_back)
                 .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
         ),
@@ -301,6 +309,25 @@ fn waiters<K: AzureResource>(
                 warn!(kind = %K::KIND, missed, "missed readiness changes; waking every waiting CR of this kind");
                 index.take_all_waiters(K::KIND)
             }
+        };
+        futures::stream::iter(
+            woken
+                .into_iter()
+                .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace)),
+        )
+    })
+}
+
+/// The objects of kind `K` refused a reference into a namespace whose grants changed.
+fn grant_waiters<K: AzureResource>(
+    index: Arc<Index>,
+    changes: BroadcastStream<String>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    changes.flat_map(move |change| {
+        let woken = match change {
+            Ok(namespace) => index.take_grant_waiters(&namespace, K::KIND),
+            // Missed grant changes: any namespace's may have been the one.
+            Err(BroadcastStreamRecvError::Lagged(_)) => index.take_all_grant_waiters(K::KIND),
         };
         futures::stream::iter(
             woken

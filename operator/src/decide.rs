@@ -36,6 +36,9 @@ pub enum Dependencies {
     WaitingForOwner(String),
     /// A referenced CR is missing or not Ready (its description).
     WaitingForReference(String),
+    /// An owner or reference by ARM ID reaches into another namespace's resource, and that
+    /// namespace grants no such reference (what to fix).
+    NotGranted(String),
 }
 
 /// Who the Azure resource belongs to, read from its `strata-owner` tag.

@@ -46,6 +46,12 @@ type Key = (CloudKind, String, String);
 
 pub struct Index {
     entries: RwLock<HashMap<Key, Entry>>,
+    /// Every known `status.id`, lower-cased (ARM IDs are case-insensitive), and whose it is:
+    /// to tell which CR manages a resource named by ARM ID, or a resource it is inside.
+    ids: RwLock<HashMap<String, Key>>,
+    /// CRs refused a reference into another namespace, by that namespace: woken when a
+    /// ReferenceGrant there changes.
+    grant_waiters: Mutex<HashMap<String, HashSet<Key>>>,
     changes: broadcast::Sender<Change>,
     /// Who waits on whom: a dependency → the CRs waiting for it. A CR whose deletion Azure
     /// refused (in use) waits on `(kind, namespace, "")` entries of every kind: any deletion in
@@ -63,6 +69,8 @@ impl Default for Index {
         let (changes, _) = broadcast::channel(65_536);
         Index {
             entries: RwLock::new(HashMap::new()),
+            ids: RwLock::default(),
+            grant_waiters: Mutex::default(),
             changes,
             waiters: Mutex::default(),
             synced: tokio::sync::watch::Sender::new(HashSet::new()),
@@ -85,12 +93,51 @@ pub fn entry_of(generation: Option<i64>, status: Option<&AzureStatus>) -> Entry 
     }
 }
 
+/// An ARM ID and the IDs of what it is inside, nearest first, down to its resource group:
+/// `…/virtualNetworks/v/subnets/s`, `…/virtualNetworks/v`, `/subscriptions/x/resourceGroups/g`.
+fn ancestors(id: &str) -> impl Iterator<Item = &str> {
+    let id = id.trim_end_matches('/');
+    let segments: Vec<usize> = id.match_indices('/').map(|(i, _)| i).collect();
+    // Segment boundaries: an ID is `/subscriptions/x/resourceGroups/g/providers/ns/type/name…`;
+    // every prefix ending on a name at an even depth from `providers/ns` is one above.
+    let mut cuts = vec![id.len()];
+    if segments.len() >= 4 {
+        let group_end = segments.get(4).copied().unwrap_or(id.len());
+        let provider = segments.len() > 6;
+        if provider {
+            let mut end = id.len();
+            while let Some(cut) = id[..end].rfind('/').and_then(|i| id[..i].rfind('/')) {
+                if cut <= segments[6] {
+                    break;
+                }
+                cuts.push(cut);
+                end = cut;
+            }
+        }
+        if group_end < id.len() {
+            cuts.push(group_end);
+        }
+    }
+    cuts.dedup();
+    cuts.into_iter().map(move |c| &id[..c])
+}
+
 impl Index {
     /// Records a CR as the watch saw it, and broadcasts the change when its readiness changed.
     pub fn apply(&self, kind: CloudKind, namespace: &str, name: &str, entry: Entry) {
         let key = (kind, namespace.to_owned(), name.to_owned());
         let ready = entry.ready;
-        let previous = self.write().insert(key, entry.clone());
+        let previous = self.write().insert(key.clone(), entry.clone());
+        let old_id = previous.as_ref().and_then(|p| p.id.as_deref());
+        if old_id != entry.id.as_deref() {
+            let mut ids = self.write_ids();
+            if let Some(old) = old_id {
+                ids.remove(&old.to_ascii_lowercase());
+            }
+            if let Some(id) = &entry.id {
+                ids.insert(id.to_ascii_lowercase(), key);
+            }
+        }
         if previous.as_ref() != Some(&entry) {
             let _ = self.changes.send(Change {
                 kind,
@@ -105,8 +152,12 @@ impl Index {
 
     /// Forgets a deleted CR and broadcasts it (a resource that was in use may now be deletable).
     pub fn delete(&self, kind: CloudKind, namespace: &str, name: &str) {
-        self.write()
+        let gone = self
+            .write()
             .remove(&(kind, namespace.to_owned(), name.to_owned()));
+        if let Some(id) = gone.and_then(|e| e.id) {
+            self.write_ids().remove(&id.to_ascii_lowercase());
+        }
         let _ = self.changes.send(Change {
             kind,
             namespace: namespace.to_owned(),
@@ -125,6 +176,63 @@ impl Index {
         entries
             .get(&(kind, namespace.to_owned(), name.to_owned()))
             .cloned()
+    }
+
+    /// The CRs whose resource is `id` or one `id` is inside (its virtual network, its resource
+    /// group), nearest first, as `(kind, namespace, name)`.
+    pub fn managing(&self, id: &str) -> Vec<(CloudKind, String, String)> {
+        let ids = self
+            .ids
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ancestors(&id.to_ascii_lowercase())
+            .filter_map(|a| ids.get(a).cloned())
+            .collect()
+    }
+
+    /// Records that `waiter` waits for a ReferenceGrant in `namespace`.
+    pub fn wait_for_grant(&self, waiter: (CloudKind, &str, &str), namespace: &str) {
+        self.grant_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(namespace.to_owned())
+            .or_default()
+            .insert((waiter.0, waiter.1.to_owned(), waiter.2.to_owned()));
+    }
+
+    /// The CRs of `kind` waiting for a grant in `namespace`, as (namespace, name), forgotten once
+    /// returned.
+    pub fn take_grant_waiters(&self, namespace: &str, kind: CloudKind) -> Vec<(String, String)> {
+        let mut waiters = self
+            .grant_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(set) = waiters.get_mut(namespace) else {
+            return Vec::new();
+        };
+        let mine: Vec<Key> = set.iter().filter(|w| w.0 == kind).cloned().collect();
+        for w in &mine {
+            set.remove(w);
+        }
+        if set.is_empty() {
+            waiters.remove(namespace);
+        }
+        mine.into_iter().map(|(_, ns, name)| (ns, name)).collect()
+    }
+
+    /// Every CR of `kind` waiting for a grant anywhere, forgotten once returned.
+    pub fn take_all_grant_waiters(&self, kind: CloudKind) -> Vec<(String, String)> {
+        let namespaces: Vec<String> = self
+            .grant_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        namespaces
+            .iter()
+            .flat_map(|ns| self.take_grant_waiters(ns, kind))
+            .collect()
     }
 
     /// How many CRs of each kind are Ready or not (the `objects` gauge).
@@ -231,6 +339,12 @@ impl Index {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn write_ids(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Key>> {
+        self.ids
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, Entry>> {
         self.entries
             .write()
@@ -288,6 +402,29 @@ mod tests {
         );
         assert!(rx.try_recv().is_err());
         assert_eq!(index.get(CloudKind::Subnet, "ns", "a"), None);
+    }
+
+    #[test]
+    fn an_id_is_inside_its_parents_and_its_resource_group() {
+        let g = "/subscriptions/s/resourcegroups/g";
+        let vnet = format!("{g}/providers/microsoft.network/virtualnetworks/v");
+        let subnet = format!("{vnet}/subnets/s");
+        assert_eq!(
+            ancestors(&subnet).collect::<Vec<_>>(),
+            [subnet.as_str(), &vnet, g]
+        );
+        assert_eq!(ancestors(&vnet).collect::<Vec<_>>(), [vnet.as_str(), g]);
+        assert_eq!(ancestors(g).collect::<Vec<_>>(), [g]);
+        let pool =
+            format!("{g}/providers/microsoft.network/loadbalancers/lb/backendaddresspools/p");
+        assert_eq!(
+            ancestors(&pool).nth(1),
+            Some(&pool[..pool.len() - "/backendaddresspools/p".len()])
+        );
+        assert_eq!(
+            ancestors("/subscriptions/s").collect::<Vec<_>>(),
+            ["/subscriptions/s"]
+        );
     }
 
     #[test]

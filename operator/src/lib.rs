@@ -23,6 +23,7 @@ pub mod credentials;
 pub mod decide;
 pub mod drift;
 pub mod error;
+pub mod grants;
 pub mod index;
 pub mod kind;
 pub mod metrics;
@@ -116,16 +117,17 @@ pub async fn run_with(
         health.set_synced_check(move || synced.is_synced(kind::CloudKind::ALL));
         metrics.count_objects_of(index.clone());
         let (identities, identity_writer) = kube::runtime::reflector::store();
+        let (grants, grant_writer) = kube::runtime::reflector::store();
         let ctx = Arc::new(Context::new(
             client.clone(),
             metrics.clone(),
             credentials.clone(),
-            identities,
+            reconcile::AdminStores { identities, grants },
             index,
             timing.clone(),
             ownership_key.clone(),
         ));
-        controller::run(ctx, scope.clone(), identity_writer)
+        controller::run(ctx, scope.clone(), identity_writer, grant_writer)
     };
     strata_runtime::serve(kube, settings.service, common, bound, term).await
 }

@@ -50,6 +50,7 @@ reasons! {
     Paused => "False", false, "`strata.dev/paused` is set: no Azure calls.";
     WaitingForOwner => "False", false, "The owner CR does not exist or is not Ready.";
     WaitingForReference => "False", false, "A referenced CR (or Secret) does not exist or is not Ready.";
+    ReferenceNotGranted => "False", true, "An owner or reference by ARM ID is another namespace's resource, and no ReferenceGrant there allows it.";
     NotFound => "False", false, "Observe policy, and the resource does not exist in Azure.";
     InvalidSpec => "False", true, "The spec or an annotation is invalid; fixed by changing it.";
     CredentialError => "False", true, "The credential could not be read or used.";

@@ -45,6 +45,9 @@ pub use virtual_network_peering::*;
 // Not a cloud kind: read from ARM, never written to it.
 mod location_zones;
 pub use location_zones::*;
+// Not a cloud kind either: a namespace's permission for references into its resources.
+mod reference_grant;
+pub use reference_grant::*;
 
 /// API group of the cloud CRs.
 pub const GROUP: &str = "azure.strata.dev";

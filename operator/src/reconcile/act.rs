@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::failure::arm_failure;
 use super::observe::{azure_state, resolve};
 use super::report::Report;
-use super::{Attempt, Context, End, FINALIZER, Outcome, Requeue, answers};
+use super::{Attempt, Context, End, EventNote, FINALIZER, Outcome, Requeue, answers};
 use crate::adapters::AzureResource;
 use crate::arm_id::ArmId;
 use crate::credentials::Azure;
@@ -60,6 +60,7 @@ pub(super) fn wait<K: AzureResource>(
     let (reason, message) = match dependencies {
         Dependencies::WaitingForOwner(m) => (Reason::WaitingForOwner, m),
         Dependencies::WaitingForReference(m) => (Reason::WaitingForReference, m),
+        Dependencies::NotGranted(m) => (Reason::ReferenceNotGranted, m),
         Dependencies::Ready => (Reason::Reconciling, String::new()),
     };
     // The benchmark's model of another operator polls instead: nothing wakes it.
@@ -74,14 +75,30 @@ pub(super) fn wait<K: AzureResource>(
         ctx.index
             .wait_for((K::KIND, &a.namespace, &me), (*kind, &a.namespace, name));
     }
-    if resolve(a.obj.as_ref(), &ctx.index, &a.namespace).state == Dependencies::Ready {
+    if let Some(namespace) = &a.deps.grant_from {
+        ctx.index
+            .wait_for_grant((K::KIND, &a.namespace, &me), namespace);
+    }
+    let grants = ctx.grants.state();
+    if resolve(a.obj.as_ref(), &ctx.index, &grants, &a.namespace).state == Dependencies::Ready {
         return End::quietly(Requeue::After(Duration::ZERO));
     }
-    // Woken through the index when a dependency changes; the sync period is only a safety net.
-    End::report(
-        Report::new(reason, message),
-        Requeue::After(ctx.timing.sync_period),
-    )
+    // Woken through the index when a dependency changes (or a grant, when refused for want of
+    // one); the sync period is only a safety net.
+    let report = Report::new(reason, message.clone());
+    if reason == Reason::ReferenceNotGranted {
+        return End::with_event(
+            EventNote {
+                warning: true,
+                reason: "ReferenceNotGranted",
+                action: "Resolve",
+                note: message,
+            },
+            report,
+            Requeue::After(ctx.timing.sync_period),
+        );
+    }
+    End::report(report, Requeue::After(ctx.timing.sync_period))
 }
 
 /// Create or Update: the reconcile's one PUT, after the checks a PUT needs (a drift that

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use strata_crds::azure::ReferenceGrant;
 use strata_crds::capz::AzureClusterIdentity;
 
 use super::memory::Memory;
@@ -51,6 +52,13 @@ impl Default for Timing {
     }
 }
 
+/// The reflector stores of the objects that say what a namespace may use, filled by their
+/// watches (`controller::run`).
+pub struct AdminStores {
+    pub identities: Store<AzureClusterIdentity>,
+    pub grants: Store<ReferenceGrant>,
+}
+
 /// What every reconcile shares.
 pub struct Context {
     pub kube: kube::Client,
@@ -67,6 +75,10 @@ pub struct Context {
     /// `<namespace>/<name>` of every identity that changed: CRs using it are reconciled again,
     /// so a deleted or narrowed identity stops their work at once.
     pub identity_changes: tokio::sync::broadcast::Sender<String>,
+    /// The ReferenceGrants (cluster-wide): which namespaces let others refer to their resources.
+    pub grants: Store<ReferenceGrant>,
+    /// The namespace of every grant that changed: CRs refused a reference there look again.
+    pub grant_changes: tokio::sync::broadcast::Sender<String>,
     pub index: Arc<Index>,
     pub timing: Timing,
     /// The decisions about when.
@@ -97,7 +109,7 @@ impl Context {
         kube: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
         credentials: Arc<Credentials>,
-        identities: Store<AzureClusterIdentity>,
+        stores: AdminStores,
         index: Arc<Index>,
         timing: Timing,
         ownership_key: OwnershipKey,
@@ -111,9 +123,11 @@ impl Context {
             kube,
             metrics,
             credentials,
-            identities,
+            identities: stores.identities,
             identities_synced: strata_runtime::Synced::default(),
             identity_changes: tokio::sync::broadcast::channel(256).0,
+            grants: stores.grants,
+            grant_changes: tokio::sync::broadcast::channel(256).0,
             index,
             #[cfg(not(feature = "bench-hooks"))]
             pacing: StrataPacing::new(timing.clone()),

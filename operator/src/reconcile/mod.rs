@@ -46,7 +46,7 @@ use crate::throttle::{Requester, Turn};
 use observe::Attempt;
 use report::Report;
 
-pub use context::{Context, Timing};
+pub use context::{AdminStores, Context, Timing};
 pub use memory::Memory;
 pub use pacing::{StrataPacing, jittered};
 /// The annotations the loop reads: one list for both controllers (`strata_crds::annotations`).

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use strata_crds::annotations::{CREATED, CREATED_PROOF, USE_EXISTING};
+use strata_crds::azure::ReferenceGrant;
 use strata_crds::common::ResourceRef;
 
 use super::act::read_custom_data;
@@ -97,7 +98,7 @@ pub(super) fn start<K: AzureResource>(
             requeue: Requeue::AwaitChange,
         }));
     };
-    let deps = resolve(obj.as_ref(), &ctx.index, &namespace);
+    let deps = resolve(obj.as_ref(), &ctx.index, &ctx.grants.state(), &namespace);
     if deps.state == Dependencies::Ready {
         ctx.stopped_waiting(&key);
     }
@@ -296,7 +297,9 @@ pub(super) async fn observe<K: AzureResource>(
             .as_ref()
             .and_then(|b| b.pointer(&format!("/tags/{OWNER_TAG}")))
             .and_then(Value::as_str)
-            .filter(|t| namespace_of(t) != a.namespace)
+            .filter(|t| {
+                namespace_of(t) != a.namespace && !owner_granted(ctx, t, K::KIND, &a.namespace)
+            })
             .map(|t| format!("{t} (its owner {parent})"));
     }
     // The listed collection (a scale set's instances) is read while the resource is there and
@@ -395,6 +398,27 @@ pub(super) fn azure_name<K: AzureResource>(obj: &K) -> &str {
         .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
 }
 
+/// Whether the CR a `strata-owner` tag names (`<namespace>/<CloudKind>/<name>`) is one its
+/// namespace lets `namespace`'s CRs of `kind` build inside (a ReferenceGrant).
+fn owner_granted(ctx: &Context, tag: &str, kind: CloudKind, namespace: &str) -> bool {
+    let mut parts = tag.splitn(3, '/');
+    let (Some(target_ns), Some(Ok(target_kind)), Some(target_name)) = (
+        parts.next(),
+        parts.next().map(str::parse::<CloudKind>),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    crate::grants::granted(
+        &ctx.grants.state(),
+        target_ns,
+        namespace,
+        kind,
+        target_kind,
+        target_name,
+    )
+}
+
 /// The namespace part of a `strata-owner` tag (`<namespace>/<CloudKind>/<name>`).
 fn namespace_of(tag: &str) -> &str {
     tag.split('/').next().unwrap_or_default()
@@ -449,16 +473,40 @@ pub(super) struct Resolution {
     /// read from Azure (a CR of this namespace that is Ready is ours by its own reconcile).
     pub(super) parent_by_id: bool,
     pub(super) resolved: Resolved,
+    /// The namespace whose ReferenceGrant a refused reference needs: woken when its grants change.
+    pub(super) grant_from: Option<String>,
 }
 
-pub(super) fn resolve<K: AzureResource>(obj: &K, index: &Index, namespace: &str) -> Resolution {
+pub(super) fn resolve<K: AzureResource>(
+    obj: &K,
+    index: &Index,
+    grants: &[Arc<ReferenceGrant>],
+    namespace: &str,
+) -> Resolution {
     let mut out = Resolution {
         state: Dependencies::Ready,
         blocking: Vec::new(),
         parent: None,
         parent_by_id: false,
         resolved: Resolved::default(),
+        grant_from: None,
     };
+    // An ARM ID into another namespace's resource needs that namespace's grant (`grants.rs`);
+    // a refusal outranks waiting, which would only end in it.
+    let by_id = obj
+        .owner()
+        .filter(|_| K::OWNER.is_some())
+        .map(|o| ("spec.owner".to_owned(), o))
+        .into_iter()
+        .chain(obj.references().into_iter().map(|r| (r.field, r.to)));
+    for (field, r) in by_id {
+        let Some(id) = &r.arm_id else { continue };
+        if let Err(refused) = crate::grants::check(index, grants, namespace, K::KIND, &field, id) {
+            out.state = Dependencies::NotGranted(refused.message);
+            out.grant_from = Some(refused.namespace);
+            return out;
+        }
+    }
     let describe = |kind: CloudKind, r: &ResourceRef, index: &Index| -> Result<String, String> {
         if let Some(id) = &r.arm_id {
             return Ok(id.clone());

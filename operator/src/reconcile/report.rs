@@ -270,7 +270,7 @@ pub(super) fn adoption_refused<K: AzureResource>(
     };
     let message = match &a.missing_tag {
         _ if elsewhere => format!(
-            "{why}: Strata's resources belong to the namespace whose CR created them, and no annotation here takes, uses, observes or builds inside them; name a resource of this namespace or one Strata does not manage"
+            "{why}: Strata's resources belong to the namespace whose CR created them, and no annotation here takes, uses, observes or builds inside them; name a resource of this namespace or one Strata does not manage, or have its namespace allow this one with a ReferenceGrant"
         ),
         Some(tag) => {
             format!("{why}, and it lacks the tag {tag} that {ADOPT_REQUIRES_TAG} asks for")
