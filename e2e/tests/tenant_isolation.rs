@@ -972,6 +972,7 @@ async fn takeover(shared: Shared) {
     )
     .await
     .unwrap();
+    wait_event(&stack, &a, "nowhere", "NamespaceNotFound").await;
     let message = wait_reason_of(&stack, "NetworkInterface", &b, "b-nic", "WaitingForOwner").await;
     assert!(message.contains("b-rg"), "{message}");
     for (kind, name, _, _) in &references[..] {

@@ -11,12 +11,13 @@
 
 use std::sync::Arc;
 
-use futures::{StreamExt, future};
-use kube::ResourceExt;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
 use strata_crds::azure::ReferenceGrant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::index::Index;
 use crate::kind::CloudKind;
@@ -74,7 +75,9 @@ pub fn granted(
 }
 
 /// Keeps the grant store filled and announces the namespace of every grant that changed or went:
-/// the CRs refused for want of a grant there are reconciled again.
+/// the CRs refused for want of a grant there are reconciled again. A grant naming a namespace
+/// that does not exist gets a Warning Event saying so (it grants nothing until the namespace
+/// exists: a typo would otherwise fail in silence).
 pub async fn watch(ctx: Arc<Context>, writer: reflector::store::Writer<ReferenceGrant>) {
     let api: Api<ReferenceGrant> = Api::all(ctx.kube.clone());
     let changes = ctx.grant_changes.clone();
@@ -83,17 +86,51 @@ pub async fn watch(ctx: Arc<Context>, writer: reflector::store::Writer<Reference
         .modify(strata_runtime::cache::trim)
         .reflect(writer)
         .for_each(|event| {
-            match event {
-                Ok(watcher::Event::Apply(g) | watcher::Event::Delete(g)) => {
-                    // No receiver (no controller yet) is fine: they read the store anyway.
-                    let _ = changes.send(g.namespace().unwrap_or_default());
+            let ctx = ctx.clone();
+            let changes = changes.clone();
+            async move {
+                match event {
+                    Ok(watcher::Event::Apply(g) | watcher::Event::InitApply(g)) => {
+                        // No receiver (no controller yet) is fine: they read the store anyway.
+                        let _ = changes.send(g.namespace().unwrap_or_default());
+                        warn_of_missing_namespaces(&ctx, &g).await;
+                    }
+                    Ok(watcher::Event::Delete(g)) => {
+                        let _ = changes.send(g.namespace().unwrap_or_default());
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "watch error (ReferenceGrant)"),
                 }
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "watch error (ReferenceGrant)"),
             }
-            future::ready(())
         })
         .await;
+}
+
+async fn warn_of_missing_namespaces(ctx: &Context, grant: &ReferenceGrant) {
+    let namespaces: Api<Namespace> = Api::all(ctx.kube.clone());
+    for (i, from) in grant.spec.from.iter().enumerate() {
+        match namespaces.get_opt(&from.namespace).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let note = format!(
+                    "spec.from[{i}].namespace {} does not exist: this entry grants nothing until it does",
+                    from.namespace
+                );
+                ctx.recorder
+                    .publish(
+                        &grant.object_ref(&()),
+                        true,
+                        "NamespaceNotFound",
+                        "Grant",
+                        note,
+                    )
+                    .await;
+            }
+            Err(e) => {
+                debug!(error = %e, namespace = %from.namespace, "could not read a grant's namespace")
+            }
+        }
+    }
 }
 
 #[cfg(test)]
