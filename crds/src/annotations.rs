@@ -60,10 +60,137 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(label)
 }
 
+/// On an `AzureClusterIdentity`, written by its administrator: the Azure scopes its users may
+/// reach, comma-separated — `/subscriptions/<id>` or `/subscriptions/<id>/resourceGroups/<name>`,
+/// a group name ending in `*` for every group with that prefix. Absent: no restriction beyond the
+/// principal's own Azure role assignments.
+pub const ALLOWED_SCOPES: &str = "strata.dev/allowed-scopes";
+
+/// An [`ALLOWED_SCOPES`] entry: a subscription, and optionally a resource group or a prefix of
+/// one (lower-cased: ARM IDs are case-insensitive).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    pub subscription: String,
+    pub resource_group: Option<GroupPattern>,
+}
+
+/// A resource group name, or a prefix of names (`team-a-*`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupPattern {
+    Exactly(String),
+    Prefix(String),
+}
+
+/// Parses an [`ALLOWED_SCOPES`] value, or says which entry is not a scope and why.
+pub fn parse_scopes(value: &str) -> Result<Vec<Scope>, String> {
+    let mut scopes = Vec::new();
+    for entry in value.split(',').map(str::trim) {
+        let lower = entry.to_ascii_lowercase();
+        let parts: Vec<&str> = lower.trim_end_matches('/').split('/').collect();
+        let not_a_scope = |why: &str| {
+            format!(
+                "{ALLOWED_SCOPES}: {entry:?} is not /subscriptions/<id>[/resourceGroups/<name>]: {why}"
+            )
+        };
+        let subscription = match parts.as_slice() {
+            ["", "subscriptions", sub] | ["", "subscriptions", sub, "resourcegroups", _] => *sub,
+            _ => return Err(not_a_scope("wrong shape")),
+        };
+        let guid = subscription.len() == 36
+            && subscription.char_indices().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+        if !guid {
+            return Err(not_a_scope("the subscription is not a GUID"));
+        }
+        let resource_group = match parts.get(4) {
+            None => None,
+            Some(g) if g.is_empty() || g == &"*" => return Err(not_a_scope("an empty group name")),
+            Some(g) if g[..g.len() - 1].contains('*') => {
+                return Err(not_a_scope("`*` only at the end of a group name"));
+            }
+            Some(g) => Some(match g.strip_suffix('*') {
+                Some(prefix) => GroupPattern::Prefix(prefix.to_owned()),
+                None => GroupPattern::Exactly((*g).to_owned()),
+            }),
+        };
+        scopes.push(Scope {
+            subscription: subscription.to_owned(),
+            resource_group,
+        });
+    }
+    Ok(scopes)
+}
+
+impl Scope {
+    /// Whether the ARM ID `id` (of a subscription, a resource group or anything in one) lies in
+    /// this scope.
+    pub fn admits(&self, id: &str) -> bool {
+        let lower = id.to_ascii_lowercase();
+        let parts: Vec<&str> = lower.split('/').collect();
+        let (Some(&"subscriptions"), Some(sub)) = (parts.get(1), parts.get(2)) else {
+            return false;
+        };
+        if *sub != self.subscription {
+            return false;
+        }
+        let group = match (parts.get(3), parts.get(4)) {
+            (Some(&"resourcegroups"), Some(g)) => Some(*g),
+            _ => None,
+        };
+        match (&self.resource_group, group) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(GroupPattern::Exactly(n)), Some(g)) => g == n,
+            (Some(GroupPattern::Prefix(p)), Some(g)) => g.starts_with(p.as_str()),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::{identity_ref, is_dns_subdomain};
+    use super::{identity_ref, is_dns_subdomain, parse_scopes};
+
+    const SUB: &str = "00000000-0000-4000-8000-000000000001";
+
+    #[test]
+    fn allowed_scopes_parse_and_admit_what_lies_inside_them() {
+        let scopes = parse_scopes(&format!(
+            "/subscriptions/{SUB}/resourceGroups/Team-A, /subscriptions/{SUB}/resourceGroups/team-b-*"
+        ))
+        .unwrap();
+        let admitted = |id: &str| scopes.iter().any(|s| s.admits(id));
+        let rg = |g: &str| format!("/subscriptions/{SUB}/resourceGroups/{g}");
+        assert!(admitted(&rg("team-a")));
+        assert!(admitted(&format!(
+            "{}/providers/Microsoft.Network/virtualNetworks/v",
+            rg("TEAM-A")
+        )));
+        assert!(admitted(&rg("team-b-dev")));
+        assert!(!admitted(&rg("team-a2")));
+        assert!(!admitted(&rg("team-c")));
+        assert!(!admitted(&format!("/subscriptions/{SUB}")));
+        assert!(!admitted(
+            &rg("team-a").replace(SUB, "00000000-0000-4000-8000-000000000002")
+        ));
+        let whole = parse_scopes(&format!("/subscriptions/{SUB}")).unwrap();
+        assert!(whole[0].admits(&rg("anything")));
+        for bad in [
+            "",
+            "subscriptions/x",
+            "/subscriptions/not-a-guid",
+            &format!("/subscriptions/{SUB}/resourceGroups/"),
+            &format!("/subscriptions/{SUB}/resourceGroups/a*b"),
+            &format!("/subscriptions/{SUB}/providers/Microsoft.Network"),
+        ] {
+            assert!(parse_scopes(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn secret_names_are_dns_subdomains_and_nothing_that_moves_a_path() {

@@ -107,6 +107,7 @@ pub fn operator_settings(
             client_certificate: None,
             federated_token_file: Some(token_file.to_path_buf()),
             managed_identity: false,
+            scopes: Vec::new(),
         }),
         // Granted explicitly, to the namespace the operator watches (none when it watches all):
         // the secure default grants the operator's credential nowhere. That namespace plays the

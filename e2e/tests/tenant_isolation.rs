@@ -87,9 +87,18 @@ async fn apply(api: &Api<DynamicObject>, name: &str, body: Value) -> Result<(), 
 }
 
 async fn identity(stack: &Stack, ns: &str, name: &str, spec: Value) {
+    scoped_identity(stack, ns, name, None, spec).await;
+}
+
+/// An identity whose administrator narrowed where it reaches (`strata.dev/allowed-scopes`).
+async fn scoped_identity(stack: &Stack, ns: &str, name: &str, scopes: Option<&str>, spec: Value) {
+    let annotations = match scopes {
+        Some(s) => json!({"strata.dev/allowed-scopes": s}),
+        None => json!({}),
+    };
     let body = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity",
-        "metadata": {"name": name}, "spec": spec
+        "metadata": {"name": name, "annotations": annotations}, "spec": spec
     });
     apply(&identities(stack, ns), name, body).await.unwrap();
 }
@@ -267,9 +276,32 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     identity(&stack, &admin, "id-bad-selector", wi(CLIENT_WI, unparsable)).await;
     identity(&stack, &admin, "id-not-guid", wi("team-b-app", json!({}))).await;
 
+    // a's identity narrowed by its administrator to a's groups (`a-scope-*`), and two whose
+    // scopes are wrong: one that does not parse, one of another subscription.
+    let scopes = [
+        (
+            "id-scoped",
+            format!("/subscriptions/{SUB}/resourceGroups/a-scope-*"),
+        ),
+        ("id-bad-scope", "a-scope-groups".to_owned()),
+        (
+            "id-other-sub",
+            "/subscriptions/11111111-1111-4111-8111-111111111111".to_owned(),
+        ),
+    ];
+    for (name, scope) in &scopes {
+        let spec = sp(CLIENT_A, "sp-a", json!({"list": [a]}));
+        scoped_identity(&stack, &admin, name, Some(scope), spec).await;
+    }
+
     // Tenant a, as granted.
     let id = |name: &str| json!({"strata.dev/identity": format!("{admin}/{name}")});
     resource_group(&stack, &a, "a-sp", id("id-a")).await;
+    resource_group(&stack, &a, "a-scope-in", id("id-scoped")).await;
+    // … and outside what its identities allow.
+    resource_group(&stack, &a, "a-out-of-scope", id("id-scoped")).await;
+    resource_group(&stack, &a, "a-bad-scope", id("id-bad-scope")).await;
+    resource_group(&stack, &a, "a-other-sub", id("id-other-sub")).await;
     resource_group(&stack, &a, "a-selector", id("id-sel")).await;
     // The administrator's namespace uses the operator's credential, as granted.
     resource_group(&stack, &admin, "admin-global", json!({})).await;
@@ -363,6 +395,17 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     .await;
 
     wait_reason(&stack, &a, "a-sp", "Succeeded").await;
+    wait_reason(&stack, &a, "a-scope-in", "Succeeded").await;
+    let out_of_scope = [
+        ("a-out-of-scope", "outside the scopes its identity allows"),
+        ("a-bad-scope", "is not /subscriptions/<id>"),
+        ("a-other-sub", "not subscription"),
+    ];
+    for (name, says) in out_of_scope {
+        let message = wait_reason(&stack, &a, name, "IdentityNotAllowed").await;
+        assert!(message.contains(says), "{name}: {message}");
+        wait_event(&stack, &a, name, "IdentityNotAllowed").await;
+    }
     wait_reason(&stack, &a, "a-selector", "Succeeded").await;
     wait_reason(&stack, &admin, "admin-global", "Succeeded").await;
     let refusals = [
@@ -392,6 +435,10 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
     }
 
     let log = requests(&stack).await;
+    for (name, _) in out_of_scope {
+        let touched = touching(&log, name);
+        assert!(touched.is_empty(), "no ARM request for {name}: {touched:?}");
+    }
     for (name, _, _) in refusals {
         assert!(
             touching(&log, name).is_empty(),
@@ -408,10 +455,10 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
         );
     }
     // What was granted was used, and only for its own namespace's resources.
-    for (client, rg) in [
-        (CLIENT_A, "a-sp"),
-        (CLIENT_SEL, "a-selector"),
-        ("strata-operator", "admin-global"),
+    for (client, groups) in [
+        (CLIENT_A, &["a-sp", "a-scope-in"][..]),
+        (CLIENT_SEL, &["a-selector"]),
+        ("strata-operator", &["admin-global"]),
     ] {
         let arm: Vec<_> = made_by(&log, client)
             .into_iter()
@@ -419,8 +466,9 @@ async fn cloud_crs_get_only_the_credentials_granted_to_their_namespace() {
             .collect();
         assert!(!arm.is_empty(), "{client} was used");
         assert!(
-            arm.iter().all(|r| touching(&log, rg).contains(r)),
-            "{client} touched only {rg}: {arm:?}"
+            arm.iter()
+                .all(|r| groups.iter().any(|rg| touching(&log, rg).contains(r))),
+            "{client} touched only {groups:?}: {arm:?}"
         );
     }
     // No credential is copied into a tenant's namespace.

@@ -140,6 +140,7 @@ async fn workload_identity_keeps_working_after_the_token_file_rotates() {
             client_certificate: None,
             federated_token_file: Some(token_file),
             managed_identity: false,
+            scopes: Vec::new(),
         });
     });
 

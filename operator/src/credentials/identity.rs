@@ -3,6 +3,7 @@
 //! rules from `strata-crds`), its secret read from the identity's own namespace.
 
 use super::*;
+use kube::ResourceExt;
 
 impl Credentials {
     pub(super) async fn through_identity(
@@ -73,6 +74,10 @@ impl Credentials {
                 spec.type_
             )));
         }
+        let scopes = match identity.annotations().get(ALLOWED_SCOPES) {
+            None => Vec::new(),
+            Some(v) => parse_scopes(v).map_err(|e| not_allowed(format!("{what}: {e}")))?,
+        };
         let (tenant, client_id) = (spec.tenant_id.trim(), spec.client_id.trim());
         check_ids(&what, tenant, client_id)?;
         let subscription = match l.annotations.get(SUBSCRIPTION).map(|s| s.trim()) {
@@ -91,6 +96,16 @@ impl Credentials {
                 }
             },
         };
+        if !scopes.is_empty()
+            && !scopes
+                .iter()
+                .any(|s| s.subscription == subscription.to_ascii_lowercase())
+        {
+            return Err(not_allowed(format!(
+                "{what} may reach only {} ({ALLOWED_SCOPES}), not subscription {subscription}",
+                identity.annotations()[ALLOWED_SCOPES]
+            )));
+        }
         let mut credential = Credential {
             subscription,
             tenant: tenant.to_owned(),
@@ -99,6 +114,7 @@ impl Credentials {
             client_certificate: None,
             federated_token_file: None,
             managed_identity: false,
+            scopes,
         };
         match spec.type_ {
             IdentityType::ServicePrincipal

@@ -35,7 +35,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use strata_crds::annotations::{
-    CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, identity_ref, is_dns_subdomain,
+    ALLOWED_SCOPES, CREDENTIAL_FROM, IDENTITY, SUBSCRIPTION, Scope, identity_ref, is_dns_subdomain,
+    parse_scopes,
 };
 use strata_crds::capz::{AzureClusterIdentity, IdentityType, is_guid, selector_matches};
 
@@ -70,6 +71,9 @@ pub struct Credential {
     /// host's endpoint gives: the VM's IMDS, or App Service / Container Apps' `IDENTITY_ENDPOINT`
     /// (`azure_identity` picks by the environment).
     pub managed_identity: bool,
+    /// The scopes an identity's administrator lets its users reach (`strata.dev/allowed-scopes`);
+    /// empty: no restriction beyond the principal's Azure roles.
+    pub scopes: Vec<Scope>,
 }
 
 impl fmt::Debug for Credential {
@@ -223,6 +227,7 @@ impl Credential {
             client_certificate: None,
             federated_token_file,
             managed_identity: false,
+            scopes: Vec::new(),
         }))
     }
 
@@ -249,6 +254,7 @@ impl Credential {
             client_certificate: None,
             federated_token_file: None,
             managed_identity: false,
+            scopes: Vec::new(),
         };
         check_ids(&source, &credential.tenant, &credential.client_id)?;
         Ok(credential)
@@ -259,6 +265,8 @@ impl Credential {
 pub struct Azure {
     pub subscription: String,
     pub arm: ArmClient,
+    /// [`Credential::scopes`]: where the CRs using this credential may reach.
+    pub scopes: Vec<Scope>,
 }
 
 /// Resolves and caches credentials.
@@ -503,6 +511,7 @@ impl Credentials {
         let azure = Arc::new(Azure {
             subscription: credential.subscription.clone(),
             arm,
+            scopes: credential.scopes.clone(),
         });
         cache.insert(credential, azure.clone());
         Ok(azure)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
-use strata_crds::annotations::{CREATED, CREATED_PROOF, USE_EXISTING};
+use strata_crds::annotations::{ALLOWED_SCOPES, CREATED, CREATED_PROOF, Scope, USE_EXISTING};
 use strata_crds::azure::ReferenceGrant;
 use strata_crds::common::ResourceRef;
 
@@ -268,6 +268,25 @@ pub(super) async fn observe<K: AzureResource>(
             Requeue::AwaitChange,
         ));
     }
+    // The identity's administrator may narrow where its users reach: the resource itself and
+    // every resource it names by ARM ID must lie in one of its scopes.
+    if !a.obs.deleting
+        && let Some(outside) = outside_scopes(obj.as_ref(), &own, &client.scopes)
+    {
+        let message = format!(
+            "{outside} is outside the scopes its identity allows ({ALLOWED_SCOPES} on the AzureClusterIdentity): use an identity for it, or ask its administrator to widen them"
+        );
+        return Ok(End::with_event(
+            EventNote {
+                warning: true,
+                reason: "IdentityNotAllowed",
+                action: "Observe",
+                note: message.clone(),
+            },
+            Report::new(Reason::IdentityNotAllowed, message),
+            Requeue::AwaitChange,
+        ));
+    }
     // A resource Strata has never created nor seen (no creation record, no ID in its status)
     // is PUT after this GET, as is one sent away from ARM's line before: when that write would
     // wait far back in the line, the CR is sent away now, its place kept, and GETs when its
@@ -396,6 +415,24 @@ pub(super) async fn observe<K: AzureResource>(
 pub(super) fn azure_name<K: AzureResource>(obj: &K) -> &str {
     obj.azure_name()
         .unwrap_or_else(|| obj.meta().name.as_deref().unwrap_or_default())
+}
+
+/// The first of the resource and the ARM IDs its spec names that lies outside `scopes` (none
+/// when the credential has no scopes), described with its field.
+fn outside_scopes<K: AzureResource>(obj: &K, own: &ArmId, scopes: &[Scope]) -> Option<String> {
+    if scopes.is_empty() {
+        return None;
+    }
+    let admitted = |id: &str| scopes.iter().any(|s| s.admits(id));
+    let own = own.to_string();
+    if !admitted(&own) {
+        return Some(format!("the resource {own}"));
+    }
+    obj.references()
+        .into_iter()
+        .filter_map(|r| r.to.arm_id.as_ref().map(|id| (r.field, id)))
+        .find(|(_, id)| !admitted(id))
+        .map(|(field, id)| format!("{field} {id}"))
 }
 
 /// Whether the CR a `strata-owner` tag names (`<namespace>/<CloudKind>/<name>`) is one its

@@ -72,6 +72,7 @@ pub fn settings(sim: &Server, namespace: &str) -> Settings {
             client_certificate: None,
             federated_token_file: None,
             managed_identity: false,
+            scopes: Vec::new(),
         }),
         // Granted explicitly: the secure default grants the operator's credential nowhere.
         // The test's namespace plays the operator's own: identities that lend its token (workload
