@@ -265,7 +265,22 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .reconcile_on(wake)
         .shutdown_on_signal()
-        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+        // Every trigger passes this shard's gate, not only watch events: a requeue scheduled
+        // before the user moved the CR to another shard, or a wake-up that scans every CR (an
+        // identity's users), would otherwise reconcile it here while its new shard does too.
+        .run(
+            move |obj, ctx| async move {
+                if !shard.owns(obj.meta()) {
+                    let key = object_key(obj.as_ref());
+                    ctx.metrics.common.dequeued(K::KIND.as_str(), &key);
+                    debug!(kind = %K::KIND, object = %key, "another shard's now; left to it");
+                    return Ok(Action::await_change());
+                }
+                reconcile::<K>(obj, ctx).await
+            },
+            error_policy::<K>,
+            ctx.clone(),
+        )
         .for_each(move |r| {
             // A trigger for an object that is gone (its own deletion event, or a wake-up that
             // lost the race with it) never reaches a reconcile, so it leaves the queue here;
