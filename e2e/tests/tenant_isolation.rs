@@ -1028,6 +1028,19 @@ async fn takeover(shared: Shared) {
             wait_reason_of(&stack, kind, &b, name, "ReferenceNotGranted").await;
         }
     }
+    // Withdrawn, the grant stops the NIC again at once (not at its next resync).
+    grants
+        .delete("nics", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_reason_of(
+        &stack,
+        "NetworkInterface",
+        &b,
+        "b-nic",
+        "ReferenceNotGranted",
+    )
+    .await;
 
     // Nothing was written to a's resources, by anyone, and they read back as they were.
     let after = async || (held_in(&stack, &rg_a).await, held_in(&stack, &net_rg).await);

@@ -242,6 +242,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
             futures::stream::select(
                 grant_waiters::<K>(
                     ctx.index.clone(),
+                    reader.clone(),
                     BroadcastStream::new(ctx.grant_changes.subscribe()),
                 ),
                 tokio_stream::wrappers::UnboundedReceiverStream::new(contradicted),
@@ -333,17 +334,33 @@ fn waiters<K: AzureResource>(
     })
 }
 
-/// The objects of kind `K` refused a reference into a namespace whose grants changed.
+/// The objects of kind `K` to look again when a namespace's grants change: those refused a
+/// reference into it, and every CR naming something by ARM ID (a grant withdrawn takes effect
+/// at once, not at the next resync; such CRs are few).
 fn grant_waiters<K: AzureResource>(
     index: Arc<Index>,
+    store: reflector::Store<K>,
     changes: BroadcastStream<String>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     changes.flat_map(move |change| {
-        let woken = match change {
+        let mut woken = match change {
             Ok(namespace) => index.take_grant_waiters(&namespace, K::KIND),
             // Missed grant changes: any namespace's may have been the one.
             Err(BroadcastStreamRecvError::Lagged(_)) => index.take_all_grant_waiters(K::KIND),
         };
+        woken.extend(
+            store
+                .state()
+                .iter()
+                .filter(|o| {
+                    let owner = o.owner().filter(|_| K::OWNER.is_some());
+                    owner.is_some_and(|r| r.arm_id.is_some())
+                        || o.references().iter().any(|r| r.to.arm_id.is_some())
+                })
+                .map(|o| (o.namespace().unwrap_or_default(), o.name_any())),
+        );
+        woken.sort();
+        woken.dedup();
         futures::stream::iter(
             woken
                 .into_iter()

@@ -229,5 +229,18 @@ mod tests {
         ] {
             assert!(check(&[g], "b", &subnet).is_err());
         }
+        // b claiming a's VNet in a status of its own (a tenant may write status; the operator
+        // puts it right at its next report) does not hide a's claim.
+        let forged = AzureStatus {
+            id: Some(VNET.to_owned()),
+            ..Default::default()
+        };
+        index.apply(
+            CloudKind::VirtualNetwork,
+            "b",
+            "mine",
+            entry_of(Some(1), Some(&forged)),
+        );
+        assert!(check(&[], "b", &subnet).is_err());
     }
 }

@@ -47,8 +47,10 @@ type Key = (CloudKind, String, String);
 pub struct Index {
     entries: RwLock<HashMap<Key, Entry>>,
     /// Every known `status.id`, lower-cased (ARM IDs are case-insensitive), and whose it is:
-    /// to tell which CR manages a resource named by ARM ID, or a resource it is inside.
-    ids: RwLock<HashMap<String, Key>>,
+    /// to tell which CR manages a resource named by ARM ID, or a resource it is inside. Every CR
+    /// that claims an ID is kept: a tenant may write its CRs' status, and a claim of its own must
+    /// not hide the namespace that truly manages the resource.
+    ids: RwLock<HashMap<String, HashSet<Key>>>,
     /// CRs refused a reference into another namespace, by that namespace: woken when a
     /// ReferenceGrant there changes.
     grant_waiters: Mutex<HashMap<String, HashSet<Key>>>,
@@ -93,6 +95,17 @@ pub fn entry_of(generation: Option<i64>, status: Option<&AzureStatus>) -> Entry 
     }
 }
 
+/// Drops `key`'s claim on `id`, and the ID once nobody claims it.
+fn forget_claim(ids: &mut HashMap<String, HashSet<Key>>, id: &str, key: &Key) {
+    let id = id.to_ascii_lowercase();
+    if let Some(claims) = ids.get_mut(&id) {
+        claims.remove(key);
+        if claims.is_empty() {
+            ids.remove(&id);
+        }
+    }
+}
+
 /// An ARM ID and the IDs of what it is inside, nearest first, down to its resource group:
 /// `…/virtualNetworks/v/subnets/s`, `…/virtualNetworks/v`, `/subscriptions/x/resourceGroups/g`.
 fn ancestors(id: &str) -> impl Iterator<Item = &str> {
@@ -132,10 +145,10 @@ impl Index {
         if old_id != entry.id.as_deref() {
             let mut ids = self.write_ids();
             if let Some(old) = old_id {
-                ids.remove(&old.to_ascii_lowercase());
+                forget_claim(&mut ids, old, &key);
             }
             if let Some(id) = &entry.id {
-                ids.insert(id.to_ascii_lowercase(), key);
+                ids.entry(id.to_ascii_lowercase()).or_default().insert(key);
             }
         }
         if previous.as_ref() != Some(&entry) {
@@ -152,11 +165,10 @@ impl Index {
 
     /// Forgets a deleted CR and broadcasts it (a resource that was in use may now be deletable).
     pub fn delete(&self, kind: CloudKind, namespace: &str, name: &str) {
-        let gone = self
-            .write()
-            .remove(&(kind, namespace.to_owned(), name.to_owned()));
+        let key = (kind, namespace.to_owned(), name.to_owned());
+        let gone = self.write().remove(&key);
         if let Some(id) = gone.and_then(|e| e.id) {
-            self.write_ids().remove(&id.to_ascii_lowercase());
+            forget_claim(&mut self.write_ids(), &id, &key);
         }
         let _ = self.changes.send(Change {
             kind,
@@ -186,7 +198,12 @@ impl Index {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         ancestors(&id.to_ascii_lowercase())
-            .filter_map(|a| ids.get(a).cloned())
+            .filter_map(|a| ids.get(a))
+            .flat_map(|claims| {
+                let mut claims: Vec<Key> = claims.iter().cloned().collect();
+                claims.sort();
+                claims
+            })
             .collect()
     }
 
@@ -339,7 +356,7 @@ impl Index {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn write_ids(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Key>> {
+    fn write_ids(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, HashSet<Key>>> {
         self.ids
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
