@@ -145,12 +145,15 @@ mod tests {
     const VNET: &str =
         "/subscriptions/s/resourceGroups/a-rg/providers/Microsoft.Network/virtualNetworks/a-vnet";
 
-    fn index() -> Index {
-        let index = Index::default();
-        let status = |id: &str| AzureStatus {
+    fn status(id: &str) -> AzureStatus {
+        AzureStatus {
             id: Some(id.to_owned()),
             ..Default::default()
-        };
+        }
+    }
+
+    fn index() -> Index {
+        let index = Index::default();
         index.apply(
             CloudKind::ResourceGroup,
             "a",
@@ -231,15 +234,11 @@ mod tests {
         }
         // b claiming a's VNet in a status of its own (a tenant may write status; the operator
         // puts it right at its next report) does not hide a's claim.
-        let forged = AzureStatus {
-            id: Some(VNET.to_owned()),
-            ..Default::default()
-        };
         index.apply(
             CloudKind::VirtualNetwork,
             "b",
             "mine",
-            entry_of(Some(1), Some(&forged)),
+            entry_of(Some(1), Some(&status(VNET))),
         );
         assert!(check(&[], "b", &subnet).is_err());
     }

@@ -79,8 +79,7 @@ pub(super) fn wait<K: AzureResource>(
         ctx.index
             .wait_for_grant((K::KIND, &a.namespace, &me), namespace);
     }
-    let grants = ctx.grants.state();
-    if resolve(a.obj.as_ref(), &ctx.index, &grants, &a.namespace).state == Dependencies::Ready {
+    if resolve(a.obj.as_ref(), &ctx.index, &ctx.grants, &a.namespace).state == Dependencies::Ready {
         return End::quietly(Requeue::After(Duration::ZERO));
     }
     // Woken through the index when a dependency changes (or a grant, when refused for want of

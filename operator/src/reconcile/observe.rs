@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use strata_crds::annotations::{ALLOWED_SCOPES, CREATED, CREATED_PROOF, Scope, USE_EXISTING};
@@ -98,7 +99,7 @@ pub(super) fn start<K: AzureResource>(
             requeue: Requeue::AwaitChange,
         }));
     };
-    let deps = resolve(obj.as_ref(), &ctx.index, &ctx.grants.state(), &namespace);
+    let deps = resolve(obj.as_ref(), &ctx.index, &ctx.grants, &namespace);
     if deps.state == Dependencies::Ready {
         ctx.stopped_waiting(&key);
     }
@@ -517,7 +518,7 @@ pub(super) struct Resolution {
 pub(super) fn resolve<K: AzureResource>(
     obj: &K,
     index: &Index,
-    grants: &[Arc<ReferenceGrant>],
+    grants: &Store<ReferenceGrant>,
     namespace: &str,
 ) -> Resolution {
     let mut out = Resolution {
@@ -536,8 +537,12 @@ pub(super) fn resolve<K: AzureResource>(
         .map(|o| ("spec.owner".to_owned(), o))
         .into_iter()
         .chain(obj.references().into_iter().map(|r| (r.field, r.to)));
+    // The grants are copied out of their store only for a CR that names something by ARM ID:
+    // most name CRs only, and this runs on every reconcile.
+    let mut granted = None;
     for (field, r) in by_id {
         let Some(id) = &r.arm_id else { continue };
+        let grants = granted.get_or_insert_with(|| grants.state());
         if let Err(refused) = crate::grants::check(index, grants, namespace, K::KIND, &field, id) {
             out.state = Dependencies::NotGranted(refused.message);
             out.grant_from = Some(refused.namespace);
