@@ -236,3 +236,85 @@ async fn two_shards_split_the_resources_and_converge_across_shards() {
         }
     }
 }
+
+/// A tenant moves its CR to another shard (`strata.dev/shard`) while the old shard has a retry
+/// pending: every GET of the resource answers 500, so each reconcile ends in a backoff requeue.
+/// When that requeue fires the CR is the other shard's, and the old shard must leave it (its
+/// gate logs so) instead of reconciling it beside the new one. Before every trigger passed the
+/// shard's gate, the old shard went on retrying for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cr_moved_to_another_shard_with_a_retry_pending_is_left_to_the_new_shard() {
+    let mut w = World::start("shard-move").await;
+    w.stop_operator();
+    let path = format!("/subscriptions/{SUB}/resourceGroups/moved");
+    w.sim_post(
+        "/_sim/faults",
+        json!([{"path": format!("{path}$"), "method": "GET", "status": 500,
+            "code": "InternalServerError"}]),
+    )
+    .await;
+    let gate_log = [("RUST_LOG", "info,strata_operator::controller=debug")];
+    let kubeconfig = w.env.kubeconfig_path().to_owned();
+    let s0 = w.spawn_replica_with("shard-0", &["--shard", "0/2"], &kubeconfig, &gate_log);
+    let _s1 = w.spawn_replica("shard-1", &["--shard", "1/2"]);
+    let gets = |log: &[(String, String, String)], who: &str| {
+        log.iter()
+            .filter(|(m, p, by)| m == "GET" && p.eq_ignore_ascii_case(&path) && by == who)
+            .count()
+    };
+    w.apply(json!({
+        "apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+        "metadata": {"name": "moved", "labels": {"strata.dev/shard": "0"}},
+        "spec": {"location": "westeurope"}
+    }))
+    .await;
+    // Shard 0 has failed three times: its next retry is due in about 4 s (backoff 1, 2, 4 s).
+    let start = Instant::now();
+    while gets(&w.arm_log().await, "shard-0") < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "shard 0 never retried; log: {}",
+            s0.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    w.api("ResourceGroup")
+        .patch(
+            "moved",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"strata.dev/shard": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let moved_at = w.arm_log().await.len();
+    // The pending retry fires in shard 0, which hands it over (its gate's own line says so)
+    // rather than asking ARM again.
+    let start = Instant::now();
+    loop {
+        let log = w.arm_log().await;
+        let after = &log[moved_at..];
+        assert_eq!(
+            gets(after, "shard-0"),
+            0,
+            "shard 0 reconciled the CR after it moved: {after:?}"
+        );
+        if std::fs::read_to_string(&s0.log)
+            .unwrap_or_default()
+            .contains("another shard's now; left to it")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "shard 0's retry never came; log: {}",
+            s0.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = w.arm_log().await;
+    let after = &log[moved_at..];
+    assert!(
+        gets(after, "shard-1") >= 1,
+        "shard 1 took the CR over: {after:?}"
+    );
+}
