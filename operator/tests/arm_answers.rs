@@ -3,7 +3,8 @@
 //! other subscriptions; `x-ms-ratelimit-remaining-subscription-…` lowers the client-side bucket;
 //! a `201`/`202`'s `Retry-After` paces the polling of that operation. And the per-kind API
 //! version: an override to an older version ARM serves works, an unknown one is ARM's clear
-//! `InvalidApiVersionParameter` on `Ready`.
+//! `InvalidApiVersionParameter` on `Ready`. And the budget shared fairly: two namespaces on one
+//! principal take turns in its write line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -372,4 +373,191 @@ async fn a_per_kind_api_version_override_is_sent_and_an_unknown_one_is_arms_clea
             && message.contains("2025-04-01"),
         "ARM's code, the version sent and the supported list: {message}"
     );
+}
+
+/// The fairness run (docs/security.md, threat 26): namespaces a and b share one subscription and
+/// principal (the operator's credential, granted to both), its write budget 20 a second. a has
+/// 200 machines' writes in line when b applies 10 resource groups. Machines are a later stage
+/// than groups, and within a namespace a later stage goes first; between namespaces they take
+/// turns, so b's groups get about every other write until they are done, instead of waiting
+/// behind all of a's (as they did when the stage came first whoever asked). Prints the figure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_with_200_machine_writes_in_line_leaves_another_its_fair_share() {
+    const MACHINES: usize = 200;
+    const GROUPS: usize = 10;
+    let mut w = World::start_full(
+        "fair",
+        Options {
+            time_scale: TIME_SCALE,
+            ..Default::default()
+        },
+        true,
+    )
+    .await;
+    w.stop_operator();
+    let (a, b) = (w.namespace("a").await, w.namespace("b").await);
+    // 20 writes a second on the test's clock (0.2 a second scaled by 1 / TIME_SCALE), 18 at
+    // once: 200 machines' writes take ten seconds.
+    w.limits = strata_operator::throttle::Limits {
+        writes: strata_operator::throttle::Bucket {
+            burst: 20,
+            per_second: 0.2,
+        },
+        ..Default::default()
+    };
+    let granted = [a.clone(), b.clone()];
+    w.start_operator_with(|s| {
+        s.grant = strata_operator::credentials::GlobalGrant::namespaces(granted);
+    });
+    let cr = |kind: &str, name: &str, spec: Value| {
+        json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": kind,
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let mut network = vec![
+        cr("ResourceGroup", "a-rg", json!({"location": "westeurope"})),
+        cr(
+            "VirtualNetwork",
+            "a-vnet",
+            json!({"owner": {"name": "a-rg"}, "location": "westeurope",
+                "addressPrefixes": ["10.0.0.0/16"]}),
+        ),
+        cr(
+            "Subnet",
+            "a-subnet",
+            json!({"owner": {"name": "a-vnet"}, "addressPrefix": "10.0.0.0/20"}),
+        ),
+    ];
+    network.extend((0..MACHINES).map(|i| {
+        cr(
+            "NetworkInterface",
+            &format!("m{i}-nic"),
+            json!({"owner": {"name": "a-rg"}, "location": "westeurope",
+                "ipConfigurations": [{"name": "ipconfig1", "primary": true,
+                    "subnet": {"name": "a-subnet"}, "privateIPAllocationMethod": "Dynamic"}]}),
+        )
+    }));
+    let mut objects = Vec::new();
+    for v in network {
+        objects.push(w.apply_in(&a, v).await);
+    }
+    wait_all_ready_in(&w, &a, &objects).await;
+
+    let machines: Vec<Value> = (0..MACHINES)
+        .map(|i| {
+            cr(
+                "VirtualMachine",
+                &format!("m{i}"),
+                json!({"owner": {"name": "a-rg"}, "location": "westeurope",
+                    "vmSize": "Standard_B2s",
+                    "image": {"marketplace": {"publisher": "Canonical",
+                        "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
+                        "version": "latest"}},
+                    "osDisk": {"diskSizeGB": 64, "storageAccountType": "StandardSSD_LRS"},
+                    "adminUsername": "azureuser",
+                    "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyForStrataSamplesOnly0000000000 demo@strata",
+                    "networkInterfaces": [{"name": format!("m{i}-nic")}]}),
+            )
+        })
+        .collect();
+    // Applied 16 at a time: one by one, on a loaded kube-apiserver, the machines came slower
+    // than their writes went out and the line never filled.
+    let vms = apply_concurrently(&w, &a, machines).await;
+    let is_vm_put = |e: &Value| {
+        e["method"] == "PUT"
+            && e["path"]
+                .as_str()
+                .is_some_and(|p| p.contains("/providers/Microsoft.Compute/virtualMachines/"))
+    };
+    // a's machines are being written and most of them are still in line: b applies its groups.
+    let start = std::time::Instant::now();
+    let before = loop {
+        let log = w.arm_requests().await;
+        if log.iter().any(is_vm_put) {
+            break log.len();
+        }
+        assert!(start.elapsed() < T, "no machine was written");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let groups = (0..GROUPS)
+        .map(|i| {
+            cr(
+                "ResourceGroup",
+                &format!("b-g{i}"),
+                json!({"location": "westeurope"}),
+            )
+        })
+        .collect();
+    let groups = apply_concurrently(&w, &b, groups).await;
+    wait_all_ready_in(&w, &b, &groups).await;
+    let log = w.arm_requests().await;
+    let is_group_put = |e: &Value| {
+        e["method"] == "PUT"
+            && e["status"].as_u64().is_some_and(|s| s < 300)
+            && e["path"]
+                .as_str()
+                .is_some_and(|p| p.to_ascii_lowercase().contains("/resourcegroups/b-g"))
+            && !e["path"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("/providers/")
+    };
+    let window = &log[before..];
+    let last = window
+        .iter()
+        .rposition(is_group_put)
+        .expect("b's groups were written");
+    let a_writes = window[..=last].iter().filter(|e| is_vm_put(e)).count();
+    let b_writes = window[..=last].iter().filter(|e| is_group_put(e)).count();
+    let a_done_before = log[..before].iter().filter(|e| is_vm_put(e)).count();
+    let a_total = log.iter().filter(|e| is_vm_put(e)).count();
+    println!(
+        "fairness: while b's {GROUPS} groups were written, a made {a_writes} machine writes \
+         (b's share {:.0} % of the writes; a had {} of {MACHINES} machines left, {a_total} \
+         written by the time b was done)",
+        100.0 * b_writes as f64 / (a_writes + b_writes) as f64,
+        MACHINES - a_done_before
+    );
+    assert!(
+        MACHINES - a_done_before >= MACHINES / 2,
+        "the line was not full when b came ({a_done_before} of a's machines written already): \
+         the run says nothing"
+    );
+    assert_eq!(b_writes, GROUPS, "each group written once");
+    // Taking turns, a writes about one machine for each of b's groups; some more went while b's
+    // reconciles started (a finalizer first, a GET, each of b's ten applied one after another).
+    // Behind the stage, a's remaining ~190 would all have gone first.
+    assert!(
+        a_writes <= 3 * GROUPS,
+        "b waited behind {a_writes} of a's writes for its {GROUPS}"
+    );
+    assert!(
+        a_total < MACHINES || a_writes < a_total - a_done_before,
+        "a still had machines to write when b was done"
+    );
+    wait_all_ready_in(&w, &a, &vms).await;
+}
+
+/// Applies `objects` in namespace `ns`, 16 at a time.
+async fn apply_concurrently(w: &World, ns: &str, objects: Vec<Value>) -> Vec<(String, String)> {
+    use futures::StreamExt;
+    futures::stream::iter(objects)
+        .map(|v| w.apply_in(ns, v))
+        .buffered(16)
+        .collect()
+        .await
+}
+
+/// Waits for `objects` in namespace `ns` to be Ready.
+async fn wait_all_ready_in(w: &World, ns: &str, objects: &[(String, String)]) {
+    let start = std::time::Instant::now();
+    for (kind, name) in objects {
+        loop {
+            let r = w.ready_in(ns, kind, name).await;
+            if r.as_ref().is_some_and(|(s, _, _)| s == "True") {
+                break;
+            }
+            assert!(start.elapsed() < T, "{ns}/{kind}/{name} not Ready: {r:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

@@ -170,8 +170,8 @@ async fn reconcile_inner<K: AzureResource>(
     let key = object_key(obj.as_ref());
     let intent = intent(obj.as_ref());
     // Who asks for ARM's tokens: a request sent away keeps its place in line for this CR and is
-    // called back when its turn comes; its kind's stage orders writes in line, and its
-    // namespace's turn within a stage.
+    // called back when its turn comes; its namespace takes turns with the others in line, and
+    // its kind's stage orders its namespace's writes.
     let hash = |s: &str| {
         let mut h = DefaultHasher::new();
         s.hash(&mut h);

@@ -1,13 +1,14 @@
-//! The line of one bucket: the requests that found it empty, each at the position it first
-//! asked for. Writes and deletes of a later stage of the dependency order go first: a virtual
-//! machine whose network is Ready goes before the resource group of a cluster not started yet,
-//! so that clusters are finished one after another rather than all advanced together and all
-//! finished last (see docs/operator.md, "Waiting for a token"). Within a stage (and for reads)
-//! the namespaces take turns — a namespace's requests one turn apart, a namespace new to the
-//! line starting from the turn being served — and first come within a turn: one tenant that
-//! fills the line is not served before another's request that came later, and one tenant
-//! alone is served first come first served. A request near its turn waits in its reconcile; a
-//! write or delete further back is *sent away* and its CR called back when its turn comes.
+//! The line of one bucket: the requests that found it empty, each at the place it first asked
+//! for. Namespaces take turns (round robin: the one served last goes to the back), so that one
+//! tenant that fills a subscription's line — a thousand machines' writes — holds another's
+//! resource group behind one of its writes, not all; a namespace new to the line takes its turn
+//! after those already in it. Among one namespace's own requests, writes and deletes of a later
+//! stage of the dependency order go first: a virtual machine whose network is Ready goes before
+//! the resource group of a cluster not started yet, so that a namespace's clusters are finished
+//! one after another rather than all advanced together and all finished last (see
+//! docs/operator.md, "Waiting for a token"); then first come. A request near its turn waits in
+//! its reconcile; a write or delete further back is *sent away* and its CR called back when its
+//! turn comes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,16 +41,31 @@ const CALL_BACK_AT: f64 = 1.0;
 /// later than its tokens' refill time (it is called back sooner when its turn comes).
 const FAR_AT_MOST: u32 = 3;
 
-/// Where a request stands in a line: by rank, then by its tenant's turn, then by arrival.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a request stands in a line: its tenant's queue, and in it by rank, then by arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Position {
+    /// Its namespace (a hash); requests of no CR are a tenant of their own.
+    tenant: u64,
+    /// Its place among its tenant's requests.
+    key: Key,
+}
+
+/// Two requests of one tenant are ordered by their keys; of two tenants, by the turns the
+/// tenants take, which change as they are served (so not by the positions alone).
+impl PartialOrd for Position {
+    fn partial_cmp(&self, other: &Position) -> Option<std::cmp::Ordering> {
+        (self.tenant == other.tenant).then(|| self.key.cmp(&other.key))
+    }
+}
+
+/// The order of one tenant's requests: by rank, then by the order of asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
     /// 0 first: a write or delete of a later stage ranks first; reads, and requests of no CR,
-    /// share the last rank. Strict precedence: while the bucket stays empty, an earlier stage
-    /// waits as long as writes of later stages keep coming — work already started (CRs whose
-    /// dependencies were written), which it finishes first.
+    /// share the last rank. Strict precedence within the tenant: while the bucket stays empty,
+    /// its earlier stage waits as long as its writes of later stages keep coming — work already
+    /// started (CRs whose dependencies were written), which it finishes first.
     rank: u8,
-    /// Its tenant's turn ([`Line::arrive`]): fair queuing between namespaces.
-    turn: u64,
     /// The order of asking, over every line.
     arrival: u64,
 }
@@ -78,37 +94,57 @@ pub(super) struct Away {
     far: u32,
 }
 
-/// One bucket's line.
+/// One bucket's line: a queue per tenant, served in turns.
 #[derive(Debug)]
 pub(super) struct Line {
-    /// In the order they are served.
-    pub(super) places: BTreeMap<Position, Place>,
+    /// The tenants' queues in the order they take turns (the key: when each was last served or
+    /// joined). A queue that empties keeps its turn until the next sweep, so that a request
+    /// taken out to be looked at again does not lose its tenant's turn.
+    queues: BTreeMap<u64, BTreeMap<Key, Place>>,
+    /// Each tenant's key in `queues`.
+    turn_of: HashMap<u64, u64>,
+    /// The next key in `queues`: the back of the turns.
+    next_turn: u64,
     /// Where each requester sent away stands.
     pub(super) away: HashMap<u64, Position>,
-    /// When `places` was last swept of those sent away that did not come back.
+    /// When the line was last swept of those sent away that did not come back.
     swept: Instant,
-    /// The turn each tenant's last request got (tenants whose last turn is served already are
-    /// forgotten at the sweep: they start from `served` again anyway).
-    turns: HashMap<u64, u64>,
-    /// The latest turn served (a request took its token).
-    served: u64,
+}
+
+/// The items of `iters` taking turns: the first of each, then the second of each, …
+fn in_turns<I: Iterator>(mut iters: Vec<I>) -> impl Iterator<Item = I::Item> {
+    let mut next = 0;
+    std::iter::from_fn(move || {
+        while !iters.is_empty() {
+            if next >= iters.len() {
+                next = 0;
+            }
+            match iters[next].next() {
+                Some(item) => {
+                    next += 1;
+                    return Some(item);
+                }
+                None => {
+                    iters.remove(next);
+                }
+            }
+        }
+        None
+    })
 }
 
 impl Line {
     pub(super) fn new(now: Instant) -> Line {
         Line {
-            places: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            turn_of: HashMap::new(),
+            next_turn: 0,
             away: HashMap::new(),
             swept: now,
-            turns: HashMap::new(),
-            served: 0,
         }
     }
 
-    /// The position of a request of `class` by `requester`, the `arrival`-th to ask anywhere:
-    /// its rank, and the next turn of its tenant — one after the tenant's last, and no earlier
-    /// than the one after the turn being served (start-time fair queuing, every namespace
-    /// weighing the same). Requests of no CR are one tenant of their own.
+    /// The position of a request of `class` by `requester`, the `arrival`-th to ask anywhere.
     pub(super) fn arrive(
         &mut self,
         class: Class,
@@ -119,45 +155,77 @@ impl Line {
             (Class::Write | Class::Delete, Some(r)) => u8::MAX - 1 - r.stage.min(u8::MAX - 1),
             _ => u8::MAX,
         };
-        let tenant = requester.map_or(0, |r| r.tenant);
-        let last = self.turns.get(&tenant).copied().unwrap_or(0);
-        let turn = last.max(self.served) + 1;
-        self.turns.insert(tenant, turn);
         Position {
-            rank,
-            turn,
-            arrival,
+            tenant: requester.map_or(0, |r| r.tenant),
+            key: Key { rank, arrival },
         }
     }
 
-    /// The request at `at` took its token: its turn is being served.
+    /// The request at `at` took its token: its tenant goes to the back of the turns.
     pub(super) fn served(&mut self, at: Position) {
-        self.served = self.served.max(at.turn);
+        if let Some(turn) = self.turn_of.get_mut(&at.tenant)
+            && let Some(queue) = self.queues.remove(turn)
+        {
+            *turn = self.next_turn;
+            self.queues.insert(self.next_turn, queue);
+            self.next_turn += 1;
+        }
     }
 
-    /// Forgets those sent away that are not back in time (at most once a second).
+    /// Every place, in the order they are served.
+    pub(super) fn places(&self) -> impl Iterator<Item = &Place> {
+        in_turns(self.queues.values().map(|q| q.values()).collect())
+    }
+
+    fn places_mut(&mut self) -> impl Iterator<Item = &mut Place> {
+        in_turns(self.queues.values_mut().map(|q| q.values_mut()).collect())
+    }
+
+    /// The queue of `tenant`, made at the back of the turns if it has none.
+    fn queue(&mut self, tenant: u64) -> &mut BTreeMap<Key, Place> {
+        let turn = *self.turn_of.entry(tenant).or_insert_with(|| {
+            self.next_turn += 1;
+            self.next_turn - 1
+        });
+        self.queues.entry(turn).or_default()
+    }
+
+    fn queue_of(&self, tenant: u64) -> Option<&BTreeMap<Key, Place>> {
+        self.queues.get(self.turn_of.get(&tenant)?)
+    }
+
+    fn remove(&mut self, at: Position) -> Option<Place> {
+        let turn = self.turn_of.get(&at.tenant)?;
+        self.queues.get_mut(turn)?.remove(&at.key)
+    }
+
+    /// Forgets those sent away that are not back in time, and the turns of tenants with nothing
+    /// in line (at most once a second).
     fn sweep(&mut self, now: Instant) {
         if now.saturating_duration_since(self.swept) < Duration::from_secs(1) {
             return;
         }
         self.swept = now;
-        let served = self.served;
-        self.turns.retain(|_, turn| *turn > served);
         let away = &mut self.away;
-        self.places.retain(|_, place| match place {
-            Place::Away(a) if a.until < now => {
-                away.remove(&a.requester);
-                false
-            }
-            _ => true,
-        });
+        for queue in self.queues.values_mut() {
+            queue.retain(|_, place| match place {
+                Place::Away(a) if a.until < now => {
+                    away.remove(&a.requester);
+                    false
+                }
+                _ => true,
+            });
+        }
+        self.queues.retain(|_, queue| !queue.is_empty());
+        let queues = &self.queues;
+        self.turn_of.retain(|_, turn| queues.contains_key(turn));
     }
 
     /// Calls back the CRs sent away whose turn has come ([`CALL_BACK_AT`]) with `tokens` left,
     /// each once. Asked whenever the bucket is looked at (and not held): tokens refill with
     /// time, so a turn comes without any event of its own.
     pub(super) fn call_back(&mut self, tokens: f64) {
-        for (ahead, place) in self.places.values_mut().enumerate() {
+        for (ahead, place) in self.places_mut().enumerate() {
             if ahead as f64 + 1.0 - tokens > CALL_BACK_AT {
                 break;
             }
@@ -172,10 +240,22 @@ impl Line {
     /// Where the request at `at` stands with `tokens` left: how many tokens must still come
     /// before it may take one — its own included; zero or less: there are enough for everyone
     /// ahead of it and itself, whether those wait here or were sent away — and how many
-    /// requests are ahead.
+    /// requests are ahead: those of its own tenant before it, and as many of each other
+    /// tenant's (one more of those whose turn comes before its tenant's).
     pub(super) fn standing(&mut self, at: Position, tokens: f64, now: Instant) -> (f64, usize) {
         self.sweep(now);
-        let ahead = self.places.range(..at).take(COUNT_UP_TO).count();
+        let own = self
+            .queue_of(at.tenant)
+            .map_or(0, |q| q.range(..at.key).take(COUNT_UP_TO).count());
+        // A tenant not in line yet would join at the back.
+        let turn = self.turn_of.get(&at.tenant).copied().unwrap_or(u64::MAX);
+        let others: usize = self
+            .queues
+            .iter()
+            .filter(|(t, _)| **t != turn)
+            .map(|(t, q)| q.len().min(own + usize::from(*t < turn)))
+            .sum();
+        let ahead = (own + others).min(COUNT_UP_TO);
         (ahead as f64 + 1.0 - tokens, ahead)
     }
 
@@ -228,7 +308,7 @@ impl Line {
 
     /// How many times in a row the CR away at `at` found its turn far (`None`: it is not away).
     pub(super) fn times_far(&self, at: Position) -> Option<u32> {
-        match self.places.get(&at) {
+        match self.queue_of(at.tenant)?.get(&at.key) {
             Some(Place::Away(a)) => Some(a.far),
             _ => None,
         }
@@ -236,7 +316,7 @@ impl Line {
 
     fn keep(&mut self, at: Position, away: Away) {
         self.away.insert(away.requester, at);
-        self.places.insert(at, Place::Away(away));
+        self.queue(at.tenant).insert(at.key, Place::Away(away));
     }
 
     /// Keeps `at` for `requester` until `until`, not called back (it is in a reconcile, or
@@ -255,25 +335,25 @@ impl Line {
 
     /// The request at `at` waits here, woken through `notify`.
     pub(super) fn wait_at(&mut self, at: Position, notify: Arc<Notify>) {
-        self.places.insert(at, Place::Waiting(notify));
+        self.queue(at.tenant).insert(at.key, Place::Waiting(notify));
     }
 
     /// The request at `at` leaves (served, or its reconcile dropped): the new first may go.
     pub(super) fn leave(&mut self, at: Position) {
-        self.places.remove(&at);
+        self.remove(at);
         self.wake_first();
     }
 
     /// `requester`'s place, taken out of the line (it is back, to wait or be served).
     pub(super) fn take(&mut self, requester: u64) -> Option<Position> {
         let at = self.away.remove(&requester)?;
-        self.places.remove(&at);
+        self.remove(at);
         Some(at)
     }
 
     /// Those sent away keep their places through ARM's hold, until `until`.
     pub(super) fn keep_through(&mut self, until: Instant) {
-        for place in self.places.values_mut() {
+        for place in self.places_mut() {
             if let Place::Away(a) = place {
                 a.until = a.until.max(until + Duration::from_secs(10));
             }
@@ -282,10 +362,7 @@ impl Line {
 
     /// Wakes the first request waiting in place: its turn may have come.
     fn wake_first(&self) {
-        if let Some(Place::Waiting(first)) = self
-            .places
-            .values()
-            .find(|p| matches!(p, Place::Waiting(_)))
+        if let Some(Place::Waiting(first)) = self.places().find(|p| matches!(p, Place::Waiting(_)))
         {
             first.notify_one();
         }
@@ -304,34 +381,66 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_take_turns_and_one_namespace_alone_is_first_come() {
-        let mut line = Line::new(Instant::now());
+    fn namespaces_take_turns_and_within_one_later_stages_go_first() {
+        let now = Instant::now();
+        let mut line = Line::new(now);
         let mut arrival = 0..;
-        let mut arrive = |line: &mut Line, r: &Requester| {
-            line.arrive(Class::Write, Some(r), arrival.next().unwrap_or_default())
+        let mut wait = |line: &mut Line, tenant, stage| {
+            let at = line.arrive(
+                Class::Write,
+                Some(&of(tenant, stage)),
+                arrival.next().unwrap_or_default(),
+            );
+            line.wait_at(at, Arc::new(Notify::new()));
+            at
         };
-        // Namespace a fills the line with five writes; b's one write comes after them all.
-        let a: Vec<Position> = (0..5).map(|_| arrive(&mut line, &of(1, 0))).collect();
-        let b = arrive(&mut line, &of(2, 0));
-        assert!(a.windows(2).all(|w| w[0] < w[1]), "a's own: first come");
-        assert!(
-            a[0] < b && b < a[1],
-            "b's first goes after a's first, not its fifth"
-        );
-        // Three of a's are served: a namespace new to the line takes the next turn, beside a's
-        // next request (which came first) and before the rest of a's.
-        line.served(a[2]);
-        let c = arrive(&mut line, &of(3, 0));
-        assert!(a[3] < c && c < a[4], "{c:?}");
-        // A later stage still goes first, whoever asks.
-        let late = arrive(&mut line, &of(1, 12));
-        assert!(late < a[0]);
+        let ahead = |line: &mut Line, at| line.standing(at, 0.0, now).1;
+        // Namespace a fills the line with five machines' writes (a late stage); b's resource
+        // group (the first stage) comes after them all, and goes after a's first, not its fifth.
+        let a: Vec<Position> = (0..5).map(|_| wait(&mut line, 1, 12)).collect();
+        let b = wait(&mut line, 2, 0);
+        assert_eq!(ahead(&mut line, b), 1);
+        let order: Vec<usize> = a.iter().map(|&at| ahead(&mut line, at)).collect();
+        assert_eq!(order, [0, 2, 3, 4, 5], "a's own first come, b's between");
+        // Among a's own, a later stage goes first; an earlier one after all of a's.
+        let a_later = wait(&mut line, 1, 13);
+        let a_earlier = wait(&mut line, 1, 0);
+        assert_eq!(ahead(&mut line, a_later), 0);
+        assert_eq!(ahead(&mut line, a_earlier), 7, "behind a's six and b's one");
+        // Served, a goes to the back of the turns: b's next goes before a's next.
+        line.served(a_later);
+        line.leave(a_later);
+        assert_eq!((ahead(&mut line, b), ahead(&mut line, a[0])), (0, 1));
+        // A namespace new to the line takes its turn after those in it.
+        let c = line.arrive(Class::Write, Some(&of(3, 0)), 100);
+        assert_eq!(ahead(&mut line, c), 2);
         // Reads take turns too; requests of no CR are a tenant of their own.
-        let read_a = line.arrive(Class::Read, Some(&of(1, 0)), 100);
-        let nobody = line.arrive(Class::Read, None, 101);
-        assert!(
-            nobody < read_a,
-            "{nobody:?} {read_a:?}: tenant 0 had no turn yet"
+        let read_a = line.arrive(Class::Read, Some(&of(1, 0)), 101);
+        let nobody = line.arrive(Class::Read, None, 102);
+        assert_eq!(
+            (ahead(&mut line, read_a), ahead(&mut line, nobody)),
+            (7, 2),
+            "a's read is behind a's writes; nobody's first is in the first round"
         );
+    }
+
+    #[test]
+    fn a_namespace_keeps_its_turn_while_its_place_is_looked_at_again() {
+        let now = Instant::now();
+        let mut line = Line::new(now);
+        let a = line.arrive(Class::Write, Some(&of(1, 0)), 0);
+        line.wait_at(a, Arc::new(Notify::new()));
+        let b = line.arrive(Class::Write, Some(&of(2, 0)), 1);
+        line.keep_until(b, 200, now + Duration::from_secs(30));
+        // b's place is taken out (its CR is back) and is alone in b's queue: b keeps its turn
+        // after a's rather than go behind a namespace that joined meanwhile.
+        assert_eq!(line.take(200), Some(b));
+        let c = line.arrive(Class::Write, Some(&of(3, 0)), 2);
+        line.wait_at(c, Arc::new(Notify::new()));
+        assert_eq!(line.standing(b, 0.0, now).1, 1);
+        assert_eq!(line.standing(c, 0.0, now).1, 1, "b is not in line now");
+        // The sweep forgets the turn of a namespace with nothing in line.
+        line.sweep(now + Duration::from_secs(2));
+        assert_eq!(line.standing(b, 0.0, now).1, 2);
     }
 }

@@ -47,8 +47,8 @@ pub struct Requester {
     /// Its kind's position in the dependency order (`CloudKind::stage`): in a write or delete
     /// line, a later stage goes first.
     pub stage: u8,
-    /// Its namespace (a hash of it): within a stage, namespaces take turns in a line, so that
-    /// one namespace's burst does not hold another's requests back behind all of it.
+    /// Its namespace (a hash of it): namespaces take turns in a line, whatever their stages,
+    /// so that one namespace's burst does not hold another's requests back behind all of it.
     pub tenant: u64,
     /// Calls the CR back when it was sent away and its turn comes (`None`: it comes back only
     /// when it was told to).
