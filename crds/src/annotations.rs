@@ -33,6 +33,21 @@ pub const CREATED: &str = "strata.dev/created";
 /// proof is no record: a tenant cannot make another tenant's resource its own by writing one.
 pub const CREATED_PROOF: &str = "strata.dev/created-proof";
 
+/// Every annotation above: what the operator reads of a cloud CR's annotations (its cache keeps
+/// only these).
+pub const ON_CLOUD_CRS: &[&str] = &[
+    RECONCILE_POLICY,
+    PAUSED,
+    ADOPT,
+    ADOPT_REQUIRES_TAG,
+    USE_EXISTING,
+    CREDENTIAL_FROM,
+    IDENTITY,
+    SUBSCRIPTION,
+    CREATED,
+    CREATED_PROOF,
+];
+
 /// Splits an [`IDENTITY`] value into (namespace, name); a bare name is in `default_namespace`.
 /// `None` for a value that is not `name` or `namespace/name` with non-empty parts.
 pub fn identity_ref<'a>(value: &'a str, default_namespace: &'a str) -> Option<(&'a str, &'a str)> {

@@ -11,6 +11,29 @@ use std::collections::BTreeMap;
 /// Azure resource tags.
 pub type Tags = BTreeMap<String, String>;
 
+/// Azure's limits on a resource's tags: 50 of them, names of at most 512 characters, values of
+/// at most 256 (Azure Resource Manager's documented limits).
+pub const MAX_TAGS: usize = 50;
+/// Longest tag name Azure accepts.
+pub const MAX_TAG_NAME: usize = 512;
+/// Longest tag value Azure accepts.
+pub const MAX_TAG_VALUE: usize = 256;
+
+/// The schema of a cloud CR's `tags`: a string map within Azure's limits, so that a tag Azure
+/// would refuse is refused by the API server instead, and a CR's size stays bounded. Map keys
+/// have no `maxLength` in a structural schema, hence the rule.
+pub fn tags_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "maxProperties": MAX_TAGS,
+        "additionalProperties": {"type": "string", "maxLength": MAX_TAG_VALUE},
+        "x-kubernetes-validations": [{
+            "rule": format!("self.all(k, size(k) <= {MAX_TAG_NAME})"),
+            "message": format!("tag names are at most {MAX_TAG_NAME} characters (Azure's limit)"),
+        }],
+    })
+}
+
 /// ARM resource ID shape: `/subscriptions/<sub>/resourceGroups/<rg>[/providers/<ns>/<type>/<name>[/<type>/<name>…]]`.
 pub const ARM_ID_PATTERN: &str = r"^/subscriptions/[^/]+/(resourceGroups|resourcegroups)/[^/]+(/providers/[^/]+/[^/]+/[^/]+(/[^/]+/[^/]+)*)?$";
 
@@ -63,6 +86,29 @@ pub struct SecretKeyRef {
     pub key: String,
 }
 
+/// The most conditions a cloud CR's status holds: the operator writes one (`Ready`) and keeps
+/// at most this many in all, so that a CR's size stays bounded.
+pub const MAX_CONDITIONS: usize = 4;
+/// The longest condition message a cloud CR holds, in bytes; the operator cuts a longer one
+/// (an ARM error's text, say) and says so at the end.
+pub const MAX_CONDITION_MESSAGE: usize = 8192;
+
+/// `message` as a condition of a cloud CR holds it: whole when it fits in
+/// [`MAX_CONDITION_MESSAGE`] characters (the schema counts characters), else cut to fit with a
+/// note saying so, so that a long ARM error never makes the status write itself refused.
+pub fn condition_message(mut message: String) -> String {
+    const CUT: &str = " … (cut to fit the condition)";
+    if message.chars().count() <= MAX_CONDITION_MESSAGE {
+        return message;
+    }
+    let keep = MAX_CONDITION_MESSAGE - CUT.chars().count();
+    if let Some((end, _)) = message.char_indices().nth(keep) {
+        message.truncate(end);
+    }
+    message.push_str(CUT);
+    message
+}
+
 /// Status fields every cloud CR has (docs/design.md "Cloud CR conventions"), flattened into each kind's
 /// status so that `kubectl get`, kstatus and the reconciler read them in one place.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
@@ -70,9 +116,11 @@ pub struct SecretKeyRef {
 pub struct AzureStatus {
     /// ARM resource ID, set once the resource exists in Azure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub id: Option<String>,
     /// ARM `provisioningState` as last observed (Succeeded, Creating, Updating, Deleting, Failed …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub provisioning_state: Option<String>,
     /// The `metadata.generation` the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,4 +192,22 @@ pub struct ObjectReference {
     /// The referent's resource version (`corev1.ObjectReference`; CAPI and CAPZ do not use it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_condition_message_is_cut_to_fit_and_says_so() {
+        let short = "Azure said no".to_owned();
+        assert_eq!(condition_message(short.clone()), short);
+        let exact = "é".repeat(MAX_CONDITION_MESSAGE);
+        assert_eq!(condition_message(exact.clone()), exact);
+        let long = "é".repeat(MAX_CONDITION_MESSAGE + 1);
+        let cut = condition_message(long);
+        assert_eq!(cut.chars().count(), MAX_CONDITION_MESSAGE);
+        assert!(cut.starts_with("éé"));
+        assert!(cut.ends_with("(cut to fit the condition)"), "{cut}");
+    }
 }

@@ -65,6 +65,7 @@ pub struct Reference<'a> {
 /// next to the kind's type; the registry reads its constants.
 pub trait CloudObject:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + kube::core::object::HasSpec<Spec: Default + Serialize>
     + CustomResourceExt
     + Clone
     + Debug

@@ -22,10 +22,11 @@ pub fn crds() -> Vec<CrdFile> {
     let cloud = CloudKind::ALL
         .iter()
         .map(|kind| kind.crd())
-        .map(with_cloud_columns);
+        .map(with_cloud_columns)
+        .map(with_bounded_conditions);
     // Not a cloud kind (no ARM resource behind it), so without the cloud columns.
     let observed = [
-        crate::azure::LocationZones::crd(),
+        with_bounded_conditions(crate::azure::LocationZones::crd()),
         with_grantable_kinds(crate::azure::ReferenceGrant::crd()),
     ];
     let capz = [
@@ -93,6 +94,47 @@ fn with_grantable_kinds(mut crd: CustomResourceDefinition) -> CustomResourceDefi
             .and_then(items)
         {
             kind.enum_ = Some(kinds.clone());
+        }
+    }
+    crd
+}
+
+/// `metav1.Condition`'s schema as k8s-openapi renders it has no bounds; Kubernetes' own
+/// (controller-gen's markers on the Go type) bound every field, and a cloud CR's size must be
+/// bounded (docs/security.md, "Memory"): the same bounds here, at most
+/// [`MAX_CONDITIONS`](crate::common::MAX_CONDITIONS) conditions, and messages of at most
+/// [`MAX_CONDITION_MESSAGE`](crate::common::MAX_CONDITION_MESSAGE) bytes (the operator cuts
+/// longer ones).
+fn with_bounded_conditions(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    use crate::common::{MAX_CONDITION_MESSAGE, MAX_CONDITIONS};
+    for version in &mut crd.spec.versions {
+        let conditions = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| property(s, "status"))
+            .and_then(|s| property(s, "conditions"));
+        let Some(conditions) = conditions else {
+            continue;
+        };
+        conditions.max_items = Some(MAX_CONDITIONS as i64);
+        let Some(condition) = items(conditions) else {
+            continue;
+        };
+        let bound = |c: &mut JSONSchemaProps, field: &str, max: usize| {
+            if let Some(p) = property(c, field) {
+                p.max_length = Some(max as i64);
+            }
+        };
+        bound(condition, "type", 316);
+        bound(condition, "reason", 1024);
+        bound(condition, "message", MAX_CONDITION_MESSAGE);
+        if let Some(status) = property(condition, "status") {
+            status.enum_ = Some(
+                ["True", "False", "Unknown"]
+                    .map(|v| JSON(serde_json::Value::from(v)))
+                    .to_vec(),
+            );
         }
     }
     crd

@@ -176,3 +176,130 @@ fn every_infrastructure_crd_resolves_through_its_contract_labels_as_capi_does() 
         "{resolved:?}"
     );
 }
+
+/// Every string, list and map of Strata's own CRDs (`azure.strata.dev`) has a bound, so that the
+/// API server refuses an oversized field at once and the size of each CR is bounded by its
+/// schema; the largest object each kind's schema admits is printed (`--nocapture`). CAPZ's and
+/// CAPI's types keep their publishers' schemas (free-form fields included) and are not checked.
+#[test]
+fn every_field_of_strata_s_own_crds_is_bounded_and_each_kinds_largest_object_is_printed() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+    let mut open = Vec::new();
+    let mut printed = 0;
+    for file in strata_crds::crds() {
+        let crd = &file.crd;
+        if crd.spec.group != strata_crds::azure::GROUP {
+            continue;
+        }
+        for version in &crd.spec.versions {
+            let root = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("every version has a schema");
+            let part = |name: &str, open: &mut Vec<String>| {
+                let empty = JSONSchemaProps::default();
+                let schema = root
+                    .properties
+                    .as_ref()
+                    .and_then(|p| p.get(name))
+                    .unwrap_or(&empty);
+                let path = format!("{}/{}.{name}", crd.spec.names.kind, version.name);
+                largest(schema, &path, open)
+            };
+            let spec = part("spec", &mut open);
+            let status = part("status", &mut open);
+            println!(
+                "{:<36} largest spec {:>9} characters, status {:>9}",
+                format!("{}/{}", crd.spec.names.kind, version.name),
+                spec,
+                status
+            );
+            printed += 1;
+        }
+    }
+    // Every cloud kind, LocationZones and ReferenceGrant, in each of their versions.
+    let kinds = strata_crds::CloudKind::ALL.len() + 2;
+    assert!(
+        printed >= kinds,
+        "{printed} schemas checked of {kinds} kinds"
+    );
+    assert!(
+        open.is_empty(),
+        "unbounded fields (give each a maxLength, maxItems or maxProperties):\n{}",
+        open.join("\n")
+    );
+}
+
+/// The longest JSON text, in characters, that `s` admits (every string, list and map at its
+/// bound, every optional field present); each field without a bound is added to `open`.
+fn largest(
+    s: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    path: &str,
+    open: &mut Vec<String>,
+) -> u64 {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    };
+    let bound = |n: Option<i64>, what: &str, open: &mut Vec<String>| -> u64 {
+        n.map(|n| n as u64).unwrap_or_else(|| {
+            open.push(format!("{path}: {what}"));
+            0
+        })
+    };
+    if let Some(values) = &s.enum_ {
+        return values
+            .iter()
+            .map(|v| v.0.to_string().len() as u64)
+            .max()
+            .unwrap_or(0);
+    }
+    if s.x_kubernetes_int_or_string == Some(true) {
+        return s.max_length.map_or(20, |n| n as u64 + 2);
+    }
+    if s.x_kubernetes_preserve_unknown_fields == Some(true) {
+        open.push(format!("{path}: free-form"));
+    }
+    match s.type_.as_deref() {
+        Some("string") => match s.format.as_deref() {
+            // RFC 3339, which the API server checks.
+            Some("date-time") if s.max_length.is_none() => 37,
+            _ => bound(s.max_length, "a string without maxLength", open) + 2,
+        },
+        Some("integer" | "number") => 20,
+        Some("boolean") => 5,
+        Some("array") => {
+            let n = bound(s.max_items, "a list without maxItems", open);
+            let item = match &s.items {
+                Some(JSONSchemaPropsOrArray::Schema(item)) => {
+                    largest(item, &format!("{path}[]"), open)
+                }
+                _ => 0,
+            };
+            n * (item + 1) + 2
+        }
+        _ => {
+            let mut size = 2;
+            for (name, field) in s.properties.iter().flatten() {
+                size += name.len() as u64 + 4 + largest(field, &format!("{path}.{name}"), open);
+            }
+            if let Some(JSONSchemaPropsOrBool::Schema(value)) = &s.additional_properties {
+                let n = bound(s.max_properties, "a map without maxProperties", open);
+                // A key's length is bounded by a rule `self.all(k, size(k) <= N)`.
+                let key = s.x_kubernetes_validations.iter().flatten().find_map(|r| {
+                    let rest = r.rule.strip_prefix("self.all(k, size(k) <= ")?;
+                    rest.strip_suffix(')')?.parse::<u64>().ok()
+                });
+                let key = bound(
+                    key.map(|k| k as i64),
+                    "a map without a bound on its keys",
+                    open,
+                );
+                size += n * (key + 4 + largest(value, &format!("{path}{{}}"), open));
+            } else if s.additional_properties.is_some() {
+                open.push(format!("{path}: a map of anything"));
+            }
+            size
+        }
+    }
+}

@@ -132,6 +132,7 @@ pub fn operator_settings(
             concurrency: CONCURRENCY,
             selector: None,
             shard: Default::default(),
+            ..Default::default()
         },
         service: Default::default(),
     }

@@ -897,11 +897,14 @@ async fn takeover(shared: Shared) {
         ),
     ];
     // References by ARM ID into a's resources, which a has granted to no one: a subnet of b's
-    // own inside a's VNet, b's NIC in a's subnet, a peering from b to a's VNet.
-    let references: Vec<(&str, &str, Value, &str)> = vec![
+    // own inside a's VNet, b's NIC in a's subnet, a peering from b to a's VNet, and a's VNet
+    // observed (read, its outputs in b's status) under a's group named by ARM ID.
+    let rg_a_id = format!("/subscriptions/{SUB}/resourceGroups/{rg_a}");
+    let references: Vec<(&str, &str, Value, Value, &str)> = vec![
         (
             "Subnet",
             "b-inside",
+            json!({}),
             json!({"owner": {"armId": vnet_id}, "azureName": "b-subnet",
                 "addressPrefix": "10.0.2.0/24"}),
             "spec.owner",
@@ -909,6 +912,7 @@ async fn takeover(shared: Shared) {
         (
             "NetworkInterface",
             "b-nic",
+            json!({}),
             json!({"owner": {"name": "b-rg"}, "location": "westeurope",
                 "ipConfigurations": [{"name": "ip", "subnet": {"armId": subnet_id}}]}),
             "spec.ipConfigurations[0].subnet",
@@ -916,16 +920,25 @@ async fn takeover(shared: Shared) {
         (
             "VirtualNetworkPeering",
             "b-peering",
+            json!({}),
             json!({"owner": {"name": "b-vnet"}, "remoteVirtualNetwork": {"armId": vnet_id}}),
             "spec.remoteVirtualNetwork",
+        ),
+        (
+            "VirtualNetwork",
+            "b-observe-id",
+            json!({"strata.dev/reconcile-policy": "observe"}),
+            json!({"owner": {"armId": rg_a_id}, "azureName": "vnet", "location": "westeurope",
+                "addressPrefixes": ["10.0.0.0/16"]}),
+            "spec.owner",
         ),
     ];
     for (kind, name, annotations, spec, _) in &attacks {
         let body = cr(kind, name, annotations.clone(), spec.clone());
         apply(&stack.cloud(&b, kind), name, body).await.unwrap();
     }
-    for (kind, name, spec, _) in &references {
-        let body = cr(kind, name, json!({}), spec.clone());
+    for (kind, name, annotations, spec, _) in &references {
+        let body = cr(kind, name, annotations.clone(), spec.clone());
         apply(&stack.cloud(&b, kind), name, body).await.unwrap();
     }
     // A subnet of its own, under an owner in a subscription its credential is not for: that
@@ -950,6 +963,37 @@ async fn takeover(shared: Shared) {
         "{message}"
     );
     wait_event(&stack, &b, "b-other-sub", "InvalidSpec").await;
+    // A status ID of b's own writing (a tenant may be allowed to write its CRs' status) naming
+    // a's VNet, on a CR whose owner does not exist, with the operator's finalizer forged too:
+    // the spec's ID comes first, so it waits for its owner; deleted (below), it is refused a's
+    // VNet by a's ownership tag and deletes nothing.
+    let mut forged = cr(
+        "VirtualNetwork",
+        "b-forged-id",
+        json!({}),
+        json!({"owner": {"name": "b-missing"}, "location": "westeurope",
+            "addressPrefixes": ["10.9.0.0/16"]}),
+    );
+    forged["metadata"]["finalizers"] = json!(["azure.strata.dev/finalizer"]);
+    let b_vnets = stack.cloud(&b, "VirtualNetwork");
+    apply(&b_vnets, "b-forged-id", forged).await.unwrap();
+    b_vnets
+        .patch_status(
+            "b-forged-id",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"id": vnet_id}})),
+        )
+        .await
+        .unwrap();
+    let message = wait_reason_of(
+        &stack,
+        "VirtualNetwork",
+        &b,
+        "b-forged-id",
+        "WaitingForOwner",
+    )
+    .await;
+    assert!(message.contains("b-missing"), "{message}");
     for (kind, name, _, _, says) in &attacks {
         let message = wait_reason_of(&stack, kind, &b, name, "AdoptionRefused").await;
         assert!(message.contains(says), "{name}: {message}");
@@ -961,7 +1005,7 @@ async fn takeover(shared: Shared) {
         }
         wait_event(&stack, &b, name, "AdoptionRefused").await;
     }
-    for (kind, name, _, field) in &references {
+    for (kind, name, _, _, field) in &references {
         let message = wait_reason_of(&stack, kind, &b, name, "ReferenceNotGranted").await;
         assert!(message.contains(field), "{name}: {message}");
         assert!(
@@ -1023,7 +1067,7 @@ async fn takeover(shared: Shared) {
     wait_event(&stack, &a, "nowhere", "NamespaceNotFound").await;
     let message = wait_reason_of(&stack, "NetworkInterface", &b, "b-nic", "WaitingForOwner").await;
     assert!(message.contains("b-rg"), "{message}");
-    for (kind, name, _, _) in &references[..] {
+    for (kind, name, _, _, _) in &references[..] {
         if *name != "b-nic" {
             wait_reason_of(&stack, kind, &b, name, "ReferenceNotGranted").await;
         }
@@ -1058,9 +1102,10 @@ async fn takeover(shared: Shared) {
     // b's CRs go without touching Azure; a's resources stay.
     let mut attacks = attacks;
     attacks.push(("Subnet", "b-other-sub", json!({}), json!({}), ""));
-    for (kind, name, _, _) in &references {
+    for (kind, name, _, _, _) in &references {
         attacks.push((kind, name, json!({}), json!({}), ""));
     }
+    attacks.push(("VirtualNetwork", "b-forged-id", json!({}), json!({}), ""));
     for (kind, name, _, _, _) in &attacks {
         stack
             .cloud(&b, kind)

@@ -25,8 +25,8 @@ use crate::error::Error;
 use crate::index::{Change, Index, entry_of};
 use crate::reconcile::{Context, FINALIZER, object_key, reconcile};
 
-/// Which objects the operator watches and how many it reconciles at once.
-#[derive(Clone, Debug, Default)]
+/// Which objects the operator watches and keeps, and how many it reconciles at once.
+#[derive(Clone, Debug)]
 pub struct Scope {
     /// Watch one namespace only (`None`: all).
     pub namespace: Option<String>,
@@ -37,6 +37,21 @@ pub struct Scope {
     /// Reconcile only the CRs of this shard (`--shard i/n`). The watches still see every CR,
     /// so that a dependency reconciled by another shard wakes this shard's dependents.
     pub shard: Shard,
+    /// A cloud CR whose spec is larger than this, as JSON, is set aside (`--max-spec-bytes`,
+    /// [`crate::cache`]).
+    pub max_spec_bytes: usize,
+}
+
+impl Default for Scope {
+    fn default() -> Scope {
+        Scope {
+            namespace: None,
+            concurrency: 0,
+            selector: None,
+            shard: Shard::default(),
+            max_spec_bytes: crate::cache::MAX_SPEC_BYTES,
+        }
+    }
 }
 
 /// Runs one controller per cloud kind (the registry's list), and the watches of the
@@ -73,6 +88,13 @@ struct Changes {
     /// Per object (namespace, name, UID: a CR deleted and made again is new), what was seen.
     seen: std::sync::Mutex<std::collections::HashMap<(String, String, String), Seen>>,
 }
+
+/// Objects per page of a watch's list. A page is held whole, as text and decoded, before its
+/// objects are trimmed for the cache ([`strata_runtime::cache::trim_to_strata`]); kube's 500
+/// objects, each as large as the API server allows (a tenant's labels alone can fill one), would
+/// be far past the operator's memory limit. 50 keeps that peak bounded and costs a list of
+/// 20,000 CRs 400 round trips instead of 40 at start.
+const LIST_PAGE: u32 = 50;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Seen {
@@ -178,7 +200,8 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     let (contradicted_tx, contradicted) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<K>>();
     let watch_ctx = ctx.clone();
     let shard = scope.shard;
-    let mut config = watcher::Config::default();
+    let max_spec_bytes = scope.max_spec_bytes;
+    let mut config = watcher::Config::default().page_size(LIST_PAGE);
     if let Some(selector) = &scope.selector {
         config = config.labels(selector);
     }
@@ -187,7 +210,7 @@ async fn controller<K: AzureResource>(ctx: Arc<Context>, scope: Scope) {
     let objects = watcher(api, config)
         .map_ok(Lean::event)
         .default_backoff()
-        .modify(strata_runtime::cache::trim)
+        .modify(move |o| crate::cache::keep(o, max_spec_bytes))
         .reflect(writer)
         .inspect(move |event| {
             // Keep the readiness index in step with the watch, before the controller sees it.
@@ -378,7 +401,7 @@ async fn watch_identities(
     let changes = ctx.identity_changes.clone();
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(strata_runtime::cache::trim)
+        .modify(|o| strata_runtime::cache::trim_to(o, &crate::cache::IDENTITY))
         .reflect(writer)
         .for_each(|event| {
             ctx.identities_synced.observe(&event);

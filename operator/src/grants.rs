@@ -83,7 +83,7 @@ pub async fn watch(ctx: Arc<Context>, writer: reflector::store::Writer<Reference
     let changes = ctx.grant_changes.clone();
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(strata_runtime::cache::trim)
+        .modify(|o| strata_runtime::cache::trim_to(o, &crate::cache::NOTHING))
         .reflect(writer)
         .for_each(|event| {
             let ctx = ctx.clone();

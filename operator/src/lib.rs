@@ -17,6 +17,7 @@ pub mod adapters;
 pub mod api_versions;
 pub mod arm;
 pub mod arm_id;
+pub mod cache;
 pub mod certificate;
 pub mod controller;
 pub mod credentials;

@@ -65,6 +65,12 @@ struct Args {
     /// Azure Stack Hub): `Kind=version`, repeatable, e.g. `VirtualMachine=2024-07-01`.
     #[arg(long = "api-version", value_name = "KIND=VERSION")]
     api_versions: Vec<Override>,
+    /// A CR whose spec is larger than this many bytes (as JSON) is not reconciled: it is
+    /// reported `Ready=False` (`SpecTooLarge`) and its spec is not kept in memory, so that no
+    /// tenant's CRs can take the operator past its memory limit. Deleting it still deletes
+    /// what Strata created for it.
+    #[arg(long, default_value_t = strata_operator::cache::MAX_SPEC_BYTES)]
+    max_spec_bytes: usize,
 }
 
 /// mimalloc rather than glibc's malloc: at 18,000 CRs the operator's peak RSS was 206 MiB
@@ -168,6 +174,7 @@ fn settings(args: &Args, ownership_key: OwnershipKey) -> anyhow::Result<Settings
             concurrency: args.run.concurrency,
             selector: args.selector.clone(),
             shard: args.run.shard,
+            max_spec_bytes: args.max_spec_bytes,
         },
         service: strata_runtime::Service {
             election: args.run.election("strata-operator")?,

@@ -53,6 +53,7 @@ reasons! {
     ReferenceNotGranted => "False", true, "An owner or reference by ARM ID is another namespace's resource, and no ReferenceGrant there allows it.";
     NotFound => "False", false, "Observe policy, and the resource does not exist in Azure.";
     InvalidSpec => "False", true, "The spec or an annotation is invalid; fixed by changing it.";
+    SpecTooLarge => "False", true, "The spec is larger than the operator keeps (`--max-spec-bytes`): not reconciled.";
     CredentialError => "False", true, "The credential could not be read or used.";
     IdentityNotFound => "False", true, "The AzureClusterIdentity named does not exist.";
     IdentityNotAllowed => "False", true, "The AzureClusterIdentity does not admit this namespace.";

@@ -293,7 +293,7 @@ fn condition(
         type_: "Ready".to_owned(),
         status: status.to_owned(),
         reason: reason.to_owned(),
-        message,
+        message: strata_crds::common::condition_message(message),
         observed_generation: generation,
         last_transition_time: transition,
     }

@@ -385,15 +385,7 @@ async fn a_per_kind_api_version_override_is_sent_and_an_unknown_one_is_arms_clea
 async fn a_namespace_with_200_machine_writes_in_line_leaves_another_its_fair_share() {
     const MACHINES: usize = 200;
     const GROUPS: usize = 10;
-    let mut w = World::start_full(
-        "fair",
-        Options {
-            time_scale: TIME_SCALE,
-            ..Default::default()
-        },
-        true,
-    )
-    .await;
+    let mut w = World::start_across_namespaces("fair").await;
     w.stop_operator();
     let (a, b) = (w.namespace("a").await, w.namespace("b").await);
     // 20 writes a second on the test's clock (0.2 a second scaled by 1 / TIME_SCALE), 18 at

@@ -432,3 +432,174 @@ async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
     w.wait_all_ready(std::slice::from_ref(&rg), Duration::from_secs(10))
         .await;
 }
+
+/// The spec limit the operator binary keeps by default (`--max-spec-bytes`).
+const MAX_SPEC: usize = strata_operator::cache::MAX_SPEC_BYTES;
+
+/// A RouteTable of tenant b as large as the operator keeps, or larger: Azure's 50 tags at their
+/// longest (names of 512 characters, values of 256), then routes until the spec is as close to
+/// `bytes` as a route allows.
+fn large_route_table(name: &str, bytes: usize) -> Value {
+    let tags: serde_json::Map<String, Value> = (0..50)
+        .map(|i| (format!("{i:03}{}", "k".repeat(509)), json!("v".repeat(256))))
+        .collect();
+    let mut spec =
+        json!({"owner": {"name": "b-rg"}, "location": "westeurope", "tags": tags, "routes": []});
+    let mut len = serde_json::to_vec(&spec).unwrap().len();
+    for i in 0..400 {
+        let route = json!({
+            "name": format!("r{i:03}{}", "n".repeat(76)),
+            "addressPrefix": format!("10.{}.{}.0/24", i / 256, i % 256),
+            "nextHopType": "VirtualAppliance",
+            "nextHopIpAddress": "10.255.255.254",
+        });
+        // With the comma before every route but the first.
+        let more = serde_json::to_vec(&route).unwrap().len() + usize::from(i > 0);
+        if len + more > bytes {
+            break;
+        }
+        len += more;
+        spec["routes"].as_array_mut().unwrap().push(route);
+    }
+    json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "RouteTable",
+        "metadata": {"name": name,
+            // Metadata the operator does not read: never kept.
+            "annotations": {"example.com/notes": "x".repeat(16 * 1024)},
+            "labels": {"team": "b"}},
+        "spec": spec})
+}
+
+/// A process's memory figure from /proc (`VmHWM`: its peak resident set; `VmRSS`: now), MiB.
+fn proc_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    kib / 1024.0
+}
+
+/// The memory limit of the operator's Deployment (`operator/deploy/deployment.yaml`), MiB.
+fn deployment_memory_limit_mib() -> f64 {
+    let text =
+        std::fs::read_to_string(repo_root().join("operator/deploy/deployment.yaml")).unwrap();
+    let limits = text
+        .split("limits:")
+        .nth(1)
+        .expect("the Deployment sets limits");
+    let memory = limits
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("memory:"))
+        .expect("a memory limit");
+    memory.trim().trim_end_matches("Mi").parse().unwrap()
+}
+
+/// Tenant b applies 1,000 RouteTables whose specs are as large as the operator keeps (64 KiB,
+/// Azure's longest tags and routes), each with 16 KiB of annotations of its own, and 20 larger
+/// still: the operator process stays within its Deployment's memory limit (its peak printed),
+/// sets the 20 aside with `SpecTooLarge`, reports every other one, and tenant a's chain
+/// converges meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_largest_crs_by_the_thousand_leave_the_operator_within_its_memory_limit() {
+    use futures::StreamExt;
+    let mut w = World::start_across_namespaces("memory").await;
+    w.stop_operator();
+    let b = w.namespace("b").await;
+    let selector = format!("strata-test={}", w.ns);
+    let operator = w.spawn_replica("memory", &["--selector", &selector]);
+    let pid = operator.pid().unwrap();
+
+    const KEPT: usize = 1000;
+    const SET_ASIDE: usize = 20;
+    let largest = large_route_table("big", MAX_SPEC);
+    let size = serde_json::to_vec(&largest["spec"]).unwrap().len();
+    assert!(
+        size <= MAX_SPEC && size > MAX_SPEC - 256,
+        "a spec at the limit: {size}"
+    );
+    let larger = large_route_table("over", 3 * MAX_SPEC);
+    let named = |t: &Value, name: String| {
+        let mut t = t.clone();
+        t["metadata"]["name"] = json!(name);
+        t
+    };
+    let tables = (0..KEPT)
+        .map(|i| named(&largest, format!("big-{i:04}")))
+        .chain((0..SET_ASIDE).map(|i| named(&larger, format!("over-{i:02}"))));
+    let applied: Vec<(String, String)> = futures::stream::iter(tables)
+        .map(|t| w.apply_in(&b, t))
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    assert_eq!(applied.len(), KEPT + SET_ASIDE);
+    // Tenant a's resources converge beside them.
+    let mut a = Vec::new();
+    for cr in chain("a") {
+        a.push(w.apply(cr).await);
+    }
+    w.wait_all_ready(&a, Duration::from_secs(180)).await;
+
+    // Every CR of b is reported: the larger ones set aside, the others refused (b has no
+    // credential), not one left unreported.
+    let tables = w.api_in(&b, "RouteTable");
+    let start = std::time::Instant::now();
+    let (mut refused, mut too_large) = (0, 0);
+    while refused + too_large < KEPT + SET_ASIDE {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "{refused} refused and {too_large} SpecTooLarge of {}; log: {}",
+            KEPT + SET_ASIDE,
+            operator.log.display()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (refused, too_large) = (0, 0);
+        // Page by page: the list is large.
+        let mut params = kube::api::ListParams::default().limit(100);
+        loop {
+            let page = tables.list(&params).await.unwrap();
+            for t in &page.items {
+                let reason = t.data["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                    .and_then(|c| c["reason"].as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                let name = t.metadata.name.as_deref().unwrap_or_default();
+                match (reason.as_str(), name.starts_with("over-")) {
+                    ("", _) => {}
+                    ("SpecTooLarge", true) => too_large += 1,
+                    ("SpecTooLarge" | "Succeeded", false) | (_, true) => panic!("{name}: {reason}"),
+                    // No credential is granted to b (nor is its resource group there).
+                    (_, false) => refused += 1,
+                }
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(next) => params = params.continue_token(&next),
+                None => break,
+            }
+        }
+    }
+    let message = w
+        .wait_reason(
+            &b,
+            "RouteTable",
+            "over-00",
+            "SpecTooLarge",
+            Duration::from_secs(5),
+        )
+        .await;
+    assert!(message.contains("--max-spec-bytes"), "{message}");
+
+    let peak = proc_mib(pid, "VmHWM");
+    let now = proc_mib(pid, "VmRSS");
+    let limit = deployment_memory_limit_mib();
+    println!(
+        "operator memory: peak {peak:.1} MiB, now {now:.1} MiB with {KEPT} CRs \
+         of {size} bytes of spec and {SET_ASIDE} set aside, against the Deployment's {limit} MiB limit"
+    );
+    assert!(
+        peak < limit,
+        "peak {peak:.1} MiB is past the {limit} MiB limit"
+    );
+}

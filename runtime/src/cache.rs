@@ -28,6 +28,53 @@ pub fn trim<K: Resource>(object: &mut K) {
     }
 }
 
+/// The longest value of Strata's own annotations that the operator keeps as it is; every valid
+/// one is far shorter (names, booleans, an ARM scope list, the creation record).
+pub const MAX_KEPT_VALUE: usize = 4096;
+
+/// What an annotation longer than [`MAX_KEPT_VALUE`] is kept as: a value every reader of
+/// Strata's annotations refuses (not a name, a boolean, a policy or a record), so that cutting
+/// it can never turn a refused value into an accepted one, and whose text says what happened.
+pub const OVERSIZED_VALUE: &str = "<over 4096 bytes: not read>";
+
+/// The labels and annotations a controller reads of a kind: all it keeps of them.
+#[derive(Clone, Copy, Debug)]
+pub struct Reads {
+    /// Annotation keys read.
+    pub annotations: &'static [&'static str],
+    /// Label keys read.
+    pub labels: &'static [&'static str],
+}
+
+/// [`trim`], and of the labels and annotations only those `reads` names, each at most
+/// [`MAX_KEPT_VALUE`] bytes, and no owner references: all a controller of Strata's reads of an
+/// object's metadata beyond its identity. A tenant's own labels and annotations (up to 256 KiB of
+/// annotations on each object, and labels without a limit but the object's size) then cost the
+/// operator nothing, whatever their number (docs/security.md, "Memory"). Finalizers are kept
+/// whole: the operator writes the list back, guarded by the resource version, when it adds or
+/// removes its own.
+pub fn trim_to<K: Resource>(object: &mut K, reads: &Reads) {
+    trim(object);
+    let meta = object.meta_mut();
+    meta.owner_references = None;
+    for (map, keys) in [
+        (&mut meta.annotations, reads.annotations),
+        (&mut meta.labels, reads.labels),
+    ] {
+        if let Some(entries) = map.as_mut() {
+            entries.retain(|k, _| keys.contains(&k.as_str()));
+            for value in entries.values_mut() {
+                if value.len() > MAX_KEPT_VALUE {
+                    *value = OVERSIZED_VALUE.to_owned();
+                }
+            }
+            if entries.is_empty() {
+                *map = None;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -62,5 +109,67 @@ mod tests {
         only.metadata.annotations = Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
         trim(&mut only);
         assert_eq!(only.metadata.annotations, None);
+    }
+
+    #[test]
+    fn trim_to_keeps_only_the_keys_read_and_no_long_values() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let mut cm = ConfigMap::default();
+        cm.metadata.annotations = Some(
+            [
+                ("strata.dev/adopt".to_owned(), "true".to_owned()),
+                ("strata.dev/paused".to_owned(), "p".repeat(MAX_KEPT_VALUE)),
+                (
+                    "strata.dev/identity".to_owned(),
+                    "i".repeat(MAX_KEPT_VALUE + 1),
+                ),
+                ("strata.dev/unknown".to_owned(), "x".repeat(200_000)),
+                ("example.com/big".to_owned(), "x".repeat(200_000)),
+                (LAST_APPLIED.to_owned(), "{}".to_owned()),
+            ]
+            .into(),
+        );
+        cm.metadata.labels = Some(
+            [
+                ("strata.dev/shard".to_owned(), "1".to_owned()),
+                ("team".to_owned(), "a".to_owned()),
+            ]
+            .into(),
+        );
+        cm.metadata.owner_references = Some(vec![OwnerReference::default()]);
+        cm.metadata.finalizers = Some(vec![
+            "example.com/f".into(),
+            "azure.strata.dev/finalizer".into(),
+        ]);
+        let reads = Reads {
+            annotations: &[
+                "strata.dev/adopt",
+                "strata.dev/paused",
+                "strata.dev/identity",
+            ],
+            labels: &["strata.dev/shard"],
+        };
+        trim_to(&mut cm, &reads);
+        let annotations = cm.metadata.annotations.unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            [
+                "strata.dev/adopt",
+                "strata.dev/identity",
+                "strata.dev/paused"
+            ]
+        );
+        assert_eq!(annotations["strata.dev/paused"].len(), MAX_KEPT_VALUE);
+        assert_eq!(annotations["strata.dev/identity"], OVERSIZED_VALUE);
+        assert_eq!(annotations["strata.dev/adopt"], "true");
+        assert_eq!(cm.metadata.labels.unwrap().len(), 1);
+        assert_eq!(cm.metadata.owner_references, None);
+        // The operator writes the finalizers back: every one stays.
+        assert_eq!(cm.metadata.finalizers.unwrap().len(), 2);
+
+        let mut bare = ConfigMap::default();
+        bare.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+        trim_to(&mut bare, &reads);
+        assert_eq!(bare.metadata.labels, None);
     }
 }

@@ -40,11 +40,11 @@ pub struct BastionHostSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// SKU (ARM `sku.name`; CAPZ's default: Basic).
     #[serde(default)]
@@ -101,6 +101,7 @@ pub struct BastionHostStatus {
     pub resource: AzureStatus,
     /// The host's DNS name, which Azure assigns (`bst-<id>.bastion.azure.com`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub dns_name: Option<String>,
 }
 

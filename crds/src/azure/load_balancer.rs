@@ -43,11 +43,11 @@ pub struct LoadBalancerSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,27 +58,27 @@ pub struct LoadBalancerSpec {
     /// Frontends: each has either a public IP (public LB) or a subnet (internal LB).
     #[serde(rename = "frontendIPConfigurations")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]), validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub frontend_ip_configurations: Vec<FrontendIPConfiguration>,
     /// Backend pools, filled by NICs that name them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]), validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub backend_address_pools: Vec<BackendAddressPool>,
     /// Health probes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]), validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub probes: Vec<Probe>,
     /// Inbound load balancing rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]), validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub load_balancing_rules: Vec<LoadBalancingRule>,
     /// Outbound (SNAT) rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]), validation = rules::unique_names())]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]))]
     pub outbound_rules: Vec<OutboundRule>,
 }
 
@@ -128,7 +128,7 @@ pub struct FrontendIPConfiguration {
     /// Availability zones of an internal frontend (zone-redundant with all three); a public
     /// frontend takes its public IP's. Immutable in Azure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 3), inner(pattern(r"^[1-3]$")))]
+    #[schemars(length(max = 3), inner(length(max = 1), pattern(r"^[1-3]$")))]
     pub zones: Vec<String>,
 }
 

@@ -32,8 +32,26 @@ use crate::rules;
 #[serde(rename_all = "camelCase")]
 pub struct LocationZonesSpec {
     /// Azure location, e.g. `westeurope`. Immutable.
-    #[schemars(length(max = 64), pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
+}
+
+/// `status.sizes`, bounded as every field of a Strata CR is: a location lists some hundreds of
+/// VM sizes, each in at most three zones.
+fn sizes_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 4096,
+        "additionalProperties": {
+            "type": "array",
+            "maxItems": 8,
+            "items": {"type": "string", "maxLength": 8},
+        },
+        "x-kubernetes-validations": [{
+            "rule": "self.all(k, size(k) <= 128)",
+            "message": "VM size names are at most 128 characters",
+        }],
+    })
 }
 
 /// What ARM says of the location, written by strata-operator.
@@ -48,15 +66,16 @@ pub struct LocationZonesStatus {
     /// Each VM size's zones, restricted zones left out; a size of a location without zones maps
     /// to an empty list.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "sizes_schema")]
     pub sizes: BTreeMap<String, Vec<String>>,
     /// The `metadata.generation` the status describes (kstatus style).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// When ARM was last asked (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub observed_at: Option<String>,
     /// `Ready`: True once ARM answered, False with the reason it did not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 8))]
     pub conditions: Vec<Condition>,
 }

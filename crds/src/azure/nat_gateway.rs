@@ -33,11 +33,11 @@ pub struct NatGatewaySpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Idle timeout of outbound flows, 4–120 minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +49,7 @@ pub struct NatGatewaySpec {
     pub public_ip_addresses: Vec<ResourceRef>,
     /// Availability zone (at most one). Immutable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 1), inner(pattern(r"^[1-3]$")))]
+    #[schemars(length(max = 1), inner(length(max = 1), pattern(r"^[1-3]$")))]
     pub zones: Vec<String>,
 }
 

@@ -36,11 +36,11 @@ pub struct NetworkInterfaceSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location; must be the subnet's VNet location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,7 +55,6 @@ pub struct NetworkInterfaceSpec {
     #[schemars(length(min = 1, max = 256))]
     #[x_kube(
         merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]),
-        validation = rules::unique_names(),
         validation = kube::core::Rule::new("size(self) == 1 || self.exists_one(c, has(c.primary) && c.primary)")
             .message("with several ipConfigurations exactly one must be primary")
     )]
@@ -134,9 +133,11 @@ pub struct NetworkInterfaceStatus {
         skip_serializing_if = "Option::is_none",
         rename = "privateIPAddress"
     )]
+    #[schemars(length(max = 45))]
     pub private_ip_address: Option<String>,
     /// MAC address, once the NIC is attached to a running VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub mac_address: Option<String>,
 }
 

@@ -34,18 +34,17 @@ pub struct NetworkSecurityGroupSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Security rules. Priorities must be unique per direction.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200))]
     #[x_kube(
         merge_strategy = kube::core::ListMerge::Map(vec!["name".into()]),
-        validation = rules::unique_names(),
         validation = kube::core::Rule::new("self.all(a, self.exists_one(b, b.priority == a.priority && b.direction == a.direction))")
             .message("security rule priorities must be unique per direction")
     )]

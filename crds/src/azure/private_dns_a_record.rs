@@ -50,6 +50,7 @@ pub struct PrivateDnsARecordStatus {
     pub resource: AzureStatus,
     /// The record set's fully qualified name, e.g. `apiserver.my-cluster.capz.io.`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub fqdn: Option<String>,
 }
 

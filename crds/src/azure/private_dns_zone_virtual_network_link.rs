@@ -33,9 +33,9 @@ pub struct PrivateDnsZoneVirtualNetworkLinkSpec {
     pub azure_name: Option<String>,
     /// The zone: a `PrivateDnsZone` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// The linked virtual network: a `VirtualNetwork` CR (`name`) or its ARM ID (`armId`, for a
     /// network of another resource group). Immutable: ARM refuses to move a link.

@@ -41,11 +41,11 @@ pub struct PublicIPAddressSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,7 +61,7 @@ pub struct PublicIPAddressSpec {
     pub ip_version: IPVersion,
     /// DNS label (ARM `dnsSettings.domainNameLabel`), giving `<label>.<location>.cloudapp.azure.com`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(r"^[a-z][a-z0-9-]{1,61}[a-z0-9]$"))]
+    #[schemars(length(max = 63), pattern(r"^[a-z][a-z0-9-]{1,61}[a-z0-9]$"))]
     pub dns_label: Option<String>,
     /// Idle timeout, 4–30 minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,7 +69,7 @@ pub struct PublicIPAddressSpec {
     pub idle_timeout_in_minutes: Option<i32>,
     /// Availability zones. Immutable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 3), inner(pattern(r"^[1-3]$")))]
+    #[schemars(length(max = 3), inner(length(max = 1), pattern(r"^[1-3]$")))]
     pub zones: Vec<String>,
 }
 
@@ -105,9 +105,11 @@ pub struct PublicIPAddressStatus {
     pub resource: AzureStatus,
     /// The address Azure allocated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 45))]
     pub ip_address: Option<String>,
     /// The DNS name, when `dnsLabel` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub fqdn: Option<String>,
 }
 

@@ -26,11 +26,11 @@ pub struct ResourceGroupSpec {
     #[schemars(length(min = 1, max = 90), pattern(naming::RESOURCE_GROUP))]
     pub azure_name: Option<String>,
     /// Azure location, e.g. `westeurope`. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
 }
 

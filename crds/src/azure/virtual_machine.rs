@@ -52,11 +52,11 @@ pub struct VirtualMachineSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location; must match the NICs'. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// Edge zone of the resource (ARM `extendedLocation`; CAPZ's edgezone flavour). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,7 +111,7 @@ pub struct VirtualMachineSpec {
     pub availability_set: Option<ResourceRef>,
     /// Availability zone `1`, `2` or `3`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(r"^[1-3]$"))]
+    #[schemars(length(max = 1), pattern(r"^[1-3]$"))]
     pub zone: Option<String>,
     /// Managed identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,9 +250,11 @@ pub struct ComputeGalleryImage {
         skip_serializing_if = "Option::is_none",
         rename = "subscriptionID"
     )]
+    #[schemars(length(max = 36))]
     pub subscription_id: Option<String>,
     /// Resource group of a private gallery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 90))]
     pub resource_group: Option<String>,
 }
 
@@ -348,7 +350,10 @@ pub struct VirtualMachineIdentity {
     pub type_: IdentityType,
     /// ARM IDs of user-assigned identities.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16), inner(pattern(crate::common::ARM_ID_PATTERN)))]
+    #[schemars(
+        length(max = 16),
+        inner(length(max = 1024), pattern(crate::common::ARM_ID_PATTERN))
+    )]
     pub user_assigned_identities: Vec<String>,
 }
 
@@ -368,9 +373,11 @@ pub struct VirtualMachineStatus {
     pub resource: AzureStatus,
     /// Azure's unique VM ID (`properties.vmId`); CAPI's providerID is built from the ARM ID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub vm_id: Option<String>,
     /// Power state from the instance view, e.g. `running`, `stopped`, `deallocated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub power_state: Option<String>,
 }
 

@@ -49,11 +49,11 @@ pub struct VirtualMachineScaleSetSpec {
     /// The resource group: a `ResourceGroup` CR (`name`) or its ARM ID (`armId`). Immutable.
     pub owner: ResourceRef,
     /// Azure location. Immutable.
-    #[schemars(pattern(naming::LOCATION))]
+    #[schemars(length(max = 40), pattern(naming::LOCATION))]
     pub location: String,
-    /// Azure tags (at most 50, Azure's limit per resource).
+    /// Azure tags (at most 50; names up to 512 characters, values up to 256: Azure's limits).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    #[schemars(extend("maxProperties" = 50))]
+    #[schemars(schema_with = "crate::common::tags_schema")]
     pub tags: Tags,
     /// The instances' VM size (ARM `sku.name`), e.g. `Standard_D2s_v3`.
     #[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z][A-Za-z0-9_]*$"))]
@@ -67,7 +67,7 @@ pub struct VirtualMachineScaleSetSpec {
     pub orchestration_mode: OrchestrationMode,
     /// Availability zones the instances are spread over (`1`, `2`, `3`). Immutable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 3), inner(pattern(r"^[1-3]$")))]
+    #[schemars(length(max = 3), inner(length(max = 1), pattern(r"^[1-3]$")))]
     pub zones: Vec<String>,
     /// The instances' computer name prefix (Azure appends six base-36 digits); defaults to the
     /// scale set's name, as CAPZ sets it. Immutable.
@@ -241,12 +241,14 @@ pub struct VirtualMachineScaleSetStatus {
     pub resource: AzureStatus,
     /// Azure's unique ID of the scale set (`properties.uniqueId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub unique_id: Option<String>,
     /// Instances whose `provisioningState` is `Succeeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_instances: Option<i32>,
     /// Every instance Azure lists for the scale set, in instance ID order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
     pub instances: Vec<ScaleSetInstance>,
 }
 
@@ -255,20 +257,25 @@ pub struct VirtualMachineScaleSetStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ScaleSetInstance {
     /// The instance ID (`0`, `1` …), the last segment of its ARM ID.
+    #[schemars(length(max = 16))]
     pub instance_id: String,
     /// The instance's ARM ID (`…/virtualMachineScaleSets/<name>/virtualMachines/<id>`).
+    #[schemars(length(max = 1024))]
     pub id: String,
     /// Its computer name (the node name), e.g. `pool0-mp-0000000`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub computer_name: Option<String>,
     /// `provisioningState` of the instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub provisioning_state: Option<String>,
     /// Whether the instance runs the scale set's latest model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_model_applied: Option<bool>,
     /// When Azure created the instance (`properties.timeCreated`): a rollout's age order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub time_created: Option<String>,
 }
 

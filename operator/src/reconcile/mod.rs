@@ -213,6 +213,16 @@ async fn reconcile_inner<K: AzureResource>(
         return Ok(Action::requeue(left));
     }
     let id = requester.id;
+    // A CR whose spec the cache set aside (`crate::cache`) is not reconciled; once deleted, it
+    // is read whole and deleted as any other.
+    let obj = match crate::cache::set_aside(obj.as_ref()) {
+        None => obj,
+        Some((size, limit)) if obj.meta().deletion_timestamp.is_none() => {
+            let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+            return finish(&ctx, &api, obj.as_ref(), too_large(size, limit), id).await;
+        }
+        Some(_) => Arc::new(whole(&ctx, obj.as_ref()).await?),
+    };
     let a = match observe::start(obj.clone(), &ctx, requester) {
         Ok(a) => a,
         Err(end) => {
@@ -274,6 +284,37 @@ async fn steps<K: AzureResource>(ctx: &Context, mut a: Attempt<K>) -> Result<Act
     }
     leave_line(ctx, a.requester.id);
     Ok(Action::requeue(ctx.timing.poll_interval))
+}
+
+/// The end of a reconcile of a CR whose spec was set aside: `SpecTooLarge`, and a look again
+/// when it changes.
+fn too_large(size: usize, limit: usize) -> End {
+    let message = format!(
+        "the spec, with its finalizers and strata.dev annotations, is {size} bytes as JSON, more \
+         than the {limit} this operator keeps (--max-spec-bytes): it is not reconciled until it \
+         is smaller"
+    );
+    End {
+        event: Some(EventNote {
+            warning: true,
+            reason: "SpecTooLarge",
+            action: "Reconcile",
+            note: message.clone(),
+        }),
+        report: Some(Report::new(Reason::SpecTooLarge, message)),
+        requeue: Requeue::AwaitChange,
+    }
+}
+
+/// The CR as the API server holds it, trimmed as the cache trims it but with its spec: the
+/// copy a set-aside CR is deleted from.
+async fn whole<K: AzureResource>(ctx: &Context, obj: &K) -> Result<K, Error> {
+    let api: Api<K> = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+    let strata_runtime::lean::Lean(mut whole) = answers::<K, strata_runtime::lean::Lean<K>>(&api)
+        .get(&obj.name_any())
+        .await?;
+    strata_runtime::cache::trim_to(&mut whole, &crate::cache::CLOUD_CR);
+    Ok(whole)
 }
 
 /// `api`'s objects, the API server's answers decoded as `A` (`strata_runtime::lean`: `Lean<K>`,

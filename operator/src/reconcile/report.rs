@@ -37,7 +37,7 @@ impl Report {
         Report {
             status: reason.status(),
             reason,
-            message: message.into(),
+            message: strata_crds::common::condition_message(message.into()),
             id: None,
             provisioning_state: None,
             outputs: Map::new(),
@@ -141,10 +141,12 @@ pub(crate) async fn report<K: AzureResource>(
         last_transition_time: transition,
     };
     let was_ready = previous.is_some_and(|c| c.status == "True");
+    // Others' conditions are kept, as many as the schema leaves room for beside Ready.
     let mut conditions: Vec<Condition> = current
         .conditions
         .into_iter()
         .filter(|c| c.type_ != "Ready")
+        .take(strata_crds::common::MAX_CONDITIONS - 1)
         .collect();
     conditions.push(condition);
     let mut status: BTreeMap<String, Value> = r.outputs.into_iter().collect();

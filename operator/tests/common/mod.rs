@@ -93,6 +93,7 @@ pub fn settings(sim: &Server, namespace: &str) -> Settings {
             concurrency: 16,
             selector: None,
             shard: Default::default(),
+            ..Default::default()
         },
         service: strata_runtime::Service {
             election: None,
@@ -116,6 +117,19 @@ impl World {
 
     pub async fn start_with(test: &str, options: Options) -> World {
         Self::start_full(test, options, false).await
+    }
+
+    /// As [`World::start`], the operator watching every namespace (tests with several).
+    pub async fn start_across_namespaces(test: &str) -> World {
+        Self::start_full(
+            test,
+            Options {
+                time_scale: TIME_SCALE,
+                ..Default::default()
+            },
+            true,
+        )
+        .await
     }
 
     /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
@@ -591,6 +605,11 @@ impl Replica {
         let _ = self.child.kill().await;
     }
 
+    /// The process's ID, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// `/metrics` of this replica.
     pub async fn metrics(&self, http: &reqwest::Client) -> Option<String> {
         let r = http
@@ -612,7 +631,8 @@ pub fn free_port() -> std::net::SocketAddr {
 
 impl World {
     /// Starts a `strata-operator` process against this world's servers, watching its namespace
-    /// (leases live there too), with `args` added.
+    /// (leases live there too), with `args` added; with a `--selector` among them, every
+    /// namespace (the selector keeps it to this test's objects).
     pub fn spawn_replica(&self, name: &str, args: &[&str]) -> Replica {
         self.spawn_replica_as(name, args, self.env.kubeconfig_path())
     }
@@ -631,6 +651,11 @@ impl World {
         env: &[(&str, &str)],
     ) -> Replica {
         let metrics = free_port();
+        let namespace: &[&str] = if args.contains(&"--selector") {
+            &[]
+        } else {
+            &["--namespace", &self.ns]
+        };
         let lease_ns: &[&str] = if args.contains(&"--leader-elect-namespace") {
             &[]
         } else {
@@ -643,7 +668,7 @@ impl World {
         std::fs::write(&ca, &self.sim.ca_pem).unwrap();
         let out = std::fs::File::create(&log).unwrap();
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_strata-operator"))
-            .args(["--namespace", &self.ns])
+            .args(namespace)
             .args(lease_ns)
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--health-addr", "127.0.0.1:0"])
