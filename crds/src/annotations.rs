@@ -5,6 +5,10 @@
 pub const RECONCILE_POLICY: &str = "strata.dev/reconcile-policy";
 /// `"true"`: no Azure calls at all.
 pub const PAUSED: &str = "strata.dev/paused";
+/// Any value (a timestamp, say): a change makes the operator reconcile the CR at once, a drift
+/// check now rather than at the next sync period (as Flux's `reconcile.fluxcd.io/requestedAt`).
+/// The operator acts on no other change of metadata it does not read.
+pub const RECONCILE_REQUESTED: &str = "strata.dev/reconcile-requested-at";
 /// `"true"`: take over an existing Azure resource Strata did not create (it is then written and,
 /// on deletion, deleted).
 pub const ADOPT: &str = "strata.dev/adopt";
@@ -38,6 +42,7 @@ pub const CREATED_PROOF: &str = "strata.dev/created-proof";
 pub const ON_CLOUD_CRS: &[&str] = &[
     RECONCILE_POLICY,
     PAUSED,
+    RECONCILE_REQUESTED,
     ADOPT,
     ADOPT_REQUIRES_TAG,
     USE_EXISTING,

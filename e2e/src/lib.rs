@@ -360,7 +360,7 @@ impl Stack {
             .patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {"strata.test/touch": touch}}})),
+                &Patch::Merge(json!({"metadata": {"annotations": {"strata.dev/reconcile-requested-at": touch}}})),
             )
             .await
             .expect("the touch");

@@ -12,7 +12,7 @@
 //!   annotations, the finalizers), is larger than the limit is *set aside*: its cached copy keeps
 //!   its identity, status and a mark ([`SET_ASIDE`]), and an empty spec. Its reconcile reports
 //!   `Ready=False`, `SpecTooLarge`, and sends nothing to Azure; when it is deleted, the reconcile
-//!   reads the whole CR from the API server once, and deletes as for any CR.
+//!   reads the whole CR from the API server once (a list of its name), and deletes as for any CR.
 //!
 //! A set-aside CR is never Ready, so nothing that refers to it uses its empty spec: dependents
 //! wait for it as for any CR that is not Ready.

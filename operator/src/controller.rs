@@ -90,7 +90,7 @@ struct Changes {
 }
 
 /// Objects per page of a watch's list. A page is held whole, as text and decoded, before its
-/// objects are trimmed for the cache ([`strata_runtime::cache::trim_to_strata`]); kube's 500
+/// objects are trimmed for the cache ([`crate::cache::keep`]); kube's 500
 /// objects, each as large as the API server allows (a tenant's labels alone can fill one), would
 /// be far past the operator's memory limit. 50 keeps that peak bounded and costs a list of
 /// 20,000 CRs 400 round trips instead of 40 at start.

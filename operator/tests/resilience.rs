@@ -402,13 +402,15 @@ async fn a_stale_status_landing_during_a_reconcile_is_put_right() {
         json!([{"path": "resourceGroups/stale$", "method": "GET", "latencyMs": 1500}]),
     )
     .await;
-    // A change that passes the predicate (an annotation) starts a reconcile, whose GET waits.
+    // A change that passes the predicate (a reconcile asked for) starts a reconcile, whose GET waits.
     let before = w.reconciles("ResourceGroup").await;
     w.api("ResourceGroup")
         .patch(
             "stale",
             &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&json!({"metadata": {"annotations": {"team": "a"}}})),
+            &kube::api::Patch::Merge(
+                &json!({"metadata": {"annotations": {"strata.dev/reconcile-requested-at": "1"}}}),
+            ),
         )
         .await
         .unwrap();
@@ -601,5 +603,67 @@ async fn a_tenant_s_largest_crs_by_the_thousand_leave_the_operator_within_its_me
     assert!(
         peak < limit,
         "peak {peak:.1} MiB is past the {limit} MiB limit"
+    );
+}
+
+/// A CR grown past `--max-spec-bytes` after Strata created its resource: `SpecTooLarge`, with
+/// nothing sent to Azure for the larger spec; deleted, the operator reads it whole and deletes
+/// the resource as for any CR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cr_grown_past_the_spec_limit_is_set_aside_and_still_deleted_with_its_resource() {
+    const LIMIT: usize = 2048;
+    let mut w = World::start("set-aside").await;
+    w.start_operator_with(|s| s.scope.max_spec_bytes = LIMIT);
+    let group = |tags: usize| {
+        let tags: serde_json::Map<String, Value> = (0..tags)
+            .map(|i| (format!("t{i}"), json!("v".repeat(100))))
+            .collect();
+        json!({"apiVersion": "azure.strata.dev/v1alpha1", "kind": "ResourceGroup",
+            "metadata": {"name": "grown"}, "spec": {"location": "westeurope", "tags": tags}})
+    };
+    let applied = w.apply(group(1)).await;
+    w.wait_all_ready(&[applied], Duration::from_secs(30)).await;
+    let before = w.arm_requests().await.len();
+
+    w.apply(group(30)).await;
+    let ns = w.ns.clone();
+    let message = w
+        .wait_reason(
+            &ns,
+            "ResourceGroup",
+            "grown",
+            "SpecTooLarge",
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(message.contains(&format!("than the {LIMIT}")), "{message}");
+    let log = w.arm_requests().await;
+    assert_eq!(
+        count(&log[before..], "PUT") + count(&log[before..], "DELETE"),
+        0,
+        "nothing is written for a spec set aside: {:#?}",
+        &log[before..]
+    );
+
+    w.api("ResourceGroup")
+        .delete("grown", &Default::default())
+        .await
+        .unwrap();
+    w.eventually("the CR is gone", Duration::from_secs(60), || async {
+        w.get("ResourceGroup", "grown").await.is_none()
+    })
+    .await;
+    let log = w.arm_requests().await;
+    assert!(
+        count(&log[before..], "DELETE") >= 1,
+        "{:#?}",
+        &log[before..]
+    );
+    let path = format!("/subscriptions/{SUB}/resourceGroups/grown");
+    assert!(
+        !w.sim_resources().await.iter().any(|r| r["id"]
+            .as_str()
+            .is_some_and(|id| id.eq_ignore_ascii_case(&path))),
+        "the group is gone from Azure"
     );
 }

@@ -221,7 +221,7 @@ async fn reconcile_inner<K: AzureResource>(
             let api = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
             return finish(&ctx, &api, obj.as_ref(), too_large(size, limit), id).await;
         }
-        Some(_) => Arc::new(whole(&ctx, obj.as_ref()).await?),
+        Some(_) => whole(&ctx, obj.as_ref()).await?,
     };
     let a = match observe::start(obj.clone(), &ctx, requester) {
         Ok(a) => a,
@@ -307,14 +307,21 @@ fn too_large(size: usize, limit: usize) -> End {
 }
 
 /// The CR as the API server holds it, trimmed as the cache trims it but with its spec: the
-/// copy a set-aside CR is deleted from.
-async fn whole<K: AzureResource>(ctx: &Context, obj: &K) -> Result<K, Error> {
+/// copy a set-aside CR is deleted from. Read by a list of its name, the operator's role having
+/// no `get`; gone already, it is the cached copy (whose finalizers are none: nothing to do).
+async fn whole<K: AzureResource>(ctx: &Context, obj: &K) -> Result<Arc<K>, Error> {
     let api: Api<K> = Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-    let strata_runtime::lean::Lean(mut whole) = answers::<K, strata_runtime::lean::Lean<K>>(&api)
-        .get(&obj.name_any())
+    let by_name = kube::api::ListParams::default()
+        .fields(&format!("metadata.name={}", obj.name_any()))
+        .limit(1);
+    let listed = answers::<K, strata_runtime::lean::Lean<K>>(&api)
+        .list(&by_name)
         .await?;
+    let Some(strata_runtime::lean::Lean(mut whole)) = listed.items.into_iter().next() else {
+        return Ok(Arc::new(obj.clone()));
+    };
     strata_runtime::cache::trim_to(&mut whole, &crate::cache::CLOUD_CR);
-    Ok(whole)
+    Ok(Arc::new(whole))
 }
 
 /// `api`'s objects, the API server's answers decoded as `A` (`strata_runtime::lean`: `Lean<K>`,

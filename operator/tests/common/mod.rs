@@ -460,11 +460,11 @@ impl World {
     }
 
     /// Makes the operator reconcile `kind`/`name` once more without changing what it asks for
-    /// (an annotation of the test's own), then waits for that reconcile ([`World::quiet_after`]):
+    /// (`strata.dev/reconcile-requested-at`), then waits for that reconcile ([`World::quiet_after`]):
     /// the proof that a CR left alone stays quiet, rather than a sleep.
     pub async fn touch_and_quiet(&self, kind: &str, name: &str) {
         let before = self.reconciles(kind).await;
-        let touch = json!({"metadata": {"annotations": {"strata.test/touch": uuid_suffix()}}});
+        let touch = json!({"metadata": {"annotations": {"strata.dev/reconcile-requested-at": uuid_suffix()}}});
         self.api(kind)
             .patch(name, &PatchParams::default(), &Patch::Merge(touch))
             .await
