@@ -31,7 +31,7 @@ test: tools
 		--serial "strata-operator test cli,strata-translator test cli" \
 		--serial "strata-e2e test chaos" \
 		--pass memory \
-		--pass kube:strata-envtest,strata-operator,strata-translator,strata-e2e \
+		--pass kube:strata-envtest,strata-runtime,strata-operator,strata-translator,strata-e2e \
 		--env kube:KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
 		--expected-skips $(CURDIR)/e2e/expected-skips.txt
 

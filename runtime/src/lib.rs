@@ -10,6 +10,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod conversion;
 pub mod events;
 pub mod http;
 pub mod leader;

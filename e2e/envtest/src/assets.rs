@@ -317,6 +317,12 @@ impl Drop for TempDir {
     }
 }
 
+/// Go's `GOGC` for the processes of a control plane unless the caller's environment sets one:
+/// collecting at 400 % heap growth instead of Go's 100 % takes about an eighth off the CPU of
+/// the kube-apiserver pass (envtest's `api` suite on kube-apiserver: 69.1 s → 60.9 s of CPU,
+/// peak RSS 292 → 391 MB; docs/testing.md), and nothing here runs near the machine's memory.
+const GO_GC_PERCENT: &str = "400";
+
 /// A child process whose stdout and stderr go to a log file; killed on drop.
 #[derive(Debug)]
 pub struct Process {
@@ -335,7 +341,13 @@ impl Process {
         let log = log_dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log)?;
         let err = out.try_clone()?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // etcd, kube-apiserver and kube-controller-manager are Go programs; a test's control
+        // plane is small and short-lived, so trading memory for fewer collections is cheap.
+        if std::env::var_os("GOGC").is_none() {
+            command.env("GOGC", GO_GC_PERCENT);
+        }
+        let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)

@@ -78,6 +78,10 @@ pub enum ApiError {
         message: String,
         reason: &'static str,
     },
+    /// An error that is not an API status error, such as a conversion webhook's failure:
+    /// kube-apiserver answers 500 with the error's text and no reason (`ErrorToAPIStatus`).
+    #[error("{0}")]
+    Plain(String),
     /// A server-side apply configuration that does not fit its schema: kube-apiserver answers
     /// 500 with no reason (its field manager's error is not an API status error).
     #[error("{0}")]
@@ -141,6 +145,7 @@ impl ApiError {
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => StatusCode::GONE,
             ApiError::TooLargeResourceVersion(..) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_)
+            | ApiError::Plain(_)
             | ApiError::TypedPatch(_)
             | ApiError::Formed(_)
             | ApiError::Stale => StatusCode::INTERNAL_SERVER_ERROR,
@@ -173,7 +178,7 @@ impl ApiError {
             ApiError::Expired(_) | ApiError::ContinueExpired(_) => "Expired",
             ApiError::TooLargeResourceVersion(..) => "Timeout",
             ApiError::Internal(_) | ApiError::Formed(_) | ApiError::Stale => "InternalError",
-            ApiError::TypedPatch(_) | ApiError::Status(_) => "",
+            ApiError::Plain(_) | ApiError::TypedPatch(_) | ApiError::Status(_) => "",
             ApiError::Admission { reason, .. } => reason,
         }
     }

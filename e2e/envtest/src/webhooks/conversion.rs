@@ -67,8 +67,9 @@ pub async fn convert(
     // kube-apiserver: `conversion webhook for <group>/<version>, Kind=<kind> failed: …`, naming
     // the version converted from.
     let from = api_version_of(&objects[pending[0]]).to_string();
+    // A plain error (500, no reason), not an InternalError, on reads and writes alike.
     let failed = |why: String| {
-        ApiError::Internal(format!(
+        ApiError::Plain(format!(
             "conversion webhook for {from}, Kind={} failed: {why}",
             rt.kind
         ))
@@ -87,7 +88,7 @@ pub async fn convert(
         .webhooks()
         .call(&config, &review, TIMEOUT)
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(e.cause()))?;
     let response = answer
         .get("response")
         .ok_or_else(|| failed("the response has no response field".into()))?;

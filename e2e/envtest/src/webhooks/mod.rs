@@ -68,6 +68,35 @@ pub enum CallError {
     Service(String),
 }
 
+impl CallError {
+    /// The cause alone, as a conversion webhook's failure names it (kube-apiserver's
+    /// `conversion webhook for … failed: Post "…": dial tcp …`, without the admission
+    /// webhooks' `failed to call webhook:`).
+    pub fn cause(&self) -> String {
+        match self {
+            CallError::Transport(cause) => cause.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A failed request in Go's words where kube-apiserver's are known (a refused connection is
+/// `dial tcp <host:port>: connect: connection refused`), else the error with its causes.
+fn transport_error(e: &reqwest::Error) -> String {
+    let refused = std::iter::successors(std::error::Error::source(e), |s| s.source()).any(|s| {
+        s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    });
+    match e.url() {
+        Some(url) if e.is_connect() && refused => format!(
+            "dial tcp {}:{}: connect: connection refused",
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default().unwrap_or(443)
+        ),
+        _ => chain(e),
+    }
+}
+
 /// An error with its causes (reqwest's own message names none of them).
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -131,7 +160,9 @@ impl Clients {
             .json(review)
             .send()
             .await
-            .map_err(|e| CallError::Transport(format!("Post \"{url}\": {}", chain(&e))))?;
+            .map_err(|e| {
+                CallError::Transport(format!("Post \"{url}\": {}", transport_error(&e)))
+            })?;
         if !response.status().is_success() {
             return Err(CallError::Status(response.status().as_u16()));
         }
