@@ -2,7 +2,8 @@
 //! kube-apiserver + etcd with `KUBEBUILDER_ASSETS`): a CRD of two versions whose webhook is
 //! `strata_runtime::conversion::serve` with a self-made certificate written as the CRD's caBundle;
 //! objects written at one version are read, listed and watched at the other; an object that
-//! cannot convert, and the webhook down, are errors the client sees.
+//! cannot convert, and the webhook down (for reads and writes at the version not stored), are
+//! errors the client sees, in kube-apiserver's words.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -220,6 +221,16 @@ async fn strata_s_webhook_converts_reads_lists_and_watches_and_its_failures_reac
         status(v2.get("one").await.unwrap_err()),
         (500, String::new(), refused("v1"))
     );
+    // A write at the other version is converted to the storage version first: it fails too.
+    let write = v2
+        .create(
+            &PostParams::default(),
+            &gadget_object("v2", "four", json!({"replicas": 4})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status(write), (500, String::new(), refused("v2")));
+    assert!(v1.get_opt("four").await.unwrap().is_none());
 }
 
 /// Code, reason and message of an API server's refusal.

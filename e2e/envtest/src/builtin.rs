@@ -155,6 +155,7 @@ where
         verbs: Some(STORED),
         subresources: Vec::new(),
         conversion: None,
+        storage_version: None,
         storage_hash: Some(crate::resources::storage_version_hash(
             T::GROUP,
             T::VERSION,

@@ -70,6 +70,9 @@ pub struct ResourceType {
     pub subresources: Vec<Subresource>,
     /// `storageVersionHash` in discovery; `None` for kinds that are never stored.
     pub storage_hash: Option<String>,
+    /// A CRD's storage version (`storage: true`); `None` for built-in kinds, which no webhook
+    /// converts.
+    pub storage_version: Option<String>,
     /// The CRD's conversion webhook (`spec.conversion.strategy: Webhook`); `None` converts by
     /// rewriting `apiVersion` (strategy `None`).
     pub conversion: Option<Arc<crate::webhooks::ClientConfig>>,
@@ -215,12 +218,15 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         })
         .collect();
     // The hash names the storage version, served or not.
-    let storage_hash = spec
+    let storage_version = spec
         .get("versions")?
         .as_array()?
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .and_then(|v| v.get("name")?.as_str())
+        .map(str::to_string);
+    let storage_hash = storage_version
+        .as_deref()
         .and_then(|v| Some(storage_version_hash(spec.get("group")?.as_str()?, v, &kind)));
     Some(ResourceType {
         group: spec.get("group")?.as_str()?.to_string(),
@@ -240,6 +246,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         short_names: strings(names.get("shortNames")),
         categories: strings(names.get("categories")),
         storage_hash,
+        storage_version,
         versions,
         builtin: false,
         verbs: None,

@@ -5,7 +5,9 @@
 //! by its CRD's webhook when stored at another; (2) the write run up to the point where
 //! kube-apiserver calls mutating webhooks, and those webhooks called with the object formed
 //! there; (3) the write run again as a dry run with their patch, and the validating webhooks
-//! called with the object it would store; (4) the write run for real with that patch, if the
+//! called with the object it would store; (4) for a write at a version other than its CRD's
+//! storage version, that object converted to the storage version by the webhook, as
+//! kube-apiserver converts what it stores; (5) the write run for real with that patch, if the
 //! object it was based on is unchanged — else it starts over from (1). Reads of a CRD converted
 //! by its webhook have their objects converted once the lock is released.
 
@@ -285,18 +287,33 @@ async fn attempt(
     // (3) Validating webhooks, shown the object as it would be stored.
     if admission::any(&state.store(), false) {
         let dry = named.run(state, phase.clone(), true)?;
-        let (parts, body) = dry.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX)
-            .await
-            .map_err(|e| ApiError::Internal(format!("reading the dry run's answer: {e}")))?;
-        let object: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::Internal(format!("decoding the dry run's answer: {e}")))?;
+        let object = json_of(dry, "the dry run's answer").await?;
         let hooks = admission::matching(&state.store(), false, &a, Some(&object), old);
         warnings.extend(admission::validate(state, &a, &hooks, Some(&object), old).await?);
-        drop(parts);
     }
-    // (4) The write itself, if nothing changed meanwhile.
+    // (4) kube-apiserver stores an object at its CRD's storage version, so a write at another
+    // version goes through the webhook once more and fails when that conversion fails (the
+    // webhook down, say). This server keeps the object at the version written (conversion.rs),
+    // so it converts the object the write would store and drops the result: the webhook sees
+    // the call, and its failure stops the write, as on kube-apiserver.
+    if let Some(storage) = a.rt.storage_version.as_deref()
+        && conversion::by_webhook(&a.rt)
+        && storage != a.version
+    {
+        let dry = named.run(state, phase.clone(), true)?;
+        let object = json_of(dry, "the dry run's answer").await?;
+        conversion::one(state, &a.rt, object, &a.rt.api_version(storage)).await?;
+    }
+    // (5) The write itself, if nothing changed meanwhile.
     named
         .run(state, phase, false)
         .map(|r| with_warnings(r, &warnings))
+}
+
+/// The JSON object an answer carries.
+async fn json_of(response: Response, what: &str) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading {what}: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::Internal(format!("decoding {what}: {e}")))
 }
