@@ -201,7 +201,11 @@ async fn no_secret_appears_in_any_log_line_at_any_level() {
 /// 200 after; `/healthz` answers 200 throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_watches_and_healthz_does_not() {
-    let env = strata_envtest::TestEnv::start().await.unwrap();
+    let env = strata_envtest::TestEnv::builder()
+        .request_log()
+        .start()
+        .await
+        .unwrap();
     if skip_on_existing_cluster(
         &env,
         "readyz_waits_for_the_watches_and_healthz_does_not",

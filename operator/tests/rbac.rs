@@ -35,7 +35,7 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_role_grants_what_the_operator_uses_and_nothing_more() {
-    let mut w = World::start("rbac-operator").await;
+    let mut w = World::start_logged("rbac-operator").await;
     w.stop_operator();
     // The proof is the API server's request log: the embedded server's, or kube-apiserver's
     // audit log (KUBEBUILDER_ASSETS), both of `make test`'s modes. A separately started server

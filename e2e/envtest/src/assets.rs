@@ -143,8 +143,12 @@ pub fn etcd_args(f: &EtcdFlags) -> Vec<String> {
     args
 }
 
-/// How often etcd reports watch progress (what kube-apiserver's own test setups use).
-const ETCD_PROGRESS_NOTIFY_INTERVAL: &str = "100ms";
+/// How often etcd reports watch progress: often enough that a watch from a fresh
+/// resourceVersion starts well inside kube-apiserver's 3 s wait, rarely enough not to cost. Each
+/// of kube-apiserver's ~150 etcd watches gets one per interval; at 100 ms they were half of etcd's
+/// CPU in envtest's `api` suite on kube-apiserver (etcd 13.8 s → 6.6 s, the suite 64 s → 53 s of
+/// CPU at 1 s; docs/testing.md).
+const ETCD_PROGRESS_NOTIFY_INTERVAL: &str = "1s";
 
 /// Files the kube-apiserver reads (written by [`Certs::write`]).
 #[derive(Debug, Clone)]
@@ -555,6 +559,8 @@ pub struct ControlPlane {
     // controllers before the API server they watch.
     controllers: Option<Process>,
     apiserver: Process,
+    /// kube-apiserver keeps an audit log (the request log of this mode).
+    audited: bool,
     etcd: Etcd,
     dir: TempDir,
     pub url: String,
@@ -566,16 +572,21 @@ impl ControlPlane {
     /// Start etcd and kube-apiserver from `assets`, install CRDs and namespaces, and wait until
     /// the API server is ready and every CRD plural is served. etcd starts from the seed of these
     /// binaries, CRDs and namespaces (see [`seed`]), made by the first start that needs it.
+    ///
+    /// `request_log`: kube-apiserver keeps an audit log of every request, which
+    /// [`ControlPlane::request_log`] reads. It costs about a sixth of a kube-apiserver's CPU (its
+    /// boot: 1.23 s → 1.03 s without), so only the tests that read it ask for it.
     pub async fn start(
         assets: &Path,
         crds: &[Value],
         namespaces: &[String],
+        request_log: bool,
     ) -> Result<Self, TestEnvError> {
         let bins = Binaries::find(assets)?;
         let key = seed::key(&bins, crds, namespaces);
         let found = &bins;
         let seed = seed::get_or_make(&key, |dest| async move {
-            let cp = Self::boot(found, crds, namespaces, None).await?;
+            let cp = Self::boot(found, crds, namespaces, None, false).await?;
             cp.forget_kubernetes_service().await?;
             let data = cp.etcd.flags().data_dir.clone();
             let _dir = cp.stop();
@@ -583,7 +594,7 @@ impl ControlPlane {
             Ok(())
         })
         .await;
-        Self::boot(&bins, crds, namespaces, seed.as_deref()).await
+        Self::boot(&bins, crds, namespaces, seed.as_deref(), request_log).await
     }
 
     /// As [`ControlPlane::start`], on an empty etcd: nothing of an earlier boot.
@@ -591,8 +602,16 @@ impl ControlPlane {
         assets: &Path,
         crds: &[Value],
         namespaces: &[String],
+        request_log: bool,
     ) -> Result<Self, TestEnvError> {
-        Self::boot(&Binaries::find(assets)?, crds, namespaces, None).await
+        Self::boot(
+            &Binaries::find(assets)?,
+            crds,
+            namespaces,
+            None,
+            request_log,
+        )
+        .await
     }
 
     /// Delete the `kubernetes` Service and its endpoints before a seed is taken: they carry this
@@ -644,10 +663,11 @@ impl ControlPlane {
         crds: &[Value],
         namespaces: &[String],
         seed: Option<&Path>,
+        audited: bool,
     ) -> Result<Self, TestEnvError> {
         let mut attempt = 1;
         loop {
-            match Self::boot_once(bins, crds, namespaces, seed).await {
+            match Self::boot_once(bins, crds, namespaces, seed, audited).await {
                 Err(e) if attempt < BOOT_ATTEMPTS && e.lost_its_port() => {
                     tracing::warn!(attempt, error = %e, "a port was taken before the bind; booting again on fresh ports");
                     attempt += 1;
@@ -664,6 +684,7 @@ impl ControlPlane {
         crds: &[Value],
         namespaces: &[String],
         seed: Option<&Path>,
+        audited: bool,
     ) -> Result<Self, TestEnvError> {
         let dir = TempDir::new("strata-envtest-assets")?;
         if let Some(seed) = seed {
@@ -678,16 +699,19 @@ impl ControlPlane {
             secure_port: port,
             certs: cert_paths,
         };
-        // An audit log at Metadata level: the request log of this mode (`TestEnv::request_log`).
-        let policy = dir.path().join("audit-policy.yaml");
-        std::fs::write(&policy, AUDIT_POLICY)?;
         let mut args = apiserver_args(&flags);
-        args.push(format!("--audit-policy-file={}", policy.display()));
-        args.push(format!(
-            "--audit-log-path={}",
-            dir.path().join(AUDIT_LOG).display()
-        ));
-        args.push("--audit-log-format=json".into());
+        if audited {
+            // An audit log at Metadata level: the request log of this mode
+            // (`TestEnv::request_log`).
+            let policy = dir.path().join("audit-policy.yaml");
+            std::fs::write(&policy, AUDIT_POLICY)?;
+            args.push(format!("--audit-policy-file={}", policy.display()));
+            args.push(format!(
+                "--audit-log-path={}",
+                dir.path().join(AUDIT_LOG).display()
+            ));
+            args.push("--audit-log-format=json".into());
+        }
         let mut apiserver =
             Process::spawn(KUBE_APISERVER, &bins.kube_apiserver, &args, dir.path())?;
         let url = format!("https://127.0.0.1:{port}");
@@ -721,6 +745,7 @@ impl ControlPlane {
         Ok(Self {
             controllers: None,
             apiserver,
+            audited,
             etcd,
             dir,
             url,
@@ -793,15 +818,21 @@ impl ControlPlane {
     }
 
     /// Every resource request kube-apiserver answered so far, from its audit log (one record
-    /// per request: a watch logged when it started and again when it ended counts once).
-    pub fn request_log(&self) -> Vec<crate::requests::RequestRecord> {
+    /// per request: a watch logged when it started and again when it ended counts once);
+    /// `None` when it was started without one.
+    pub fn request_log(&self) -> Option<Vec<crate::requests::RequestRecord>> {
+        if !self.audited {
+            return None;
+        }
         let text = std::fs::read_to_string(self.dir.path().join(AUDIT_LOG)).unwrap_or_default();
         let mut seen = std::collections::HashSet::new();
-        text.lines()
+        let records = text
+            .lines()
             .filter_map(crate::requests::RequestRecord::from_audit_line)
             .filter(|(id, _)| seen.insert(id.clone()))
             .map(|(_, r)| r)
-            .collect()
+            .collect();
+        Some(records)
     }
 
     pub fn apiserver_output_tail(&self) -> String {

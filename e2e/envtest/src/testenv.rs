@@ -255,6 +255,8 @@ pub struct TestEnvBuilder {
     empty_etcd: bool,
     /// Set by [`TestEnvBuilder::controllers`]: kube-controller-manager beside kube-apiserver.
     controllers: bool,
+    /// Set by [`TestEnvBuilder::request_log`]: kube-apiserver keeps an audit log.
+    request_log: bool,
 }
 
 impl TestEnvBuilder {
@@ -331,6 +333,14 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Keep a log of every request, read by [`TestEnv::request_log`]. The in-memory server
+    /// always keeps one; in `KUBEBUILDER_ASSETS` mode it is kube-apiserver's audit log, which
+    /// costs about a sixth of its CPU, so it is kept only when asked for.
+    pub fn request_log(mut self) -> Self {
+        self.request_log = true;
+        self
+    }
+
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let mut crds = self.crds.clone();
         for d in &self.crd_dirs {
@@ -353,9 +363,10 @@ impl TestEnvBuilder {
             .filter(|d| !self.embedded && !d.as_os_str().is_empty());
         if let Some(dir) = assets {
             let mut cp = if self.empty_etcd {
-                ControlPlane::start_on_empty_etcd(&dir, &crds, &self.namespaces).await?
+                ControlPlane::start_on_empty_etcd(&dir, &crds, &self.namespaces, self.request_log)
+                    .await?
             } else {
-                ControlPlane::start(&dir, &crds, &self.namespaces).await?
+                ControlPlane::start(&dir, &crds, &self.namespaces, self.request_log).await?
             };
             if self.controllers {
                 cp.start_controllers(&dir).await?;
@@ -531,12 +542,15 @@ impl TestEnv {
     /// True when running against the embedded server.
     /// Every resource request the server answered (verb, group, resource, subresource, user
     /// agent, code): from the embedded server's log, or kube-apiserver's audit log in
-    /// `KUBEBUILDER_ASSETS` mode; `None` against an existing cluster.
+    /// `KUBEBUILDER_ASSETS` mode when the environment was built with
+    /// [`TestEnvBuilder::request_log`]; else (and against an existing cluster) `None`.
     pub fn request_log(&self) -> Option<Vec<crate::requests::RequestRecord>> {
         if let Some(state) = &self.state {
             return Some(state.requests().entries());
         }
-        self.control_plane.as_ref().map(ControlPlane::request_log)
+        self.control_plane
+            .as_ref()
+            .and_then(ControlPlane::request_log)
     }
 
     /// A kubeconfig that acts as `user` (e.g. `system:serviceaccount:ns:name`) through
@@ -565,6 +579,12 @@ impl TestEnv {
 
     pub fn is_embedded(&self) -> bool {
         self.state.is_some()
+    }
+
+    /// True against a cluster started elsewhere (`USE_EXISTING_CLUSTER`): neither the in-memory
+    /// server nor a control plane of its own.
+    pub fn is_existing_cluster(&self) -> bool {
+        self.state.is_none() && self.control_plane.is_none()
     }
 }
 

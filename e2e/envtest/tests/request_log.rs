@@ -13,7 +13,7 @@ use strata_envtest::requests::{Access, accesses_of};
 
 #[tokio::test]
 async fn every_resource_request_is_logged_with_verb_resource_and_user_agent() {
-    let env = TestEnv::start().await.unwrap();
+    let env = TestEnv::builder().request_log().start().await.unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(env.kubeconfig_path()).unwrap(),
         &Default::default(),

@@ -133,18 +133,33 @@ impl World {
     }
 
     /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
+    /// As [`World::start`], with kube-apiserver's request log kept (`TestEnv::request_log`).
+    pub async fn start_logged(test: &str) -> World {
+        Self::start_inner(test, Options::default(), false, true).await
+    }
+
     pub async fn start_full(test: &str, options: Options, all_namespaces: bool) -> World {
+        Self::start_inner(test, options, all_namespaces, false).await
+    }
+
+    async fn start_inner(
+        test: &str,
+        options: Options,
+        all_namespaces: bool,
+        request_log: bool,
+    ) -> World {
         // RUST_LOG=strata_operator=debug shows the operator's logs with a failing test's output.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let env = TestEnv::builder()
+        let mut env = TestEnv::builder()
             .crd_dir(repo_root().join("crds/generated"))
-            .garbage_collection(false)
-            .start()
-            .await
-            .expect("API test server");
+            .garbage_collection(false);
+        if request_log {
+            env = env.request_log();
+        }
+        let env = env.start().await.expect("API test server");
         let sim = Server::start(options, 0).await.expect("ARM emulator");
         let ns = format!("{test}-{}", &uuid_suffix());
         let body = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
@@ -567,7 +582,7 @@ impl World {
 /// log, shared state) — never in `make test`'s two modes. As e2e/envtest's skips: prints why and
 /// appends `<test>: <reason>` to `STRATA_ENVTEST_SKIP_LOG` when it is set. True: return.
 pub fn skip_on_existing_cluster(env: &TestEnv, test: &str, reason: &str) -> bool {
-    if env.is_embedded() || env.request_log().is_some() {
+    if !env.is_existing_cluster() {
         return false;
     }
     strata_envtest::testenv::skip_test(test, reason);

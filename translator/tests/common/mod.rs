@@ -93,9 +93,11 @@ pub async fn start_with(
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+    // The request log: several controller and replica tests count the translator's requests.
     let env = strata_envtest::TestEnv::builder()
         .crd_dir(repo().join("crds/generated"))
         .garbage_collection(false)
+        .request_log()
         .start()
         .await
         .unwrap();

@@ -46,7 +46,7 @@ fn etcd_flags_listen_on_loopback_ports_with_temp_data_dir() {
         "--initial-advertise-peer-urls=http://127.0.0.1:12380",
         "--initial-cluster=default=http://127.0.0.1:12380",
         "--unsafe-no-fsync=true",
-        "--experimental-watch-progress-notify-interval=100ms",
+        "--experimental-watch-progress-notify-interval=1s",
     ] {
         assert!(args.iter().any(|a| a == want), "{want} missing in {args:?}");
     }
@@ -457,7 +457,7 @@ async fn failing_apiserver_is_reported_and_everything_is_cleaned_up() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let err = match ControlPlane::start(assets.path(), &[], &[]).await {
+    let err = match ControlPlane::start(assets.path(), &[], &[], false).await {
         Ok(_) => panic!("a failing kube-apiserver cannot be ready"),
         Err(e) => e.to_string(),
     };
