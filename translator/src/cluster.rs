@@ -11,7 +11,7 @@ use strata_crds::capz::{self, AzureCluster, AzureMachine};
 use strata_crds::common::{ResourceRef, Tags};
 
 use crate::model::ClusterModel;
-use crate::{CloudResource, InputError, Translation, machine, naming};
+use crate::{InputError, Note, Translation, machine, naming};
 
 mod load_balancer;
 mod security_rules;
@@ -41,23 +41,67 @@ pub fn translate(
     azure_cluster: &AzureCluster,
     machines: &[(&Machine, &AzureMachine)],
 ) -> Result<Translation, InputError> {
-    let mut out = Translation::default();
-    let model = ClusterModel::new(cluster, azure_cluster, &mut out.notes)?;
+    let mut notes = Vec::new();
+    let model = ClusterModel::new(cluster, azure_cluster, &mut notes)?;
+    translate_with(&model, notes, machines)
+}
+
+/// [`translate`] from a model already built (`notes`: what building it noted), for a caller that
+/// reads the model for more (the controller's status, `render`'s machines).
+pub fn translate_with(
+    model: &ClusterModel,
+    notes: Vec<Note>,
+    machines: &[(&Machine, &AzureMachine)],
+) -> Result<Translation, InputError> {
+    let mut out = Translation {
+        notes,
+        ..Translation::default()
+    };
     if model.policy.managed_by {
         return Ok(out);
     }
-    let rg_cr = naming::cr_name(&model.name, &model.resource_group);
-    let rg_ref = ResourceRef::named(&rg_cr);
-    let push = |out: &mut Translation, r: CloudResource| out.resources.push(r);
+    let rg_ref = ResourceRef::named(naming::cr_name(&model.name, &model.resource_group));
+    resource_group(model, &mut out);
+    let vnet_cr = virtual_network(model, &mut out, &rg_ref);
+    security_groups(model, &mut out, &rg_ref)?;
+    for subnet in &model.subnets {
+        subnet_with_its_parts(model, &mut out, &rg_ref, &vnet_cr, subnet);
+    }
+    for (lb, role, api_server) in [
+        (&model.api_server_lb, ROLE_API_SERVER, true),
+        (&model.api_server_ilb, ROLE_API_SERVER, true),
+        (&model.node_outbound_lb, ROLE_NODE_OUTBOUND, false),
+        (
+            &model.control_plane_outbound_lb,
+            ROLE_CONTROL_PLANE_OUTBOUND,
+            false,
+        ),
+    ] {
+        if let Some(lb) = lb {
+            load_balancer(model, &mut out, &rg_ref, lb, role, api_server)?;
+        }
+    }
+    if let Some(b) = &model.bastion {
+        bastion(model, &mut out, &rg_ref, b);
+    }
+    if let Some(dns) = &model.private_dns {
+        private_dns(model, &mut out, &rg_ref, &vnet_cr, dns)?;
+    }
+    availability_sets(model, &mut out, &rg_ref, machines);
+    crate::machine::check_names(&model.object, &out.resources)?;
+    out.normalize();
+    Ok(out)
+}
 
-    // Resource group.
+/// The cluster's resource group.
+fn resource_group(model: &ClusterModel, out: &mut Translation) {
+    let cr = naming::cr_name(&model.name, &model.resource_group);
     let tags = model.tags(ROLE_COMMON, &model.resource_group);
-    push(
-        &mut out,
+    out.resources.push(
         ResourceGroup {
-            metadata: model.meta(&rg_cr, false, Some(&tags)),
+            metadata: model.meta(&cr, false, Some(&tags)),
             spec: ResourceGroupSpec {
-                azure_name: ClusterModel::azure_name(&rg_cr, &model.resource_group),
+                azure_name: ClusterModel::azure_name(&cr, &model.resource_group),
                 location: model.location.clone(),
                 tags,
             },
@@ -65,15 +109,16 @@ pub fn translate(
         }
         .into(),
     );
+}
 
-    // VNet: the cluster's own, or an existing one in another resource group, observed through a
-    // CR of that resource group.
+/// The VNet: the cluster's own, or an existing one in another resource group, observed through a
+/// CR of that resource group. Returns the VNet CR's name.
+fn virtual_network(model: &ClusterModel, out: &mut Translation, rg_ref: &ResourceRef) -> String {
     let vnet_cr = naming::cr_name(&model.name, &model.vnet_name);
-    let vnet_owner = if model.vnet_existing {
+    let owner = if model.vnet_existing {
         let cr = naming::cr_name(&model.name, &model.vnet_resource_group);
-        if cr != rg_cr {
-            push(
-                &mut out,
+        if rg_ref.name.as_deref() != Some(cr.as_str()) {
+            out.resources.push(
                 ResourceGroup {
                     metadata: model.meta(&cr, true, None),
                     spec: ResourceGroupSpec {
@@ -90,22 +135,21 @@ pub fn translate(
     } else {
         rg_ref.clone()
     };
-    let vnet_tags = if model.vnet_existing {
+    let tags = if model.vnet_existing {
         model.vnet_tags.clone()
     } else {
         let mut t = model.vnet_tags.clone();
         t.extend(model.tags(ROLE_COMMON, &model.vnet_name));
         t
     };
-    push(
-        &mut out,
+    out.resources.push(
         VirtualNetwork {
-            metadata: model.meta(&vnet_cr, model.vnet_existing, Some(&vnet_tags)),
+            metadata: model.meta(&vnet_cr, model.vnet_existing, Some(&tags)),
             spec: VirtualNetworkSpec {
                 azure_name: ClusterModel::azure_name(&vnet_cr, &model.vnet_name),
-                owner: vnet_owner,
+                owner,
                 location: model.location.clone(),
-                tags: vnet_tags,
+                tags,
                 address_prefixes: model.vnet_cidrs.clone(),
                 dns_servers: Vec::new(),
                 extended_location: model.extended_location.clone(),
@@ -114,16 +158,22 @@ pub fn translate(
         }
         .into(),
     );
+    vnet_cr
+}
 
-    // NSGs, shared by the subnets that name them.
+/// The NSGs, shared by the subnets that name them.
+fn security_groups(
+    model: &ClusterModel,
+    out: &mut Translation,
+    rg_ref: &ResourceRef,
+) -> Result<(), InputError> {
     for (name, (rules, extra_tags, field)) in &model.security_groups {
         let cr = naming::cr_name(&model.name, name);
         let mut tags = extra_tags.clone();
         tags.extend(model.tags(ROLE_COMMON, name));
         let mut metadata = model.meta(&cr, false, Some(&tags));
         model.mark_use_existing(&mut metadata);
-        push(
-            &mut out,
+        out.resources.push(
             NetworkSecurityGroup {
                 metadata,
                 spec: NetworkSecurityGroupSpec {
@@ -131,144 +181,124 @@ pub fn translate(
                     owner: rg_ref.clone(),
                     location: model.location.clone(),
                     tags,
-                    security_rules: security_rules(&model, rules, field)?,
+                    security_rules: security_rules(model, rules, field)?,
                 },
                 status: None,
             }
             .into(),
         );
     }
+    Ok(())
+}
 
-    for subnet in &model.subnets {
-        let mut spec = SubnetSpec {
-            azure_name: ClusterModel::azure_name(&subnet.cr_name, &subnet.name),
-            owner: ResourceRef::named(&vnet_cr),
-            address_prefix: subnet.cidrs.first().cloned().unwrap_or_default(),
-            additional_address_prefixes: subnet.cidrs.iter().skip(1).cloned().collect(),
-            network_security_group: subnet
-                .security_group
-                .as_ref()
-                .map(|n| ResourceRef::named(naming::cr_name(&model.name, n))),
-            route_table: None,
-            nat_gateway: None,
-            service_endpoints: subnet.service_endpoints.clone(),
-            private_endpoint_network_policies: None,
-        };
-        if let Some(rt) = &subnet.route_table {
-            let cr = naming::cr_name(&model.name, rt);
-            spec.route_table = Some(ResourceRef::named(&cr));
-            let tags = model.tags(ROLE_COMMON, rt);
-            let mut metadata = model.meta(&cr, false, Some(&tags));
-            model.mark_use_existing(&mut metadata);
-            push(
-                &mut out,
-                RouteTable {
-                    metadata,
-                    spec: RouteTableSpec {
-                        azure_name: ClusterModel::azure_name(&cr, rt),
-                        owner: rg_ref.clone(),
-                        location: model.location.clone(),
-                        tags,
-                        routes: Vec::new(),
-                        disable_bgp_route_propagation: None,
-                    },
-                    status: None,
-                }
-                .into(),
-            );
-        }
-        if let Some((nat, ip)) = &subnet.nat_gateway {
-            let cr = naming::cr_name(&model.name, nat);
-            // CAPZ gives NAT gateway IPs no extended location (azure/scope/cluster.go
-            // PublicIPSpecs).
-            let ip_cr = public_ip(&model, &mut out, &rg_ref, ip, None, false);
-            spec.nat_gateway = Some(ResourceRef::named(&cr));
-            let tags = model.tags(ROLE_COMMON, nat);
-            push(
-                &mut out,
-                NatGateway {
-                    metadata: model.meta(&cr, false, Some(&tags)),
-                    spec: NatGatewaySpec {
-                        azure_name: ClusterModel::azure_name(&cr, nat),
-                        owner: rg_ref.clone(),
-                        location: model.location.clone(),
-                        tags,
-                        idle_timeout_in_minutes: None,
-                        public_ip_addresses: vec![ResourceRef::named(ip_cr)],
-                        zones: Vec::new(),
-                    },
-                    status: None,
-                }
-                .into(),
-            );
-        }
-        push(
-            &mut out,
-            Subnet {
-                metadata: subnet_meta(&model, subnet),
-                spec,
+/// A subnet, and the route table and NAT gateway (with its public IP) it names.
+fn subnet_with_its_parts(
+    model: &ClusterModel,
+    out: &mut Translation,
+    rg_ref: &ResourceRef,
+    vnet_cr: &str,
+    subnet: &crate::model::SubnetModel,
+) {
+    let mut spec = SubnetSpec {
+        azure_name: ClusterModel::azure_name(&subnet.cr_name, &subnet.name),
+        owner: ResourceRef::named(vnet_cr),
+        address_prefix: subnet.cidrs.first().cloned().unwrap_or_default(),
+        additional_address_prefixes: subnet.cidrs.iter().skip(1).cloned().collect(),
+        network_security_group: subnet
+            .security_group
+            .as_ref()
+            .map(|n| ResourceRef::named(naming::cr_name(&model.name, n))),
+        route_table: None,
+        nat_gateway: None,
+        service_endpoints: subnet.service_endpoints.clone(),
+        private_endpoint_network_policies: None,
+    };
+    if let Some(rt) = &subnet.route_table {
+        let cr = naming::cr_name(&model.name, rt);
+        spec.route_table = Some(ResourceRef::named(&cr));
+        let tags = model.tags(ROLE_COMMON, rt);
+        let mut metadata = model.meta(&cr, false, Some(&tags));
+        model.mark_use_existing(&mut metadata);
+        out.resources.push(
+            RouteTable {
+                metadata,
+                spec: RouteTableSpec {
+                    azure_name: ClusterModel::azure_name(&cr, rt),
+                    owner: rg_ref.clone(),
+                    location: model.location.clone(),
+                    tags,
+                    routes: Vec::new(),
+                    disable_bgp_route_propagation: None,
+                },
                 status: None,
             }
             .into(),
         );
     }
-
-    // Load balancers.
-    if let Some(lb) = &model.api_server_lb {
-        load_balancer(&model, &mut out, &rg_ref, lb, ROLE_API_SERVER, true)?;
+    if let Some((nat, ip)) = &subnet.nat_gateway {
+        let cr = naming::cr_name(&model.name, nat);
+        // CAPZ gives NAT gateway IPs no extended location (azure/scope/cluster.go
+        // PublicIPSpecs).
+        let ip_cr = public_ip(model, out, rg_ref, ip, None, false);
+        spec.nat_gateway = Some(ResourceRef::named(&cr));
+        let tags = model.tags(ROLE_COMMON, nat);
+        out.resources.push(
+            NatGateway {
+                metadata: model.meta(&cr, false, Some(&tags)),
+                spec: NatGatewaySpec {
+                    azure_name: ClusterModel::azure_name(&cr, nat),
+                    owner: rg_ref.clone(),
+                    location: model.location.clone(),
+                    tags,
+                    idle_timeout_in_minutes: None,
+                    public_ip_addresses: vec![ResourceRef::named(ip_cr)],
+                    zones: Vec::new(),
+                },
+                status: None,
+            }
+            .into(),
+        );
     }
-    if let Some(lb) = &model.api_server_ilb {
-        load_balancer(&model, &mut out, &rg_ref, lb, ROLE_API_SERVER, true)?;
-    }
-    if let Some(lb) = &model.node_outbound_lb {
-        load_balancer(&model, &mut out, &rg_ref, lb, ROLE_NODE_OUTBOUND, false)?;
-    }
-    if let Some(lb) = &model.control_plane_outbound_lb {
-        load_balancer(
-            &model,
-            &mut out,
-            &rg_ref,
-            lb,
-            ROLE_CONTROL_PLANE_OUTBOUND,
-            false,
-        )?;
-    }
-
-    if let Some(b) = &model.bastion {
-        bastion(&model, &mut out, &rg_ref, b);
-    }
-    if let Some(dns) = &model.private_dns {
-        private_dns(&model, &mut out, &rg_ref, &vnet_cr, dns)?;
-    }
-
-    // Availability sets of the machines placed without a zone.
-    for (m, azm) in machines {
-        if let Some(name) = machine::availability_set_name(&model, m, azm) {
-            let cr = naming::cr_name(&model.name, &name);
-            let tags = model.tags(ROLE_COMMON, &name);
-            push(
-                &mut out,
-                AvailabilitySet {
-                    metadata: model.meta(&cr, false, Some(&tags)),
-                    spec: AvailabilitySetSpec {
-                        azure_name: ClusterModel::azure_name(&cr, &name),
-                        owner: rg_ref.clone(),
-                        location: model.location.clone(),
-                        tags,
-                        platform_fault_domain_count: 2,
-                        platform_update_domain_count: 5,
-                        sku: AvailabilitySetSku::Aligned,
-                    },
-                    status: None,
-                }
-                .into(),
-            );
+    out.resources.push(
+        Subnet {
+            metadata: subnet_meta(model, subnet),
+            spec,
+            status: None,
         }
-    }
+        .into(),
+    );
+}
 
-    crate::machine::check_names(&model.object, &out.resources)?;
-    out.normalize();
-    Ok(out)
+/// The availability sets of the machines placed without a zone.
+fn availability_sets(
+    model: &ClusterModel,
+    out: &mut Translation,
+    rg_ref: &ResourceRef,
+    machines: &[(&Machine, &AzureMachine)],
+) {
+    for (m, azm) in machines {
+        let Some(name) = machine::availability_set_name(model, m, azm) else {
+            continue;
+        };
+        let cr = naming::cr_name(&model.name, &name);
+        let tags = model.tags(ROLE_COMMON, &name);
+        out.resources.push(
+            AvailabilitySet {
+                metadata: model.meta(&cr, false, Some(&tags)),
+                spec: AvailabilitySetSpec {
+                    azure_name: ClusterModel::azure_name(&cr, &name),
+                    owner: rg_ref.clone(),
+                    location: model.location.clone(),
+                    tags,
+                    platform_fault_domain_count: 2,
+                    platform_update_domain_count: 5,
+                    sku: AvailabilitySetSku::Aligned,
+                },
+                status: None,
+            }
+            .into(),
+        );
+    }
 }
 
 /// A subnet's metadata. Subnets have no tags in Azure, so in a migration they are adopted when

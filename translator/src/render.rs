@@ -180,9 +180,9 @@ impl Inputs {
                     })?;
                 pairs.push((m, azm));
             }
-            out.extend(cluster::translate(&cluster, azc, &pairs)?);
-            let mut model_notes = Vec::new();
-            let model = crate::model::ClusterModel::new(&cluster, azc, &mut model_notes)?;
+            let mut notes = Vec::new();
+            let model = crate::model::ClusterModel::new(&cluster, azc, &mut notes)?;
+            out.extend(cluster::translate_with(&model, notes, &pairs)?);
             for (m, azm) in pairs {
                 out.extend(machine::translate_with(&model, m, azm)?);
             }

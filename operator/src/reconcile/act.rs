@@ -11,7 +11,8 @@ use strata_runtime::lean::Unread;
 use tracing::{info, warn};
 
 use super::failure::arm_failure;
-use super::observe::{azure_state, resolve};
+use super::observe::azure_state;
+use super::references::resolve;
 use super::report::Report;
 use super::{Attempt, Context, End, EventNote, FINALIZER, Outcome, Requeue, answers};
 use crate::adapters::AzureResource;

@@ -26,6 +26,7 @@ mod failure;
 mod memory;
 mod observe;
 mod pacing;
+mod references;
 mod report;
 
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -1,5 +1,5 @@
 //! Observe: what the reconcile starts from (policies, deletion, owner and references from the
-//! readiness index, holds — no API call), and the Observe step: the credential, one GET of the
+//! readiness index (`references.rs`), holds — no API call), and the Observe step: the credential, one GET of the
 //! Azure resource, the desired body, and Azure's state as `decide` needs it.
 
 use std::collections::BTreeMap;
@@ -7,25 +7,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use strata_crds::annotations::{ALLOWED_SCOPES, CREATED, CREATED_PROOF, Scope, USE_EXISTING};
-use strata_crds::azure::ReferenceGrant;
-use strata_crds::common::ResourceRef;
 
 use super::act::read_custom_data;
 use super::failure::arm_failure;
+use super::references::{Resolution, resolve};
 use super::report::{Report, provisioning_state};
 use super::{ADOPT, ADOPT_REQUIRES_TAG, Context, End, EventNote, OWNER_TAG, Outcome};
 use super::{FINALIZER, PAUSED, POLICY, Requeue, object_key};
-use crate::adapters::{AzureResource, FollowUp, Resolved};
+use crate::adapters::{AzureResource, FollowUp};
 use crate::arm_id::ArmId;
 use crate::credentials::{Azure, Lookup};
 use crate::decide::{self, Dependencies, Observation, Ownership, Policy};
 use crate::drift;
 use crate::error::Error;
-use crate::index::Index;
 use crate::kind::CloudKind;
 use crate::ownership::OwnershipKey;
 use crate::reason::Reason;
@@ -499,101 +496,6 @@ pub(super) fn azure_state(
         failed: state.eq_ignore_ascii_case("Failed"),
         drift,
     }
-}
-
-/// Owner and references, from the readiness index.
-pub(super) struct Resolution {
-    pub(super) state: Dependencies,
-    /// The CRs (kind, name) not usable yet: the ones to be woken by.
-    pub(super) blocking: Vec<(CloudKind, String)>,
-    pub(super) parent: Option<ArmId>,
-    /// The owner is named by its ARM ID, not by a CR of this namespace: whose it is must be
-    /// read from Azure (a CR of this namespace that is Ready is ours by its own reconcile).
-    pub(super) parent_by_id: bool,
-    pub(super) resolved: Resolved,
-    /// The namespace whose ReferenceGrant a refused reference needs: woken when its grants change.
-    pub(super) grant_from: Option<String>,
-}
-
-pub(super) fn resolve<K: AzureResource>(
-    obj: &K,
-    index: &Index,
-    grants: &Store<ReferenceGrant>,
-    namespace: &str,
-) -> Resolution {
-    let mut out = Resolution {
-        state: Dependencies::Ready,
-        blocking: Vec::new(),
-        parent: None,
-        parent_by_id: false,
-        resolved: Resolved::default(),
-        grant_from: None,
-    };
-    // An ARM ID into another namespace's resource needs that namespace's grant (`grants.rs`);
-    // a refusal outranks waiting, which would only end in it.
-    let by_id = obj
-        .owner()
-        .filter(|_| K::OWNER.is_some())
-        .map(|o| ("spec.owner".to_owned(), o))
-        .into_iter()
-        .chain(obj.references().into_iter().map(|r| (r.field, r.to)));
-    // The grants are copied out of their store only for a CR that names something by ARM ID:
-    // most name CRs only, and this runs on every reconcile.
-    let mut granted = None;
-    for (field, r) in by_id {
-        let Some(id) = &r.arm_id else { continue };
-        let grants = granted.get_or_insert_with(|| grants.state());
-        if let Err(refused) = crate::grants::check(index, grants, namespace, K::KIND, &field, id) {
-            out.state = Dependencies::NotGranted(refused.message);
-            out.grant_from = Some(refused.namespace);
-            return out;
-        }
-    }
-    let describe = |kind: CloudKind, r: &ResourceRef, index: &Index| -> Result<String, String> {
-        if let Some(id) = &r.arm_id {
-            return Ok(id.clone());
-        }
-        let name = r.name.clone().unwrap_or_default();
-        match index.get(kind, namespace, &name) {
-            None => Err(format!("{kind} {name} does not exist")),
-            Some(e) => match e.id {
-                Some(id) if e.ready => Ok(id),
-                _ => Err(format!("{kind} {name} is not Ready yet")),
-            },
-        }
-    };
-    if let (Some(owner), Some(owner_kind)) = (obj.owner(), K::OWNER) {
-        out.parent_by_id = owner.arm_id.is_some();
-        match describe(owner_kind, owner, index) {
-            Ok(id) => match ArmId::parse(&id) {
-                Ok(id) => out.parent = Some(id),
-                Err(e) => out.state = Dependencies::WaitingForOwner(e.to_string()),
-            },
-            Err(why) => {
-                out.state = Dependencies::WaitingForOwner(why);
-                out.blocking
-                    .push((owner_kind, owner.name.clone().unwrap_or_default()));
-            }
-        }
-    }
-    for reference in obj.references() {
-        let (kind, r) = (reference.kind, reference.to);
-        match describe(kind, r, index) {
-            Ok(id) => {
-                if let Some(name) = &r.name {
-                    out.resolved.refs.insert((kind, name.clone()), id);
-                }
-            }
-            Err(why) => {
-                if out.state == Dependencies::Ready {
-                    out.state = Dependencies::WaitingForReference(why);
-                }
-                out.blocking
-                    .push((kind, r.name.clone().unwrap_or_default()));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

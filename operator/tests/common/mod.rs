@@ -135,7 +135,11 @@ impl World {
     /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
     /// As [`World::start`], with kube-apiserver's request log kept (`TestEnv::request_log`).
     pub async fn start_logged(test: &str) -> World {
-        Self::start_inner(test, Options::default(), false, true).await
+        let options = Options {
+            time_scale: TIME_SCALE,
+            ..Default::default()
+        };
+        Self::start_inner(test, options, false, true).await
     }
 
     pub async fn start_full(test: &str, options: Options, all_namespaces: bool) -> World {

@@ -231,8 +231,12 @@ pub(crate) async fn reconcile_cluster_inner(
 
     let pairs = machines_of(&ctx, &ns, &cluster_name).await?;
     let refs: Vec<(&Machine, &AzureMachine)> = pairs.iter().map(|(m, a)| (m, a)).collect();
-    let translation = match cluster::translate(&cluster, &azc, &refs) {
-        Ok(t) => t,
+    // One model for the translation and for the status written below.
+    let mut notes = Vec::new();
+    let (translation, model) = match ClusterModel::new(&cluster, &azc, &mut notes)
+        .and_then(|model| Ok((cluster::translate_with(&model, notes, &refs)?, model)))
+    {
+        Ok(translated) => translated,
         Err(e) => {
             write_status(&ctx, &*azc, json!({"ready": false, "conditions": [capi_condition(
                 &previous_conditions(&azc), false, Some("InvalidSpec"), Some(e.to_string()), Some("Error"))]})).await?;
@@ -252,11 +256,7 @@ pub(crate) async fn reconcile_cluster_inner(
         .iter()
         .map(|r| readiness(r.kind(), find(r.cloud_kind(), r.name()), r.name()))
         .collect();
-    let mut notes = ClusterModel::new(&cluster, &azc, &mut Vec::new()).ok();
-    let endpoint = match notes.take() {
-        Some(model) => control_plane_endpoint(&model, find),
-        None => None,
-    };
+    let endpoint = control_plane_endpoint(&model, find);
     // The failure domains: the flag's zones, or the location's as ARM lists them (CAPZ reads
     // them before the cluster is ready: so does this, through the operator).
     let zones = match &ctx.settings.zones {
