@@ -574,8 +574,9 @@ impl ControlPlane {
     /// binaries, CRDs and namespaces (see [`seed`]), made by the first start that needs it.
     ///
     /// `request_log`: kube-apiserver keeps an audit log of every request, which
-    /// [`ControlPlane::request_log`] reads. It costs about a sixth of a kube-apiserver's CPU (its
-    /// boot: 1.23 s → 1.03 s without), so only the tests that read it ask for it.
+    /// [`ControlPlane::request_log`] reads. It costs about a sixth of a kube-apiserver's boot
+    /// (1.23 s → 1.03 s of CPU without) and an event per request, so only the tests that read
+    /// it ask for it.
     pub async fn start(
         assets: &Path,
         crds: &[Value],

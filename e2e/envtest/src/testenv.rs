@@ -335,7 +335,8 @@ impl TestEnvBuilder {
 
     /// Keep a log of every request, read by [`TestEnv::request_log`]. The in-memory server
     /// always keeps one; in `KUBEBUILDER_ASSETS` mode it is kube-apiserver's audit log, which
-    /// costs about a sixth of its CPU, so it is kept only when asked for.
+    /// costs about a sixth of its boot and an event per request, so it is kept only when asked
+    /// for.
     pub fn request_log(mut self) -> Self {
         self.request_log = true;
         self

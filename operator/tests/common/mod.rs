@@ -132,7 +132,6 @@ impl World {
         .await
     }
 
-    /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
     /// As [`World::start`], with kube-apiserver's request log kept (`TestEnv::request_log`).
     pub async fn start_logged(test: &str) -> World {
         let options = Options {
@@ -142,6 +141,7 @@ impl World {
         Self::start_inner(test, options, false, true).await
     }
 
+    /// `all_namespaces`: the operator watches every namespace (tests with several namespaces).
     pub async fn start_full(test: &str, options: Options, all_namespaces: bool) -> World {
         Self::start_inner(test, options, all_namespaces, false).await
     }
