@@ -149,6 +149,17 @@ pub fn strata_crds() -> Vec<Value> {
         .collect()
 }
 
+/// How often the manager is started before a lost port fails the test.
+const START_ATTEMPTS: usize = 3;
+
+/// A manager that exited before it was ready.
+struct Exited {
+    /// It could not bind a port (Go's "bind: address already in use").
+    lost_a_port: bool,
+    /// Its exit status and the last lines of its log.
+    tail: String,
+}
+
 /// The running manager; dropping it kills the process.
 pub struct Manager {
     child: Child,
@@ -158,8 +169,26 @@ pub struct Manager {
 
 impl Manager {
     /// Starts the manager against the API server of `kubeconfig` (cluster-admin) and waits until
-    /// it is ready and its webhooks answer.
+    /// it is ready and its webhooks answer. Its health and diagnostics ports are picked free and
+    /// released before it binds them, so another test's process can take one in between: then it
+    /// exits with Go's "address already in use", and it is started again on fresh ports.
     pub async fn start(kubeconfig: &Path, webhook: &Webhook) -> Manager {
+        for _ in 1..START_ATTEMPTS {
+            match Self::start_once(kubeconfig, webhook).await {
+                Ok(manager) => return manager,
+                Err(exited) if exited.lost_a_port => {
+                    eprintln!("capi-manager lost a port before binding it; starting it again");
+                }
+                Err(exited) => panic!("capi-manager exited {}", exited.tail),
+            }
+        }
+        Self::start_once(kubeconfig, webhook)
+            .await
+            .unwrap_or_else(|exited| panic!("capi-manager exited {}", exited.tail))
+    }
+
+    /// One start: the manager, or how it exited before it was ready.
+    async fn start_once(kubeconfig: &Path, webhook: &Webhook) -> Result<Manager, Exited> {
         let binary = manager_binary();
         assert!(
             binary.exists(),
@@ -195,11 +224,11 @@ impl Manager {
             _dir: dir,
             log,
         };
-        manager.wait_ready(ports[0], webhook).await;
-        manager
+        manager.wait_ready(ports[0], webhook).await?;
+        Ok(manager)
     }
 
-    async fn wait_ready(&mut self, health_port: u16, webhook: &Webhook) {
+    async fn wait_ready(&mut self, health_port: u16, webhook: &Webhook) -> Result<(), Exited> {
         let ca = reqwest::Certificate::from_pem(webhook.certs.ca_cert_pem.as_bytes()).unwrap();
         let http = reqwest::Client::builder()
             .add_root_certificate(ca)
@@ -209,7 +238,11 @@ impl Manager {
         let start = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("capi-manager exited ({status}):\n{}", self.log_tail(40));
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(Exited {
+                    lost_a_port: log.contains("address already in use"),
+                    tail: format!("({status}):\n{}", self.log_tail(40)),
+                });
             }
             let ready = http
                 .get(format!("http://127.0.0.1:{health_port}/readyz"))
@@ -224,7 +257,7 @@ impl Manager {
                 .await
                 .is_ok();
             if ready && serving {
-                return;
+                return Ok(());
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
