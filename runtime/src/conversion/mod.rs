@@ -94,16 +94,11 @@ impl Conversions {
         self
     }
 
-    /// The `(group, kind)` pairs this table converts.
-    pub fn kinds(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.kinds.keys().map(|(g, k)| (g.as_str(), k.as_str()))
-    }
-
     /// The answer to a `ConversionReview` body, as an API server expects it: the request's uid,
     /// `Success` with every object converted in order, or `Failure` with the first object that
     /// could not be (and no objects). A body that is not a review gets a `Failure` without uid.
     pub fn review(&self, body: &[u8]) -> ConversionReview {
-        let request = match serde_json::from_slice::<ConversionReview>(body)
+        let mut request = match serde_json::from_slice::<ConversionReview>(body)
             .map_err(|e| format!("the body is not a ConversionReview: {e}"))
             .and_then(|review| {
                 ConversionRequest::from_review(review)
@@ -116,7 +111,8 @@ impl Conversions {
             }
         };
         let desired = request.desired_api_version.clone();
-        let objects = request.objects.clone();
+        // The objects move into the answer: a review of a list can be megabytes.
+        let objects = std::mem::take(&mut request.objects);
         let response = ConversionResponse::for_request(request);
         let converted: Result<Vec<Value>, ConversionError> = objects
             .into_iter()
